@@ -1,0 +1,33 @@
+//! The collector: launches a program under the memlens runtime, samples its
+//! capacity from /proc, follows its children, and turns the raw logs into a profile.
+
+mod finalize;
+mod record;
+pub mod symbols;
+pub mod sysinfo;
+
+pub use finalize::{finalize, RunInfo};
+pub use record::{record, RecordConfig, RecordOutcome, TargetExit};
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Profile(#[from] memlens_profile::ProfileError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

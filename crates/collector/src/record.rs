@@ -1,0 +1,385 @@
+//! `memlens record`: start the target with the runtime preloaded, sample every
+//! process of the run from /proc at a fixed interval, reap them all (we are their
+//! subreaper, so orphans of a fork come back to us), then finalize.
+
+use crate::finalize::{self, RunInfo, COLLECTOR_LOG};
+use crate::{Error, Result};
+use memlens_rawlog::{self as raw, procfs, tag, FileHeader};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct RecordConfig {
+    pub command: Vec<OsString>,
+    pub out_dir: PathBuf,
+    pub runtime: PathBuf,
+    pub interval_ms: u64,
+    pub min_size: Option<u64>,
+    pub sample_rate: Option<u64>,
+    pub unwinder: Option<String>,
+    pub max_frames: Option<u32>,
+    pub keep_raw: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetExit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl TargetExit {
+    /// The exit status a shell would show for the target.
+    pub fn shell_status(self) -> i32 {
+        match self {
+            TargetExit::Code(c) => c,
+            TargetExit::Signal(s) => 128 + s,
+        }
+    }
+}
+
+pub struct RecordOutcome {
+    pub dir: PathBuf,
+    pub exit: TargetExit,
+    pub meta: memlens_profile::Meta,
+}
+
+/// Finds the program as the shell would, with a clear error if it cannot run.
+fn resolve_program(program: &OsString) -> Result<PathBuf> {
+    let p = Path::new(program);
+    let candidate = if p.components().count() > 1 || p.is_absolute() {
+        Some(p.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(p))
+                .find(|c| c.is_file())
+        })
+    };
+    let shown = p.display();
+    let Some(path) = candidate else {
+        return Err(Error::Usage(format!(
+            "cannot run '{shown}': not found in PATH; give its path (e.g. ./{shown})"
+        )));
+    };
+    let meta = std::fs::metadata(&path)
+        .map_err(|_| Error::Usage(format!("cannot run '{}': no such file; check the path", path.display())))?;
+    if !meta.is_file() {
+        return Err(Error::Usage(format!("cannot run '{}': not a regular file", path.display())));
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(Error::Usage(format!(
+            "cannot run '{}': not executable; run `chmod +x {}`",
+            path.display(),
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+static FORWARD_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    FORWARD_SIGNAL.store(sig, Ordering::Relaxed);
+}
+
+/// A process image being recorded: its log header, mapped read-only.
+struct Watched {
+    pid: u32,
+    header: memmap2::Mmap,
+}
+
+impl Watched {
+    fn header(&self) -> &FileHeader {
+        // SAFETY: the mapping is HEADER_SIZE bytes and FileHeader fits in it.
+        unsafe { &*(self.header.as_ptr() as *const FileHeader) }
+    }
+}
+
+pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
+    let Some(program) = cfg.command.first() else {
+        return Err(Error::Usage("no command given; usage: memlens record -- PROGRAM [ARGS...]".into()));
+    };
+    let program_path = resolve_program(program)?;
+    if !cfg.runtime.is_file() {
+        return Err(Error::Usage(format!(
+            "runtime library not found at {}; build it with `cargo build --release` or set MEMLENS_RUNTIME",
+            cfg.runtime.display()
+        )));
+    }
+    if cfg.out_dir.join(memlens_profile::META_FILE).exists() {
+        return Err(Error::Usage(format!(
+            "{} already holds a profile; choose another directory with -o",
+            cfg.out_dir.display()
+        )));
+    }
+    let raw_dir = cfg.out_dir.join("raw");
+    std::fs::create_dir_all(&raw_dir).map_err(|e| Error::io(&raw_dir, e))?;
+    let out_dir = std::fs::canonicalize(&cfg.out_dir).map_err(|e| Error::io(&cfg.out_dir, e))?;
+    let runtime = std::fs::canonicalize(&cfg.runtime).map_err(|e| Error::io(&cfg.runtime, e))?;
+
+    let mut preload = runtime.into_os_string();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(existing);
+    }
+    let mut cmd = std::process::Command::new(&program_path);
+    cmd.arg0(program).args(&cfg.command[1..]);
+    cmd.env("LD_PRELOAD", preload)
+        .env("MEMLENS_DIR", &out_dir)
+        .env("MEMLENS_COLLECTOR", "1");
+    if let Some(v) = cfg.min_size {
+        cmd.env("MEMLENS_MIN_SIZE", v.to_string());
+    }
+    if let Some(v) = cfg.sample_rate {
+        cmd.env("MEMLENS_SAMPLE_RATE", v.to_string());
+    }
+    if let Some(v) = &cfg.unwinder {
+        cmd.env("MEMLENS_UNWIND", v);
+    }
+    if let Some(v) = cfg.max_frames {
+        cmd.env("MEMLENS_MAX_FRAMES", v.to_string());
+    }
+
+    // Orphaned descendants are re-parented to us, so we can wait for all of them.
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let start_ns = now_ns();
+    let child = cmd.spawn().map_err(|e| {
+        Error::Usage(format!("cannot start '{}': {e}", program_path.display()))
+    })?;
+    let child_pid = child.id() as i32;
+    // The terminal sends Ctrl-C to the target too; we stay alive to finalize.
+    // SAFETY: async-signal-safe handler that only stores an integer.
+    unsafe {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+
+    let log_path = raw_dir.join(COLLECTOR_LOG);
+    let log_file = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let mut sampler = Sampler {
+        raw_dir: raw_dir.clone(),
+        watched: HashMap::new(),
+        out: std::io::BufWriter::new(log_file),
+        numa_nodes: crate::sysinfo::numa_nodes(),
+        buf: Vec::with_capacity(4096),
+        ticks: 0,
+    };
+    let interval = Duration::from_millis(cfg.interval_ms.max(1));
+    let mut next = std::time::Instant::now();
+    let mut missed_ticks = 0u64;
+    let mut main_exit = None;
+    loop {
+        sampler.tick();
+        match FORWARD_SIGNAL.swap(0, Ordering::Relaxed) {
+            0 | libc::SIGINT => {}
+            // SAFETY: signal to our own child.
+            sig => unsafe {
+                libc::kill(child_pid, sig);
+            },
+        }
+        match reap(&mut sampler)? {
+            Reaped::Exits(exits) => {
+                for (pid, exit) in exits {
+                    if pid == child_pid {
+                        main_exit = Some(exit);
+                    }
+                }
+            }
+            Reaped::NoChildren => break,
+        }
+        next += interval;
+        let now = std::time::Instant::now();
+        if now > next + interval {
+            missed_ticks += ((now - next).as_nanos() / interval.as_nanos()) as u64;
+            next = now;
+        } else if next > now {
+            std::thread::sleep(next - now);
+        }
+    }
+    sampler.out.flush().map_err(|e| Error::io(&log_path, e))?;
+    drop(sampler);
+    // SAFETY: restore default dispositions.
+    unsafe {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    let run = RunInfo {
+        command: cfg.command.iter().map(|s| s.to_string_lossy().into_owned()).collect(),
+        interval_ms: cfg.interval_ms,
+        start_ns: Some(start_ns),
+        end_ns: Some(now_ns()),
+        missed_ticks,
+    };
+    let meta = finalize::finalize(&out_dir, &run, !cfg.keep_raw)?;
+    Ok(RecordOutcome {
+        dir: cfg.out_dir.clone(),
+        exit: main_exit.unwrap_or(TargetExit::Code(0)),
+        meta,
+    })
+}
+
+enum Reaped {
+    Exits(Vec<(i32, TargetExit)>),
+    NoChildren,
+}
+
+fn reap(sampler: &mut Sampler) -> Result<Reaped> {
+    let mut exits = Vec::new();
+    loop {
+        let mut status = 0;
+        // SAFETY: plain waitpid on any child.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid == 0 {
+            return Ok(Reaped::Exits(exits));
+        }
+        if pid < 0 {
+            return Ok(if exits.is_empty() {
+                Reaped::NoChildren
+            } else {
+                Reaped::Exits(exits)
+            });
+        }
+        let exit = if libc::WIFSIGNALED(status) {
+            TargetExit::Signal(libc::WTERMSIG(status))
+        } else {
+            TargetExit::Code(libc::WEXITSTATUS(status))
+        };
+        sampler.record_exit(pid as u32, exit);
+        exits.push((pid, exit));
+    }
+}
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+struct Sampler {
+    raw_dir: PathBuf,
+    /// Latest image log per pid.
+    watched: HashMap<u32, (u32, Watched)>,
+    out: std::io::BufWriter<std::fs::File>,
+    numa_nodes: usize,
+    buf: Vec<u8>,
+    ticks: u64,
+}
+
+impl Sampler {
+    /// Picks up logs of new processes and images (fork, exec).
+    fn discover(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.raw_dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let Some(stem) = name.strip_suffix(".mlraw") else { continue };
+            let mut parts = stem.split('.');
+            let (Some(Ok(pid)), Some(Ok(seq))) = (parts.next().map(str::parse::<u32>), parts.next().map(str::parse::<u32>))
+            else {
+                continue;
+            };
+            if self.watched.get(&pid).is_some_and(|(s, _)| *s >= seq) {
+                continue;
+            }
+            let Ok(file) = std::fs::File::open(e.path()) else { continue };
+            // SAFETY: read-only shared mapping of a file the runtime only grows.
+            let Ok(header) = (unsafe { memmap2::MmapOptions::new().len(raw::HEADER_SIZE).map(&file) }) else {
+                continue;
+            };
+            let w = Watched { pid, header };
+            if w.header().magic == raw::MAGIC {
+                self.watched.insert(pid, (seq, w));
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        self.discover();
+        let time = now_ns();
+        let numa_due = self.numa_nodes > 1 && self.ticks % 100 == 0;
+        self.ticks += 1;
+        let mut records = Vec::new();
+        for (_, w) in self.watched.values() {
+            let mut t = raw::Timeline {
+                time,
+                pid: w.pid as u64,
+                numa: [u64::MAX; 4],
+                ..Default::default()
+            };
+            self.buf.clear();
+            let status = format!("/proc/{}/status", w.pid);
+            let Ok(mut f) = std::fs::File::open(&status) else { continue };
+            if std::io::Read::read_to_end(&mut f, &mut self.buf).is_err() || self.buf.is_empty() {
+                continue;
+            }
+            procfs::fill_from_status(&self.buf, &mut t);
+            if t.rss == 0 && procfs::kb_field(&self.buf, b"VmRSS").is_none() {
+                continue; // a zombie: it has no memory any more
+            }
+            let (ab, fb, ac, fc) = w.header().totals();
+            (t.heap_alloc_bytes, t.heap_free_bytes, t.heap_allocs, t.heap_frees) = (ab, fb, ac, fc);
+            if numa_due {
+                t.numa = numa_resident(w.pid);
+            }
+            records.push(t);
+        }
+        for t in records {
+            self.write(tag::TIMELINE, &t);
+        }
+    }
+
+    fn record_exit(&mut self, pid: u32, exit: TargetExit) {
+        let (status, signaled) = match exit {
+            TargetExit::Code(c) => (c, 0),
+            TargetExit::Signal(s) => (128 + s, 1),
+        };
+        let ev = raw::ProcessExit {
+            time: now_ns(),
+            status,
+            signaled,
+            pid: pid as u64,
+        };
+        self.write(tag::PROCESS_EXIT, &ev);
+        self.watched.remove(&pid);
+    }
+
+    fn write<P: raw::Payload>(&mut self, tag: u16, payload: &P) {
+        let mut rec = [0u8; 256];
+        // SAFETY: the buffer is 256 bytes and encode checks the capacity.
+        if let Some(n) = unsafe { raw::encode(rec.as_mut_ptr(), rec.len(), tag, payload, &[]) } {
+            // A write error surfaces at the final flush.
+            let _ = self.out.write_all(&rec[..n]);
+        }
+    }
+}
+
+/// Resident bytes per NUMA node (first 4) from /proc/PID/numa_maps.
+fn numa_resident(pid: u32) -> [u64; 4] {
+    let mut out = [0u64; 4];
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")) else {
+        return [u64::MAX; 4];
+    };
+    let page = 4096u64;
+    for line in text.lines() {
+        for field in line.split_whitespace() {
+            if let Some((node, pages)) = field.strip_prefix('N').and_then(|f| f.split_once('=')) {
+                if let (Ok(n), Ok(p)) = (node.parse::<usize>(), pages.parse::<u64>()) {
+                    if n < 4 {
+                        out[n] += p * page;
+                    }
+                }
+            }
+        }
+    }
+    out
+}

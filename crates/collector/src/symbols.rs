@@ -1,0 +1,133 @@
+//! Symbolization of return addresses (function, file:line, inlined frames) with
+//! addr2line, and static data objects from ELF symbol tables, both with the load
+//! bias the runtime recorded.
+
+use memlens_profile::{Frame, StaticObject};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// A loaded object as the runtime saw it.
+#[derive(Clone, Debug)]
+pub struct LoadedModule {
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+}
+
+#[derive(Default)]
+pub struct Symbolizer {
+    loaders: HashMap<String, Option<addr2line::Loader>>,
+}
+
+impl Symbolizer {
+    fn loader(&mut self, path: &str) -> Option<&addr2line::Loader> {
+        self.loaders
+            .entry(path.to_string())
+            .or_insert_with(|| addr2line::Loader::new(path).ok())
+            .as_ref()
+    }
+
+    /// Frames for one return address, innermost (inlined) first. `depth` numbers
+    /// them after the frames already emitted for this stack.
+    pub fn frames(&mut self, modules: &[LoadedModule], addr: u64, is_return: bool) -> Vec<(String, String, String, u32, bool)> {
+        let Some(m) = modules.iter().rev().find(|m| addr >= m.start && addr < m.end) else {
+            return vec![("?".into(), format!("{addr:#x}"), String::new(), 0, false)];
+        };
+        let module = short_name(&m.path);
+        // A return address points after the call: look up the call itself.
+        let probe = addr.wrapping_sub(m.bias).wrapping_sub(is_return as u64);
+        let Some(loader) = self.loader(&m.path) else {
+            return vec![(module, format!("{addr:#x}"), String::new(), 0, false)];
+        };
+        let mut out = Vec::new();
+        if let Ok(mut iter) = loader.find_frames(probe) {
+            while let Ok(Some(f)) = iter.next() {
+                let function = f
+                    .function
+                    .as_ref()
+                    .and_then(|n| n.demangle().ok().map(|s| s.into_owned()))
+                    .unwrap_or_default();
+                let (file, line) = f
+                    .location
+                    .as_ref()
+                    .map(|l| (l.file.unwrap_or("").to_string(), l.line.unwrap_or(0)))
+                    .unwrap_or_default();
+                out.push((module.clone(), function, file, line, true));
+            }
+        }
+        if let Some(last) = out.last_mut() {
+            last.4 = false; // the outermost of an inline chain is the real frame
+        }
+        if out.is_empty() || out.iter().all(|f| f.1.is_empty()) {
+            let name = loader
+                .find_symbol(probe)
+                .map(|s| addr2line::demangle_auto(s.into(), None).into_owned())
+                .unwrap_or_else(|| format!("{addr:#x}"));
+            let (file, line) = out.first().map(|f| (f.2.clone(), f.3)).unwrap_or_default();
+            out = vec![(module, name, file, line, false)];
+        }
+        out
+    }
+
+    /// Symbolized rows for one stack.
+    pub fn stack_rows(&mut self, pid: u32, stack_id: u64, addrs: &[u64], modules: &[LoadedModule]) -> Vec<Frame> {
+        let mut rows = Vec::new();
+        for &addr in addrs {
+            for (module, function, file, line, inlined) in self.frames(modules, addr, true) {
+                rows.push(Frame {
+                    pid,
+                    stack_id,
+                    depth: rows.len() as u32,
+                    address: addr,
+                    module,
+                    function,
+                    file,
+                    line,
+                    inlined,
+                });
+            }
+        }
+        rows
+    }
+}
+
+pub fn short_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_string())
+}
+
+/// Data symbols (variables) of a module at their runtime addresses.
+pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
+    let Ok(data) = std::fs::read(&m.path) else {
+        return Vec::new();
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return Vec::new();
+    };
+    let tls_sections: Vec<_> = file
+        .sections()
+        .filter(|s| s.name().is_ok_and(|n| n.starts_with(".tdata") || n.starts_with(".tbss")))
+        .map(|s| s.index())
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let module = short_name(&m.path);
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0 && s.is_definition())
+        .filter(|s| s.section_index().is_none_or(|i| !tls_sections.contains(&i)))
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            seen.insert((s.address(), name.to_string())).then(|| StaticObject {
+                pid,
+                module: module.clone(),
+                name: addr2line::demangle_auto(name.into(), None).into_owned(),
+                address: s.address().wrapping_add(m.bias),
+                size: s.size(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,96 @@
+//! Rust field types that map onto Arrow column types.
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray, UInt32Array, UInt64Array,
+};
+use arrow::datatypes::DataType;
+use std::sync::Arc;
+
+pub trait ColumnType: Sized + Clone {
+    const NULLABLE: bool;
+    fn data_type() -> DataType;
+    fn to_array<'a>(values: impl Iterator<Item = &'a Self>) -> ArrayRef
+    where
+        Self: 'a;
+    fn from_array(array: &dyn Array) -> Option<Vec<Self>>;
+}
+
+macro_rules! primitive {
+    ($ty:ty, $arr:ty, $dt:expr) => {
+        impl ColumnType for $ty {
+            const NULLABLE: bool = false;
+            fn data_type() -> DataType {
+                $dt
+            }
+            fn to_array<'a>(values: impl Iterator<Item = &'a Self>) -> ArrayRef {
+                Arc::new(<$arr>::from_iter_values(values.copied()))
+            }
+            fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
+                let a = array.as_any().downcast_ref::<$arr>()?;
+                Some((0..a.len()).map(|i| a.value(i)).collect())
+            }
+        }
+
+        impl ColumnType for Option<$ty> {
+            const NULLABLE: bool = true;
+            fn data_type() -> DataType {
+                $dt
+            }
+            fn to_array<'a>(values: impl Iterator<Item = &'a Self>) -> ArrayRef {
+                Arc::new(values.copied().collect::<$arr>())
+            }
+            fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
+                let a = array.as_any().downcast_ref::<$arr>()?;
+                Some((0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i))).collect())
+            }
+        }
+    };
+}
+
+primitive!(u64, UInt64Array, DataType::UInt64);
+primitive!(u32, UInt32Array, DataType::UInt32);
+primitive!(i64, Int64Array, DataType::Int64);
+primitive!(i32, Int32Array, DataType::Int32);
+primitive!(f64, Float64Array, DataType::Float64);
+
+impl ColumnType for bool {
+    const NULLABLE: bool = false;
+    fn data_type() -> DataType {
+        DataType::Boolean
+    }
+    fn to_array<'a>(values: impl Iterator<Item = &'a Self>) -> ArrayRef {
+        Arc::new(values.copied().map(Some).collect::<BooleanArray>())
+    }
+    fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
+        let a = array.as_any().downcast_ref::<BooleanArray>()?;
+        Some((0..a.len()).map(|i| a.value(i)).collect())
+    }
+}
+
+impl ColumnType for String {
+    const NULLABLE: bool = false;
+    fn data_type() -> DataType {
+        DataType::Utf8
+    }
+    fn to_array<'a>(values: impl Iterator<Item = &'a Self>) -> ArrayRef {
+        Arc::new(values.map(|s| Some(s.as_str())).collect::<StringArray>())
+    }
+    fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
+        let a = array.as_any().downcast_ref::<StringArray>()?;
+        Some((0..a.len()).map(|i| a.value(i).to_string()).collect())
+    }
+}
+
+impl ColumnType for Option<String> {
+    const NULLABLE: bool = true;
+    fn data_type() -> DataType {
+        DataType::Utf8
+    }
+    fn to_array<'a>(values: impl Iterator<Item = &'a Self>) -> ArrayRef {
+        Arc::new(values.map(|s| s.as_deref()).collect::<StringArray>())
+    }
+    fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
+        let a = array.as_any().downcast_ref::<StringArray>()?;
+        Some((0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i).to_string())).collect())
+    }
+}

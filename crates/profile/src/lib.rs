@@ -1,0 +1,150 @@
+//! The memlens profile directory: one Parquet file per table and `meta.json`.
+//!
+//! Each table is declared once with [`table!`], which gives its row struct, its
+//! Arrow schema and both conversions; the README's schema section lists the same
+//! columns. Any Arrow tool (pandas, polars, DuckDB, DataFusion, Spark) reads them.
+
+mod columns;
+mod meta;
+mod tables;
+
+pub use columns::ColumnType;
+pub use meta::*;
+pub use tables::*;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a readable Parquet table ({detail}); re-run `memlens record` or restore the file")]
+    Parquet { path: PathBuf, detail: String },
+    #[error("{path}: {detail}")]
+    Format { path: PathBuf, detail: String },
+    #[error("{0}: no memlens profile here (no meta.json and no raw/ logs); give the directory `memlens record` printed")]
+    NotAProfile(PathBuf),
+}
+
+pub type Result<T> = std::result::Result<T, ProfileError>;
+
+/// A table of the profile: a row struct with a fixed schema.
+pub trait Table: Sized {
+    /// File name without extension.
+    const NAME: &'static str;
+    fn schema() -> SchemaRef;
+    fn to_batch(rows: &[Self]) -> std::result::Result<RecordBatch, String>;
+    fn from_batch(batch: &RecordBatch) -> std::result::Result<Vec<Self>, String>;
+}
+
+pub fn table_path<T: Table>(dir: &Path) -> PathBuf {
+    dir.join(format!("{}.parquet", T::NAME))
+}
+
+/// Writes all rows of a table (an empty table still gets its schema).
+pub fn write_table<T: Table>(dir: &Path, rows: &[T]) -> Result<()> {
+    let path = table_path::<T>(dir);
+    let perr = |detail: String| ProfileError::Parquet {
+        path: path.clone(),
+        detail,
+    };
+    let file = File::create(&path).map_err(|source| ProfileError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .build();
+    let mut w = ArrowWriter::try_new(file, T::schema(), Some(props)).map_err(|e| perr(e.to_string()))?;
+    for chunk in rows.chunks(1 << 16) {
+        let batch = T::to_batch(chunk).map_err(perr)?;
+        w.write(&batch).map_err(|e| perr(e.to_string()))?;
+    }
+    w.close().map_err(|e| perr(e.to_string()))?;
+    Ok(())
+}
+
+/// Reads every row of a table; a missing file is an empty table.
+pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
+    let path = table_path::<T>(dir);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let perr = |detail: String| ProfileError::Parquet {
+        path: path.clone(),
+        detail,
+    };
+    let file = File::open(&path).map_err(|source| ProfileError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.with_batch_size(1 << 16).build())
+        .map_err(|e| perr(e.to_string()))?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| perr(e.to_string()))?;
+        rows.extend(T::from_batch(&batch).map_err(perr)?);
+    }
+    Ok(rows)
+}
+
+/// Declares a table: its row struct and its Arrow mapping.
+#[macro_export]
+macro_rules! table {
+    ($(#[$doc:meta])* $name:ident = $file:literal { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+        pub struct $name { $($(#[$fdoc])* pub $field: $ty),* }
+
+        impl $crate::Table for $name {
+            const NAME: &'static str = $file;
+
+            fn schema() -> arrow::datatypes::SchemaRef {
+                std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+                    $(arrow::datatypes::Field::new(
+                        stringify!($field),
+                        <$ty as $crate::ColumnType>::data_type(),
+                        <$ty as $crate::ColumnType>::NULLABLE,
+                    )),*
+                ]))
+            }
+
+            fn to_batch(rows: &[Self]) -> std::result::Result<arrow::array::RecordBatch, String> {
+                let columns: Vec<arrow::array::ArrayRef> = vec![
+                    $(<$ty as $crate::ColumnType>::to_array(rows.iter().map(|r| &r.$field))),*
+                ];
+                arrow::array::RecordBatch::try_new(Self::schema(), columns).map_err(|e| e.to_string())
+            }
+
+            fn from_batch(batch: &arrow::array::RecordBatch) -> std::result::Result<Vec<Self>, String> {
+                $(
+                    let $field: Vec<$ty> = {
+                        let col = batch
+                            .column_by_name(stringify!($field))
+                            .ok_or_else(|| format!("missing column {}", stringify!($field)))?;
+                        <$ty as $crate::ColumnType>::from_array(col.as_ref())
+                            .ok_or_else(|| format!("column {} has the wrong type", stringify!($field)))?
+                    };
+                )*
+                let n = batch.num_rows();
+                let mut iters = ($($field.into_iter(),)*);
+                let _ = &mut iters;
+                let ($(mut $field,)*) = iters;
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    out.push($name { $($field: $field.next().ok_or("short column")?),* });
+                }
+                Ok(out)
+            }
+        }
+    };
+}

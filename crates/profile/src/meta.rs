@@ -1,0 +1,100 @@
+//! `meta.json`: what was run, where, how, and what was lost.
+
+use crate::{ProfileError, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+pub const FORMAT_VERSION: u32 = 1;
+pub const META_FILE: &str = "meta.json";
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Meta {
+    pub format_version: u32,
+    pub memlens_version: String,
+    pub command: Vec<String>,
+    pub host: String,
+    pub cpu: String,
+    pub kernel: String,
+    /// What produced the data: "preload" (allocation runtime) plus "procfs" (timeline).
+    pub backend: Vec<String>,
+    pub settings: Settings,
+    pub clock: Clock,
+    pub processes: Vec<Process>,
+    pub losses: Losses,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Settings {
+    pub interval_ms: u64,
+    pub min_size: u64,
+    pub sample_rate: u64,
+    pub unwinder: String,
+    pub max_frames: u32,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Clock {
+    pub source: String,
+    /// CLOCK_MONOTONIC ns of time 0 in every table.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Process {
+    pub pid: u32,
+    pub ppid: u32,
+    /// 0 for the first program image of this pid, 1 after its first exec, ...
+    pub exec_seq: u32,
+    pub rank: Option<u32>,
+    pub exe: String,
+    pub start_ns: u64,
+    pub end_ns: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// What was lost, counted; every report prints the non-zero ones.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Losses {
+    /// Events the runtime could not write (log full).
+    pub dropped_events: u64,
+    /// Tracked blocks whose free could not be followed (tracking table full).
+    pub untracked_allocs: u64,
+    /// Log blocks cut short or malformed (a process killed mid-record).
+    pub truncated_blocks: u64,
+    /// Frees of tracked blocks allocated before the process (inherited across fork).
+    pub unmatched_frees: u64,
+    /// Timeline ticks the collector missed (late by more than one interval).
+    pub missed_ticks: u64,
+}
+
+impl Meta {
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(META_FILE);
+        let json = serde_json::to_string_pretty(self).expect("meta serializes");
+        std::fs::write(&path, json).map_err(|source| ProfileError::Io { path, source })
+    }
+
+    pub fn read(dir: &Path) -> Result<Meta> {
+        let path = dir.join(META_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let meta: Meta = serde_json::from_str(&text).map_err(|e| ProfileError::Format {
+            path: path.clone(),
+            detail: format!("not valid memlens metadata ({e})"),
+        })?;
+        if meta.format_version > FORMAT_VERSION {
+            return Err(ProfileError::Format {
+                path,
+                detail: format!(
+                    "written by a newer memlens (format {}, this one reads {FORMAT_VERSION}); upgrade memlens",
+                    meta.format_version
+                ),
+            });
+        }
+        Ok(meta)
+    }
+}

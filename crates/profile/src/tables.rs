@@ -1,0 +1,124 @@
+//! The tables of a profile. Times are nanoseconds since the run started
+//! (`meta.json` `clock.start_ns` gives the CLOCK_MONOTONIC origin).
+
+use crate::table;
+
+table! {
+    /// One heap block or mapping that carried an event: large, sampled or grouped
+    /// allocations, and every mmap.
+    Allocation = "allocations" {
+        pid: u32,
+        tid: u32,
+        /// malloc, calloc, realloc, memalign, valloc, mmap.
+        kind: String,
+        address: u64,
+        /// Bytes requested (for mmap: length).
+        size: u64,
+        /// Bytes the allocator reserved (malloc_usable_size).
+        usable_size: u64,
+        alloc_ns: u64,
+        /// Null while live at the end of the process (a leak, for heap blocks).
+        free_ns: Option<u64>,
+        stack_id: u64,
+        /// True when chosen by byte sampling rather than recorded exactly.
+        sampled: bool,
+        /// How many allocations this row stands for (1 when exact).
+        est_count: f64,
+        /// How many bytes this row stands for (its size when exact).
+        est_bytes: f64,
+        /// Synthetic object from memlens_group_begin/end.
+        group: Option<String>,
+        prot: Option<i32>,
+        map_flags: Option<i32>,
+        fd: Option<i32>,
+    }
+}
+
+table! {
+    /// Symbolized call stacks, one row per frame (inlined frames get their own rows).
+    Frame = "stacks" {
+        pid: u32,
+        stack_id: u64,
+        /// 0 is the innermost frame (the allocation call site).
+        depth: u32,
+        address: u64,
+        module: String,
+        function: String,
+        file: String,
+        line: u32,
+        inlined: bool,
+    }
+}
+
+table! {
+    /// One execution of an annotated region on one thread.
+    Region = "regions" {
+        pid: u32,
+        tid: u32,
+        name: String,
+        begin_ns: u64,
+        /// Null if the region was still open when the process ended.
+        end_ns: Option<u64>,
+        depth: u32,
+    }
+}
+
+table! {
+    /// An address range named with memlens_tag.
+    TagRange = "tags" {
+        pid: u32,
+        tid: u32,
+        name: String,
+        address: u64,
+        size: u64,
+        begin_ns: u64,
+        end_ns: Option<u64>,
+    }
+}
+
+table! {
+    /// Capacity of one process at one instant.
+    TimelinePoint = "timeline" {
+        pid: u32,
+        time_ns: u64,
+        /// Resident set (VmRSS) and its parts, bytes, from /proc/PID/status.
+        rss: u64,
+        anon: u64,
+        file: u64,
+        shmem: u64,
+        swap: u64,
+        /// Live heap bytes (usable sizes), exact, from the runtime's counters.
+        heap_live: u64,
+        heap_alloc_bytes: u64,
+        heap_free_bytes: u64,
+        heap_allocs: u64,
+        heap_frees: u64,
+        numa0: Option<u64>,
+        numa1: Option<u64>,
+        numa2: Option<u64>,
+        numa3: Option<u64>,
+    }
+}
+
+table! {
+    /// An ELF object loaded in a process.
+    Module = "modules" {
+        pid: u32,
+        path: String,
+        start: u64,
+        end: u64,
+        bias: u64,
+        load_ns: u64,
+    }
+}
+
+table! {
+    /// A static data object (ELF symbol of type OBJECT), at its runtime address.
+    StaticObject = "statics" {
+        pid: u32,
+        module: String,
+        name: String,
+        address: u64,
+        size: u64,
+    }
+}

@@ -1,0 +1,499 @@
+//! The raw event log: the one definition of the bytes the runtime writes inside the
+//! profiled process and the collector reads back.
+//!
+//! A log file is a [`FileHeader`] (live counters the collector polls while the target
+//! runs) followed by [`BLOCK_SIZE`] blocks. Each thread owns one block at a time, mapped
+//! `MAP_SHARED`, and appends records to it, publishing each with a release store of
+//! [`BlockHeader::used`]. The page cache holds every published record, so the log stays
+//! readable when the target crashes or is killed with SIGKILL.
+//!
+//! A record is a [`RecordHeader`] (tag and length) followed by a fixed payload struct,
+//! padded to 8 bytes. Variable-length records (strings, stacks, modules) put their
+//! trailing bytes after the fixed part. `no_std`: the runtime must not allocate.
+#![no_std]
+
+use core::mem::size_of;
+use core::sync::atomic::{AtomicU32, AtomicU64};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMLENS1");
+pub const VERSION: u32 = 1;
+pub const HEADER_SIZE: usize = 64 * 1024;
+pub const BLOCK_SIZE: usize = 1 << 20;
+pub const BLOCK_MAGIC: u32 = 0x4b4c_424d; // "MBLK"
+pub const THREAD_SLOTS: usize = 1024;
+pub const MAX_FRAMES: usize = 128;
+pub const MAX_STRING: usize = 4096;
+
+/// Exact allocation counters of one thread, written only by that thread (relaxed
+/// stores) and read by the collector at every timeline tick.
+#[repr(C)]
+#[derive(Default)]
+pub struct Counters {
+    pub alloc_bytes: AtomicU64,
+    pub free_bytes: AtomicU64,
+    pub allocs: AtomicU64,
+    pub frees: AtomicU64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+pub struct ThreadSlot {
+    /// 0 when free; otherwise the owning thread id.
+    pub tid: AtomicU32,
+    pub _pad: u32,
+    pub counters: Counters,
+}
+
+/// Settings the runtime ran with, copied into the header so a log explains itself.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct RuntimeSettings {
+    /// Allocations of at least this many bytes are all recorded with their stack.
+    pub min_size: u64,
+    /// Mean bytes between two sampled allocations below `min_size` (0: none sampled).
+    pub sample_rate: u64,
+    pub max_frames: u32,
+    /// 0 frame pointers, 1 DWARF (libgcc unwinder), 2 none.
+    pub unwinder: u32,
+}
+
+#[repr(C)]
+pub struct FileHeader {
+    pub magic: u64,
+    pub version: u32,
+    pub pid: u32,
+    pub ppid: u32,
+    /// MPI rank from OMPI/PMI/PMIx/Slurm variables, or -1.
+    pub rank: i32,
+    /// Which exec of this pid wrote the log (0 for the first image).
+    pub exec_seq: u32,
+    pub _pad: u32,
+    /// CLOCK_MONOTONIC ns when the runtime started in this process.
+    pub start_ns: u64,
+    pub settings: RuntimeSettings,
+    /// Next free byte offset for a block (atomic bump allocator).
+    pub reserve_cursor: AtomicU64,
+    /// Events the runtime could not record (log full, disk full, table full).
+    pub dropped_events: AtomicU64,
+    /// Allocations tracked (with an event) that could not enter the tracking table.
+    pub untracked_allocs: AtomicU64,
+    /// Counters of threads that have exited, and of threads beyond `THREAD_SLOTS`.
+    pub retired: Counters,
+    pub slots: [ThreadSlot; THREAD_SLOTS],
+}
+
+const _: () = assert!(size_of::<FileHeader>() <= HEADER_SIZE);
+
+#[repr(C)]
+pub struct BlockHeader {
+    pub magic: u32,
+    pub tid: u32,
+    /// Bytes of published records after this header.
+    pub used: AtomicU64,
+}
+
+pub const BLOCK_HEADER_SIZE: usize = size_of::<BlockHeader>();
+pub const BLOCK_CAPACITY: usize = BLOCK_SIZE - BLOCK_HEADER_SIZE;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RecordHeader {
+    pub tag: u16,
+    /// Whole record length in bytes, header included, a multiple of 8.
+    pub len: u16,
+    pub _pad: u32,
+}
+
+pub const RECORD_HEADER_SIZE: usize = size_of::<RecordHeader>();
+
+/// Record tags. Values are part of the on-disk format: never renumber.
+pub mod tag {
+    pub const ALLOC: u16 = 1;
+    pub const FREE: u16 = 2;
+    pub const MMAP: u16 = 3;
+    pub const MUNMAP: u16 = 4;
+    pub const MREMAP: u16 = 5;
+    pub const REGION_BEGIN: u16 = 6;
+    pub const REGION_END: u16 = 7;
+    pub const TAG: u16 = 8;
+    pub const UNTAG: u16 = 9;
+    pub const GROUP_BEGIN: u16 = 10;
+    pub const GROUP_END: u16 = 11;
+    pub const STRING: u16 = 12;
+    pub const STACK: u16 = 13;
+    pub const MODULE: u16 = 14;
+    pub const THREAD_START: u16 = 15;
+    pub const THREAD_EXIT: u16 = 16;
+    pub const TIMELINE: u16 = 17;
+    pub const PROCESS_EXIT: u16 = 18;
+}
+
+/// How an allocation was made.
+pub mod alloc_kind {
+    pub const MALLOC: u8 = 0;
+    pub const CALLOC: u8 = 1;
+    pub const REALLOC: u8 = 2;
+    pub const MEMALIGN: u8 = 3;
+    pub const VALLOC: u8 = 4;
+    pub const MMAP: u8 = 5;
+    pub const NAMES: [&str; 6] = ["malloc", "calloc", "realloc", "memalign", "valloc", "mmap"];
+}
+
+/// Why an allocation carries an event.
+pub mod alloc_flags {
+    /// At or above the size threshold: recorded exactly.
+    pub const EXACT: u8 = 1;
+    /// Chosen by byte sampling: stands for more allocations (see `sample_rate`).
+    pub const SAMPLED: u8 = 2;
+    /// Made inside a `memlens_group_begin/end` span.
+    pub const GROUPED: u8 = 4;
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Alloc {
+    pub time: u64,
+    pub ptr: u64,
+    pub size: u64,
+    pub usable: u64,
+    pub stack: u64,
+    pub group: u64,
+    pub kind: u8,
+    pub flags: u8,
+    pub _pad: [u8; 6],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Free {
+    pub time: u64,
+    pub ptr: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mmap {
+    pub time: u64,
+    pub addr: u64,
+    pub len: u64,
+    pub stack: u64,
+    pub prot: i32,
+    pub flags: i32,
+    pub fd: i32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Munmap {
+    pub time: u64,
+    pub addr: u64,
+    pub len: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mremap {
+    pub time: u64,
+    pub old_addr: u64,
+    pub old_len: u64,
+    pub new_addr: u64,
+    pub new_len: u64,
+}
+
+/// Region begin/end and group begin/end.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Named {
+    pub time: u64,
+    pub name: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tag {
+    pub time: u64,
+    pub name: u64,
+    pub start: u64,
+    pub len: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Untag {
+    pub time: u64,
+    pub start: u64,
+}
+
+/// Followed by `len` bytes of UTF-8 (not NUL-terminated).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StringDef {
+    pub id: u64,
+    pub len: u32,
+    pub _pad: u32,
+}
+
+/// Followed by `frames` u64 return addresses, innermost first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StackDef {
+    pub id: u64,
+    pub frames: u32,
+    pub _pad: u32,
+}
+
+/// A loaded ELF object. Followed by `path_len` bytes of path.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Module {
+    pub time: u64,
+    /// Load bias (`dlpi_addr`): file virtual address + bias = runtime address.
+    pub bias: u64,
+    pub start: u64,
+    pub end: u64,
+    pub path_len: u32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadEvent {
+    pub time: u64,
+    pub tid: u64,
+}
+
+/// One capacity sample of one process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timeline {
+    pub time: u64,
+    pub pid: u64,
+    pub rss: u64,
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    pub swap: u64,
+    pub heap_alloc_bytes: u64,
+    pub heap_free_bytes: u64,
+    pub heap_allocs: u64,
+    pub heap_frees: u64,
+    /// Bytes resident per NUMA node for the first 4 nodes (u64::MAX: not sampled).
+    pub numa: [u64; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessExit {
+    pub time: u64,
+    /// Exit code, or 128 + signal number.
+    pub status: i32,
+    pub signaled: u32,
+    pub pid: u64,
+}
+
+/// Length of a record with `payload` fixed bytes and `extra` trailing bytes.
+pub const fn record_len(payload: usize, extra: usize) -> usize {
+    (RECORD_HEADER_SIZE + payload + extra + 7) & !7
+}
+
+/// The payload structs that may be read from or written to a record.
+///
+/// # Safety
+/// Implementors must be `repr(C)`, `Copy`, and valid for every bit pattern.
+pub unsafe trait Payload: Copy + Default {}
+
+macro_rules! payload {
+    ($($ty:ty),* $(,)?) => {
+        $(unsafe impl Payload for $ty {})*
+    };
+}
+payload!(Alloc, Free, Mmap, Munmap, Mremap, Named, Tag, Untag, StringDef, StackDef, Module, ThreadEvent, Timeline, ProcessExit);
+
+/// A record as found in a byte buffer: its tag, fixed payload bytes and trailing bytes.
+pub struct RawRecord<'a> {
+    pub tag: u16,
+    pub body: &'a [u8],
+}
+
+impl<'a> RawRecord<'a> {
+    /// The fixed payload, or `None` if the record is too short for it.
+    pub fn payload<P: Payload>(&self) -> Option<P> {
+        if self.body.len() < size_of::<P>() {
+            return None;
+        }
+        let mut out = P::default();
+        // SAFETY: P is plain old data (trait contract) and the length was checked.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.body.as_ptr(),
+                &mut out as *mut P as *mut u8,
+                size_of::<P>(),
+            )
+        };
+        Some(out)
+    }
+
+    /// Bytes after the fixed payload `P`.
+    pub fn trailing<P: Payload>(&self) -> &'a [u8] {
+        self.body.get(size_of::<P>()..).unwrap_or(&[])
+    }
+}
+
+/// Iterates over the records in `buf`; stops at the first malformed header and
+/// reports it through [`Records::malformed`].
+pub struct Records<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    pub malformed: bool,
+}
+
+impl<'a> Records<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Records {
+            buf,
+            pos: 0,
+            malformed: false,
+        }
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = RawRecord<'a>;
+
+    fn next(&mut self) -> Option<RawRecord<'a>> {
+        let rest = self.buf.get(self.pos..)?;
+        if rest.len() < RECORD_HEADER_SIZE {
+            self.malformed |= !rest.is_empty();
+            return None;
+        }
+        let tag = u16::from_le_bytes([rest[0], rest[1]]);
+        let len = u16::from_le_bytes([rest[2], rest[3]]) as usize;
+        if tag == 0 || len < RECORD_HEADER_SIZE || len % 8 != 0 || len > rest.len() {
+            self.malformed = true;
+            return None;
+        }
+        self.pos += len;
+        Some(RawRecord {
+            tag,
+            body: &rest[RECORD_HEADER_SIZE..len],
+        })
+    }
+}
+
+/// Writes records into a caller-provided byte buffer (a mapped block, or a `Vec`'s
+/// spare space); returns the bytes written or `None` if it does not fit.
+///
+/// # Safety
+/// `dst` must be valid for `cap` bytes of writes.
+pub unsafe fn encode<P: Payload>(
+    dst: *mut u8,
+    cap: usize,
+    tag: u16,
+    payload: &P,
+    extra: &[u8],
+) -> Option<usize> {
+    let len = record_len(size_of::<P>(), extra.len());
+    if len > cap || len > u16::MAX as usize {
+        return None;
+    }
+    let header = RecordHeader {
+        tag,
+        len: len as u16,
+        _pad: 0,
+    };
+    // SAFETY: the caller guarantees `cap` writable bytes and len <= cap.
+    unsafe {
+        core::ptr::copy_nonoverlapping(&header as *const _ as *const u8, dst, RECORD_HEADER_SIZE);
+        let body = dst.add(RECORD_HEADER_SIZE);
+        core::ptr::copy_nonoverlapping(payload as *const P as *const u8, body, size_of::<P>());
+        let tail = body.add(size_of::<P>());
+        core::ptr::copy_nonoverlapping(extra.as_ptr(), tail, extra.len());
+        let pad = len - RECORD_HEADER_SIZE - size_of::<P>() - extra.len();
+        core::ptr::write_bytes(tail.add(extra.len()), 0, pad);
+    }
+    Some(len)
+}
+
+/// FNV-1a: ids for strings and stacks, stable across processes.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a over a list of addresses (stack ids).
+pub fn hash_frames(frames: &[u64]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in frames {
+        for b in f.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h | 1 // 0 means "no stack"
+}
+
+/// Parsers for the /proc files the capacity timeline samples; shared by the
+/// collector and the runtime's own sampler thread, so they never allocate.
+pub mod procfs {
+    fn parse_u64(s: &[u8]) -> Option<u64> {
+        let mut v: u64 = 0;
+        let mut any = false;
+        for &c in s {
+            if c.is_ascii_digit() {
+                v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+                any = true;
+            } else if any {
+                break;
+            }
+        }
+        any.then_some(v)
+    }
+
+    /// `/proc/PID/statm`: (resident pages, shared pages).
+    pub fn statm(buf: &[u8]) -> Option<(u64, u64)> {
+        let mut fields = buf.split(|&c| c == b' ');
+        let _size = fields.next()?;
+        let resident = parse_u64(fields.next()?)?;
+        let shared = parse_u64(fields.next()?)?;
+        Some((resident, shared))
+    }
+
+    /// A `Key:   123 kB` line of `/proc/PID/status` or `smaps_rollup`, in bytes.
+    pub fn kb_field(buf: &[u8], key: &[u8]) -> Option<u64> {
+        for line in buf.split(|&c| c == b'\n') {
+            if line.len() > key.len() && line.starts_with(key) && line[key.len()] == b':' {
+                return parse_u64(&line[key.len() + 1..]).map(|kb| kb * 1024);
+            }
+        }
+        None
+    }
+
+    /// Fills a timeline record's rss/anon/file/shmem/swap from `status` contents.
+    pub fn fill_from_status(buf: &[u8], t: &mut super::Timeline) {
+        t.rss = kb_field(buf, b"VmRSS").unwrap_or(0);
+        t.anon = kb_field(buf, b"RssAnon").unwrap_or(0);
+        t.file = kb_field(buf, b"RssFile").unwrap_or(0);
+        t.shmem = kb_field(buf, b"RssShmem").unwrap_or(0);
+        t.swap = kb_field(buf, b"VmSwap").unwrap_or(0);
+    }
+}
+
+impl FileHeader {
+    /// Sum of the exact allocation counters of every thread, live or exited.
+    pub fn totals(&self) -> (u64, u64, u64, u64) {
+        use core::sync::atomic::Ordering::Relaxed;
+        let mut t = (0u64, 0u64, 0u64, 0u64);
+        for c in core::iter::once(&self.retired).chain(self.slots.iter().map(|s| &s.counters)) {
+            t.0 = t.0.wrapping_add(c.alloc_bytes.load(Relaxed));
+            t.1 = t.1.wrapping_add(c.free_bytes.load(Relaxed));
+            t.2 = t.2.wrapping_add(c.allocs.load(Relaxed));
+            t.3 = t.3.wrapping_add(c.frees.load(Relaxed));
+        }
+        t
+    }
+}

@@ -1,0 +1,914 @@
+//! The memlens runtime, loaded into the profiled program with LD_PRELOAD.
+//!
+//! Hand-written on purpose (no crate does this): it interposes the malloc family and
+//! mmap/munmap/mremap, exports the annotation API of `include/memlens.h`, and writes
+//! events to a crash-safe log (see `memlens-rawlog`). It lives inside someone else's
+//! process, so it never allocates through the hooked allocator, never panics, keeps
+//! errno, guards against reentrancy, and survives fork, exec and thread exit.
+//!
+//! Every allocation updates exact per-thread counters (live heap over time). Only
+//! allocations of at least `min_size` bytes, a byte-sampled subset of the smaller
+//! ones, and those inside a group carry an event with time and call stack.
+
+mod log;
+mod modules;
+mod sampler;
+mod sys;
+mod thread;
+mod track;
+mod unwind;
+
+use core::ffi::{c_char, c_int, c_void, CStr};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, RuntimeSettings};
+use thread::ThreadState;
+
+extern "C" {
+    fn __libc_malloc(size: usize) -> *mut c_void;
+    fn __libc_calloc(n: usize, size: usize) -> *mut c_void;
+    fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void;
+    fn __libc_free(p: *mut c_void);
+    fn __libc_memalign(align: usize, size: usize) -> *mut c_void;
+    fn __libc_valloc(size: usize) -> *mut c_void;
+    fn __libc_pvalloc(size: usize) -> *mut c_void;
+    fn malloc_usable_size(p: *mut c_void) -> usize;
+}
+
+const UNINIT: u8 = 0;
+const READY: u8 = 1;
+const DISABLED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+
+static mut SETTINGS: RuntimeSettings = RuntimeSettings {
+    min_size: DEFAULT_MIN_SIZE,
+    sample_rate: DEFAULT_SAMPLE_RATE,
+    max_frames: 64,
+    unwinder: unwind::UNWIND_FP,
+};
+/// Defaults chosen by measurement: see `bench/` and the README.
+pub const DEFAULT_MIN_SIZE: u64 = 64 * 1024;
+pub const DEFAULT_SAMPLE_RATE: u64 = 512 * 1024;
+
+static mut DIR: [u8; 4096] = [0; 4096];
+static mut DIR_LEN: usize = 0;
+static mut INTERVAL_MS: u64 = 10;
+static mut OWN_SAMPLER: bool = false;
+
+fn settings() -> &'static RuntimeSettings {
+    // SAFETY: written once during init and in the fork child, read-only otherwise.
+    unsafe { &*core::ptr::addr_of!(SETTINGS) }
+}
+
+/// Direct-mapped caches of ids already defined in this process's log. A collision
+/// only costs a repeated definition.
+static STACK_SEEN: [AtomicU64; 1 << 14] = [const { AtomicU64::new(0) }; 1 << 14];
+static STRING_SEEN: [AtomicU64; 1 << 10] = [const { AtomicU64::new(0) }; 1 << 10];
+
+/// Events of threads that already ran their exit destructors.
+static ORPHAN_LOCK: sys::SpinLock = sys::SpinLock::new();
+static mut ORPHAN: log::Writer = log::Writer::new();
+
+fn with_orphan(f: impl FnOnce(&mut log::Writer)) {
+    ORPHAN_LOCK.lock();
+    // SAFETY: ORPHAN is only touched under ORPHAN_LOCK.
+    f(unsafe { &mut *core::ptr::addr_of_mut!(ORPHAN) });
+    ORPHAN_LOCK.unlock();
+}
+
+// ---------------------------------------------------------------- initialisation
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = fini;
+
+fn env(name: &CStr) -> Option<&'static [u8]> {
+    // SAFETY: getenv does not allocate; the environment outlives us.
+    let p = unsafe { libc::getenv(name.as_ptr()) };
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// "4096", "64K", "1M", "2G" (powers of 1024).
+fn parse_size(v: &[u8]) -> Option<u64> {
+    let (digits, mult) = match v.last()? {
+        b'k' | b'K' => (&v[..v.len() - 1], 1u64 << 10),
+        b'm' | b'M' => (&v[..v.len() - 1], 1 << 20),
+        b'g' | b'G' => (&v[..v.len() - 1], 1 << 30),
+        _ => (v, 1),
+    };
+    let mut n: u64 = 0;
+    if digits.is_empty() {
+        return None;
+    }
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    n.checked_mul(mult)
+}
+
+fn mpi_rank() -> i32 {
+    for var in [c"OMPI_COMM_WORLD_RANK", c"PMIX_RANK", c"PMI_RANK", c"SLURM_PROCID"] {
+        if let Some(n) = env(var).and_then(parse_size) {
+            return n.min(i32::MAX as u64) as i32;
+        }
+    }
+    -1
+}
+
+extern "C" fn init() {
+    if STATE.load(Ordering::Acquire) != UNINIT {
+        return;
+    }
+    let saved_errno = errno();
+    // SAFETY: single-threaded during constructors; statics written before READY.
+    unsafe {
+        if env(c"MEMLENS_DISABLE").is_some_and(|v| v == b"1") || !configure() {
+            STATE.store(DISABLED, Ordering::Release);
+            set_errno(saved_errno);
+            return;
+        }
+        thread::init_key();
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+        if !open_log(libc::getppid() as u32) {
+            STATE.store(DISABLED, Ordering::Release);
+            set_errno(saved_errno);
+            return;
+        }
+        STATE.store(READY, Ordering::Release);
+        record_modules_from_here();
+        if OWN_SAMPLER {
+            sampler::start(INTERVAL_MS);
+        }
+    }
+    set_errno(saved_errno);
+}
+
+/// Reads MEMLENS_* variables. False if no profile directory can be made.
+unsafe fn configure() -> bool {
+    let s = &mut *core::ptr::addr_of_mut!(SETTINGS);
+    if let Some(v) = env(c"MEMLENS_MIN_SIZE").and_then(parse_size) {
+        s.min_size = v;
+    }
+    if let Some(v) = env(c"MEMLENS_SAMPLE_RATE").and_then(parse_size) {
+        s.sample_rate = v;
+    }
+    if let Some(v) = env(c"MEMLENS_MAX_FRAMES").and_then(parse_size) {
+        s.max_frames = v.clamp(1, raw::MAX_FRAMES as u64) as u32;
+    }
+    match env(c"MEMLENS_UNWIND") {
+        Some(b"dwarf") => s.unwinder = unwind::UNWIND_DWARF,
+        Some(b"none") => s.unwinder = unwind::UNWIND_NONE,
+        _ => {}
+    }
+    if let Some(v) = env(c"MEMLENS_INTERVAL").and_then(parse_size) {
+        INTERVAL_MS = v.max(1);
+    }
+    // Under `memlens record` the collector samples /proc; alone, we do it ourselves.
+    OWN_SAMPLER = env(c"MEMLENS_COLLECTOR").is_none();
+    let dir = &mut *core::ptr::addr_of_mut!(DIR);
+    let mut w = log::ByteWriter { buf: dir, len: 0 };
+    let ok = match env(c"MEMLENS_DIR") {
+        Some(d) if !d.is_empty() => w.push(d).is_some(),
+        _ => default_dir(&mut w).is_some(),
+    };
+    if !ok {
+        return false;
+    }
+    DIR_LEN = w.len;
+    make_dirs(&mut *core::ptr::addr_of_mut!(DIR), DIR_LEN)
+}
+
+/// `memlens-<program>-<pid>` in the working directory.
+fn default_dir(w: &mut log::ByteWriter) -> Option<()> {
+    let mut exe = [0u8; 1024];
+    // SAFETY: readlink into a local buffer.
+    let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), exe.as_mut_ptr() as *mut c_char, exe.len()) };
+    let exe = if n > 0 { &exe[..n as usize] } else { b"program" };
+    let base = exe.rsplit(|&c| c == b'/').next().unwrap_or(b"program");
+    w.push(b"memlens-")?;
+    w.push(base)?;
+    w.push(b"-")?;
+    w.push_u64(sys::getpid() as u64)
+}
+
+/// mkdir DIR and DIR/raw (DIR must be NUL-free; the buffer gets terminated here).
+unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
+    buf[len] = 0;
+    libc::mkdir(buf.as_ptr() as *const c_char, 0o755);
+    let mut raw_dir = [0u8; 4200];
+    let mut w = log::ByteWriter { buf: &mut raw_dir, len: 0 };
+    if w.push(&buf[..len]).is_none() || w.push(b"/raw").is_none() {
+        return false;
+    }
+    let end = w.len;
+    raw_dir[end] = 0;
+    libc::mkdir(raw_dir.as_ptr() as *const c_char, 0o755);
+    let mut st: libc::stat = core::mem::zeroed();
+    libc::stat(raw_dir.as_ptr() as *const c_char, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
+}
+
+unsafe fn open_log(ppid: u32) -> bool {
+    let dir = &(&*core::ptr::addr_of!(DIR))[..DIR_LEN];
+    log::open(dir, sys::getpid(), ppid, mpi_rank(), *settings())
+}
+
+extern "C" fn fini() {
+    if let Some(st) = enter() {
+        let saved = errno();
+        let exit = raw::ThreadEvent {
+            time: sys::now_ns(),
+            tid: st.tid as u64,
+        };
+        st.writer.write(st.tid, tag::PROCESS_EXIT, &exit, &[]);
+        set_errno(saved);
+        leave(st);
+    }
+}
+
+/// Records the loaded objects through the calling thread's writer.
+fn record_modules_from_here() {
+    if let Some(st) = enter() {
+        record_modules(st);
+        leave(st);
+    }
+}
+
+fn record_modules(st: &mut ThreadState) {
+    let tid = st.tid;
+    let w = &mut st.writer;
+    modules::scan(&mut |m, path| {
+        w.write(tid, tag::MODULE, m, path);
+    });
+}
+
+// ---------------------------------------------------------------- fork
+
+extern "C" fn fork_prepare() {
+    ORPHAN_LOCK.lock();
+    track::LOCK.lock();
+    modules::LOCK.lock();
+}
+
+extern "C" fn fork_parent() {
+    modules::LOCK.unlock();
+    track::LOCK.unlock();
+    ORPHAN_LOCK.unlock();
+}
+
+/// The child gets its own log; it must never write to the parent's mappings.
+extern "C" fn fork_child() {
+    fork_parent();
+    if STATE.load(Ordering::Acquire) != READY {
+        return;
+    }
+    let saved = errno();
+    let inherited = log::header().map(|h| h.totals());
+    let st = thread::tls_get();
+    if st > thread::INTERNAL {
+        // SAFETY: the only thread left in the child owns this state.
+        let st = unsafe { &mut *(st as *mut ThreadState) };
+        st.writer.release();
+        st.counters = core::ptr::null();
+    }
+    with_orphan(|w| w.release());
+    for s in STACK_SEEN.iter().chain(STRING_SEEN.iter()) {
+        s.store(0, Ordering::Relaxed);
+    }
+    modules::reset();
+    // SAFETY: the child is single-threaded here.
+    unsafe {
+        if !open_log(libc::getppid() as u32) {
+            STATE.store(DISABLED, Ordering::Release);
+            set_errno(saved);
+            return;
+        }
+    }
+    // The child starts with the parent's heap: carry the live total over.
+    if let (Some(h), Some((ab, fb, ac, fc))) = (log::header(), inherited) {
+        h.retired.alloc_bytes.store(ab, Ordering::Relaxed);
+        h.retired.free_bytes.store(fb, Ordering::Relaxed);
+        h.retired.allocs.store(ac, Ordering::Relaxed);
+        h.retired.frees.store(fc, Ordering::Relaxed);
+    }
+    if st > thread::INTERNAL {
+        // SAFETY: as above.
+        let st = unsafe { &mut *(st as *mut ThreadState) };
+        st.tid = sys::gettid();
+        st.counters = thread::claim_slot(st.tid);
+    }
+    record_modules_from_here();
+    // SAFETY: read-only after init.
+    if unsafe { OWN_SAMPLER } {
+        sampler::start(unsafe { INTERVAL_MS });
+    }
+    set_errno(saved);
+}
+
+// ---------------------------------------------------------------- hook plumbing
+
+fn errno() -> c_int {
+    // SAFETY: errno location is always valid for the calling thread.
+    unsafe { *libc::__errno_location() }
+}
+
+fn set_errno(v: c_int) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = v };
+}
+
+/// The calling thread's state with the reentrancy guard taken, or `None` when the
+/// event must pass through unrecorded (not ready, nested, runtime thread, exited).
+#[inline(always)]
+fn enter() -> Option<&'static mut ThreadState> {
+    if STATE.load(Ordering::Relaxed) != READY {
+        return None;
+    }
+    let v = thread::tls_get();
+    let p = match v {
+        thread::NONE => thread::create(),
+        thread::DEAD | thread::INTERNAL => return None,
+        p => p as *mut ThreadState,
+    };
+    // SAFETY: a state is only used by its own thread.
+    let st = unsafe { p.as_mut()? };
+    if st.in_hook {
+        return None;
+    }
+    st.in_hook = true;
+    Some(st)
+}
+
+#[inline(always)]
+fn leave(st: &mut ThreadState) {
+    st.in_hook = false;
+}
+
+/// Adds to the thread's exact counters (its own slot, or the shared overflow one).
+#[inline(always)]
+fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
+    // SAFETY: counters point into the mapped header, or are null in a fork child
+    // before it has its own.
+    let Some(c) = (unsafe { st.counters.as_ref() }) else { return };
+    let shared = log::header().is_some_and(|h| core::ptr::eq(c, &h.retired));
+    let pairs = [
+        (&c.alloc_bytes, alloc_bytes),
+        (&c.allocs, (alloc_bytes != 0) as u64),
+        (&c.free_bytes, free_bytes),
+        (&c.frees, (free_bytes != 0) as u64),
+    ];
+    for (v, d) in pairs {
+        if d == 0 {
+            continue;
+        }
+        if shared {
+            v.fetch_add(d, Ordering::Relaxed);
+        } else {
+            v.store(v.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Counts for a thread that already exited (allocations in late TLS destructors).
+fn count_dead(alloc_bytes: u64, free_bytes: u64) {
+    if let Some(h) = log::header() {
+        let r = &h.retired;
+        if alloc_bytes != 0 {
+            r.alloc_bytes.fetch_add(alloc_bytes, Ordering::Relaxed);
+            r.allocs.fetch_add(1, Ordering::Relaxed);
+        }
+        if free_bytes != 0 {
+            r.free_bytes.fetch_add(free_bytes, Ordering::Relaxed);
+            r.frees.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn is_dead_thread() -> bool {
+    STATE.load(Ordering::Relaxed) == READY && thread::tls_get() == thread::DEAD
+}
+
+fn next_u64(st: &mut ThreadState) -> u64 {
+    // xorshift64*
+    let mut x = st.rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    st.rng = x;
+    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// Exponentially distributed byte count with mean `sample_rate` (Poisson sampling
+/// of bytes, as tcmalloc and memray do), so every byte has the same chance.
+pub(crate) fn next_sample_countdown(st: &mut ThreadState) -> i64 {
+    let rate = settings().sample_rate;
+    if rate == 0 {
+        return i64::MAX;
+    }
+    let u = ((next_u64(st) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    let v = -u.ln() * rate as f64;
+    (v as i64).max(1)
+}
+
+fn capture_stack(st: &mut ThreadState) -> u64 {
+    let s = settings();
+    let mut frames = [0u64; raw::MAX_FRAMES];
+    let n = unwind::capture(st, s.unwinder, &mut frames[..s.max_frames as usize]);
+    if n == 0 {
+        return 0;
+    }
+    let frames = &frames[..n];
+    let id = raw::hash_frames(frames);
+    let seen = &STACK_SEEN[(id as usize >> 1) & (STACK_SEEN.len() - 1)];
+    if seen.load(Ordering::Relaxed) != id {
+        if !modules::all_known(frames) {
+            record_modules(st);
+        }
+        let def = raw::StackDef {
+            id,
+            frames: n as u32,
+            _pad: 0,
+        };
+        // SAFETY: u64 slice viewed as its bytes.
+        let bytes = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u8, n * 8) };
+        if st.writer.write(st.tid, tag::STACK, &def, bytes) {
+            seen.store(id, Ordering::Relaxed);
+        }
+    }
+    id
+}
+
+fn intern(st: &mut ThreadState, name: *const c_char) -> u64 {
+    let bytes: &[u8] = if name.is_null() {
+        b"(null)"
+    } else {
+        // SAFETY: the API takes NUL-terminated names.
+        unsafe { CStr::from_ptr(name) }.to_bytes()
+    };
+    let bytes = &bytes[..bytes.len().min(raw::MAX_STRING)];
+    let id = raw::fnv1a(bytes) | 1;
+    let seen = &STRING_SEEN[(id as usize >> 1) & (STRING_SEEN.len() - 1)];
+    if seen.load(Ordering::Relaxed) != id {
+        let def = raw::StringDef {
+            id,
+            len: bytes.len() as u32,
+            _pad: 0,
+        };
+        if st.writer.write(st.tid, tag::STRING, &def, bytes) {
+            seen.store(id, Ordering::Relaxed);
+        }
+    }
+    id
+}
+
+/// Accounts for a new block and records an event for it if it is large, sampled
+/// or grouped. `force` records it regardless (a realloc of a recorded block).
+#[inline(always)]
+fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force: bool) {
+    // SAFETY: ptr was just returned by glibc's allocator.
+    let usable = unsafe { malloc_usable_size(ptr) } as u64;
+    count(st, usable, 0);
+    let size = size as u64;
+    let s = settings();
+    let group = if st.group_depth > 0 { st.groups[st.group_depth - 1] } else { 0 };
+    let mut flags = 0;
+    if size >= s.min_size || force {
+        flags = alloc_flags::EXACT;
+    } else {
+        st.countdown -= size as i64;
+        if st.countdown <= 0 {
+            st.countdown = next_sample_countdown(st);
+            flags = alloc_flags::SAMPLED;
+        }
+    }
+    if group != 0 {
+        flags |= alloc_flags::GROUPED;
+    }
+    if flags != 0 {
+        record_alloc(st, ptr as u64, size, usable, kind, flags, group);
+    }
+}
+
+#[inline(never)]
+fn record_alloc(st: &mut ThreadState, ptr: u64, size: u64, usable: u64, kind: u8, flags: u8, group: u64) {
+    let saved = errno();
+    let stack = if flags & (alloc_flags::EXACT | alloc_flags::SAMPLED) != 0 {
+        capture_stack(st)
+    } else {
+        0
+    };
+    if !track::insert(ptr) {
+        if let Some(h) = log::header() {
+            h.untracked_allocs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let ev = raw::Alloc {
+        time: sys::now_ns(),
+        ptr,
+        size,
+        usable,
+        stack,
+        group,
+        kind,
+        flags,
+        _pad: [0; 6],
+    };
+    st.writer.write(st.tid, tag::ALLOC, &ev, &[]);
+    set_errno(saved);
+}
+
+/// Accounts for a block about to be freed; true if it carried an event.
+#[inline(always)]
+fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
+    // SAFETY: ptr is a live block of glibc's allocator (the caller frees it next).
+    let usable = unsafe { malloc_usable_size(ptr) } as u64;
+    count(st, 0, usable);
+    let p = ptr as u64;
+    if track::maybe_tracked(p) && track::remove(p) {
+        let ev = raw::Free { time: sys::now_ns(), ptr: p };
+        st.writer.write(st.tid, tag::FREE, &ev, &[]);
+        return true;
+    }
+    false
+}
+
+fn on_free_dead(ptr: *mut c_void) {
+    // SAFETY: as in on_free.
+    let usable = unsafe { malloc_usable_size(ptr) } as u64;
+    count_dead(0, usable);
+    let p = ptr as u64;
+    if track::maybe_tracked(p) && track::remove(p) {
+        let ev = raw::Free { time: sys::now_ns(), ptr: p };
+        with_orphan(|w| {
+            w.write(0, tag::FREE, &ev, &[]);
+        });
+    }
+}
+
+/// Runs an allocation function and records what it returned.
+#[inline(always)]
+fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let Some(st) = enter() else {
+        let p = alloc();
+        if !p.is_null() && is_dead_thread() {
+            // SAFETY: fresh block.
+            count_dead(unsafe { malloc_usable_size(p) } as u64, 0);
+        }
+        return p;
+    };
+    let p = alloc();
+    if !p.is_null() {
+        on_alloc(st, p, size, kind, false);
+    }
+    leave(st);
+    p
+}
+
+// ---------------------------------------------------------------- malloc family
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::MALLOC, || __libc_malloc(size))
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    hooked_alloc(n.saturating_mul(size), alloc_kind::CALLOC, || __libc_calloc(n, size))
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    match enter() {
+        Some(st) => {
+            on_free(st, p);
+            __libc_free(p);
+            leave(st);
+        }
+        None => {
+            if is_dead_thread() {
+                on_free_dead(p);
+            }
+            __libc_free(p);
+        }
+    }
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if p.is_null() {
+        return hooked_alloc(size, alloc_kind::REALLOC, || __libc_realloc(p, size));
+    }
+    let Some(st) = enter() else {
+        if !is_dead_thread() {
+            return __libc_realloc(p, size);
+        }
+        let old = malloc_usable_size(p) as u64;
+        let q = __libc_realloc(p, size);
+        if !q.is_null() || size == 0 {
+            count_dead(if q.is_null() { 0 } else { malloc_usable_size(q) as u64 }, old);
+        }
+        return q;
+    };
+    let old_usable = malloc_usable_size(p) as u64;
+    let was_tracked = track::maybe_tracked(p as u64) && track::remove(p as u64);
+    let q = __libc_realloc(p, size);
+    if q.is_null() && size != 0 {
+        // Failed: the old block is untouched.
+        if was_tracked {
+            track::insert(p as u64);
+        }
+        leave(st);
+        return q;
+    }
+    count(st, 0, old_usable);
+    if was_tracked {
+        let ev = raw::Free {
+            time: sys::now_ns(),
+            ptr: p as u64,
+        };
+        st.writer.write(st.tid, tag::FREE, &ev, &[]);
+    }
+    if !q.is_null() {
+        on_alloc(st, q, size, alloc_kind::REALLOC, was_tracked);
+    }
+    leave(st);
+    q
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        Some(total) => realloc(p, total),
+        None => {
+            set_errno(libc::ENOMEM);
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    if !align.is_power_of_two() || align % core::mem::size_of::<*mut c_void>() != 0 {
+        return libc::EINVAL;
+    }
+    let saved = errno();
+    let p = hooked_alloc(size, alloc_kind::MEMALIGN, || __libc_memalign(align, size));
+    set_errno(saved);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    *out = p;
+    0
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::MEMALIGN, || __libc_memalign(align, size))
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::MEMALIGN, || __libc_memalign(align, size))
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::VALLOC, || __libc_valloc(size))
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::VALLOC, || __libc_pvalloc(size))
+}
+
+// ---------------------------------------------------------------- mappings
+
+fn record_mapping_event<P: raw::Payload>(tag: u16, make: impl FnOnce(u64) -> P) {
+    if let Some(st) = enter() {
+        let saved = errno();
+        let stack = if tag == raw::tag::MMAP { capture_stack(st) } else { 0 };
+        let ev = make(stack);
+        st.writer.write(st.tid, tag, &ev, &[]);
+        set_errno(saved);
+        leave(st);
+    }
+}
+
+/// # Safety
+/// mmap(2) contract.
+#[no_mangle]
+pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+    let p = sys::mmap(addr, len, prot, flags, fd, off);
+    if p != libc::MAP_FAILED {
+        record_mapping_event(tag::MMAP, |stack| raw::Mmap {
+            time: sys::now_ns(),
+            addr: p as u64,
+            len: len as u64,
+            stack,
+            prot,
+            flags,
+            fd,
+            _pad: 0,
+        });
+    }
+    p
+}
+
+/// # Safety
+/// mmap(2) contract.
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+    mmap(addr, len, prot, flags, fd, off)
+}
+
+/// # Safety
+/// munmap(2) contract.
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
+    let r = sys::munmap(addr, len);
+    if r == 0 {
+        record_mapping_event(tag::MUNMAP, |_| raw::Munmap {
+            time: sys::now_ns(),
+            addr: addr as u64,
+            len: len as u64,
+        });
+    }
+    r
+}
+
+/// mremap is variadic in C; the optional fifth argument arrives in the same
+/// register as a fixed one on x86_64 and aarch64.
+///
+/// # Safety
+/// mremap(2) contract.
+#[no_mangle]
+pub unsafe extern "C" fn mremap(old: *mut c_void, old_len: usize, new_len: usize, flags: c_int, new_addr: *mut c_void) -> *mut c_void {
+    let p = sys::mremap(old, old_len, new_len, flags, new_addr);
+    if p != libc::MAP_FAILED {
+        record_mapping_event(tag::MREMAP, |_| raw::Mremap {
+            time: sys::now_ns(),
+            old_addr: old as u64,
+            old_len: old_len as u64,
+            new_addr: p as u64,
+            new_len: new_len as u64,
+        });
+    }
+    p
+}
+
+// ---------------------------------------------------------------- annotation API
+
+fn record_named(tag: u16, name: *const c_char) {
+    if let Some(st) = enter() {
+        let saved = errno();
+        let id = intern(st, name);
+        let ev = raw::Named {
+            time: sys::now_ns(),
+            name: id,
+        };
+        st.writer.write(st.tid, tag, &ev, &[]);
+        set_errno(saved);
+        leave(st);
+    }
+}
+
+/// Starts a named region on the calling thread; regions nest.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_region_begin(name: *const c_char) {
+    record_named(tag::REGION_BEGIN, name);
+}
+
+/// Ends the innermost region of that name on the calling thread.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_region_end(name: *const c_char) {
+    record_named(tag::REGION_END, name);
+}
+
+/// Names the address range [start, start+len) as a data object.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_tag(name: *const c_char, start: *const c_void, len: usize) {
+    if let Some(st) = enter() {
+        let saved = errno();
+        let id = intern(st, name);
+        let ev = raw::Tag {
+            time: sys::now_ns(),
+            name: id,
+            start: start as u64,
+            len: len as u64,
+        };
+        st.writer.write(st.tid, tag::TAG, &ev, &[]);
+        set_errno(saved);
+        leave(st);
+    }
+}
+
+/// Ends the tag that starts at `start`.
+///
+/// # Safety
+/// None beyond the C ABI.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_untag(start: *const c_void) {
+    if let Some(st) = enter() {
+        let ev = raw::Untag {
+            time: sys::now_ns(),
+            start: start as u64,
+        };
+        st.writer.write(st.tid, tag::UNTAG, &ev, &[]);
+        leave(st);
+    }
+}
+
+/// Until the matching `memlens_group_end`, every allocation of the calling thread,
+/// whatever its size, belongs to the synthetic object `name`.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_group_begin(name: *const c_char) {
+    if let Some(st) = enter() {
+        let saved = errno();
+        let id = intern(st, name);
+        if st.group_depth < thread::MAX_GROUP_DEPTH {
+            st.groups[st.group_depth] = id;
+        }
+        st.group_depth += 1;
+        let ev = raw::Named {
+            time: sys::now_ns(),
+            name: id,
+        };
+        st.writer.write(st.tid, tag::GROUP_BEGIN, &ev, &[]);
+        set_errno(saved);
+        leave(st);
+    }
+}
+
+/// Ends the innermost group of the calling thread.
+///
+/// # Safety
+/// None beyond the C ABI.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_group_end() {
+    if let Some(st) = enter() {
+        if st.group_depth > 0 {
+            st.group_depth -= 1;
+            let name = st.groups[st.group_depth.min(thread::MAX_GROUP_DEPTH - 1)];
+            let ev = raw::Named {
+                time: sys::now_ns(),
+                name,
+            };
+            st.writer.write(st.tid, tag::GROUP_END, &ev, &[]);
+        }
+        leave(st);
+    }
+}
+
+/// 1 when the runtime is loaded and recording.
+#[no_mangle]
+pub extern "C" fn memlens_active() -> c_int {
+    (STATE.load(Ordering::Acquire) == READY) as c_int
+}
+
+pub(crate) fn record_thread_exit(st: &mut ThreadState) {
+    let ev = raw::ThreadEvent {
+        time: sys::now_ns(),
+        tid: st.tid as u64,
+    };
+    st.writer.write(st.tid, tag::THREAD_EXIT, &ev, &[]);
+}

@@ -1,0 +1,108 @@
+//! Loaded ELF objects, recorded with their load bias so that the collector can
+//! symbolize addresses and read static data objects. Rescanned whenever a stack
+//! holds an address outside every object already recorded (a dlopen happened).
+
+use crate::sys::{self, SpinLock};
+use core::ffi::{c_void, CStr};
+use memlens_rawlog as raw;
+
+const MAX_KNOWN: usize = 256;
+
+pub static LOCK: SpinLock = SpinLock::new();
+
+#[derive(Clone, Copy)]
+struct Known {
+    start: u64,
+    end: u64,
+    bias: u64,
+}
+
+static mut KNOWN: [Known; MAX_KNOWN] = [Known { start: 0, end: 0, bias: 0 }; MAX_KNOWN];
+static mut KNOWN_LEN: usize = 0;
+
+/// True if every address lies in an object already recorded.
+pub fn all_known(addrs: &[u64]) -> bool {
+    LOCK.lock();
+    // SAFETY: KNOWN is only touched under LOCK.
+    let known = unsafe { &(&*core::ptr::addr_of!(KNOWN))[..KNOWN_LEN] };
+    let ok = addrs.iter().all(|&a| known.iter().any(|k| a >= k.start && a < k.end));
+    LOCK.unlock();
+    ok
+}
+
+/// Forgets what was recorded (a forked child starts a new log).
+pub fn reset() {
+    LOCK.lock();
+    // SAFETY: under LOCK.
+    unsafe { KNOWN_LEN = 0 };
+    LOCK.unlock();
+}
+
+struct ScanCtx<'a> {
+    emit: &'a mut dyn FnMut(&raw::Module, &[u8]),
+    exe: &'a [u8],
+}
+
+/// Records every loaded object not yet recorded, through `emit`.
+pub fn scan(emit: &mut dyn FnMut(&raw::Module, &[u8])) {
+    let mut exe_buf = [0u8; 4096];
+    // SAFETY: readlink into a local buffer.
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            exe_buf.as_mut_ptr() as *mut libc::c_char,
+            exe_buf.len(),
+        )
+    };
+    let exe = if n > 0 { &exe_buf[..n as usize] } else { &[][..] };
+    let mut ctx = ScanCtx { emit, exe };
+    LOCK.lock();
+    // SAFETY: the callback only reads the phdr info handed to it.
+    unsafe { libc::dl_iterate_phdr(Some(on_object), &mut ctx as *mut ScanCtx as *mut c_void) };
+    LOCK.unlock();
+}
+
+unsafe extern "C" fn on_object(info: *mut libc::dl_phdr_info, _size: usize, arg: *mut c_void) -> i32 {
+    let ctx = &mut *(arg as *mut ScanCtx);
+    let info = &*info;
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for i in 0..info.dlpi_phnum as usize {
+        let ph = &*info.dlpi_phdr.add(i);
+        if ph.p_type == libc::PT_LOAD {
+            lo = lo.min(ph.p_vaddr);
+            hi = hi.max(ph.p_vaddr + ph.p_memsz);
+        }
+    }
+    if lo >= hi {
+        return 0;
+    }
+    let bias = info.dlpi_addr;
+    let (start, end) = (bias.wrapping_add(lo), bias.wrapping_add(hi));
+    let own_code = scan as *const () as u64;
+    if own_code >= start && own_code < end {
+        crate::unwind::set_self_range(start, end);
+    }
+    let known = &mut *core::ptr::addr_of_mut!(KNOWN);
+    if known[..KNOWN_LEN].iter().any(|k| k.start == start && k.bias == bias) || KNOWN_LEN == MAX_KNOWN {
+        return 0;
+    }
+    known[KNOWN_LEN] = Known { start, end, bias };
+    KNOWN_LEN += 1;
+    let name: &[u8] = if info.dlpi_name.is_null() {
+        &[]
+    } else {
+        CStr::from_ptr(info.dlpi_name).to_bytes()
+    };
+    // The main program is listed with an empty name.
+    let path = if name.is_empty() { ctx.exe } else { name };
+    let m = raw::Module {
+        time: sys::now_ns(),
+        bias,
+        start,
+        end,
+        path_len: path.len() as u32,
+        _pad: 0,
+    };
+    (ctx.emit)(&m, path);
+    0
+}

@@ -1,0 +1,225 @@
+//! Per-thread state, reached through one initial-exec TLS slot.
+//!
+//! Rust's `thread_local!` in a cdylib goes through `__tls_get_addr` on every access;
+//! on x86_64 we define the slot ourselves in `.tbss` and reach it with a
+//! `@GOTTPOFF` load, which is one `mov` from `%fs` (see DESIGN.md measurements).
+
+use crate::log::Writer;
+use crate::sys;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use memlens_rawlog::Counters;
+
+pub const MAX_GROUP_DEPTH: usize = 16;
+
+pub struct ThreadState {
+    pub tid: u32,
+    /// Inside a hook: nested allocations (from the unwinder, from libc) pass through.
+    pub in_hook: bool,
+    pub counters: *const Counters,
+    pub writer: Writer,
+    /// Bytes left until the next sampled small allocation.
+    pub countdown: i64,
+    pub rng: u64,
+    pub groups: [u64; MAX_GROUP_DEPTH],
+    pub group_depth: usize,
+    pub stack_lo: u64,
+    pub stack_hi: u64,
+}
+
+/// TLS values that are not pointers to a state.
+pub const NONE: usize = 0;
+/// The thread has run its exit destructors: use the shared path.
+pub const DEAD: usize = 1;
+/// A thread of the runtime itself: never record it.
+pub const INTERNAL: usize = 2;
+
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".section .tbss.memlens_thread_state,\"awT\",@nobits",
+    ".p2align 3",
+    ".globl memlens_thread_state",
+    ".hidden memlens_thread_state",
+    ".type memlens_thread_state, @object",
+    ".size memlens_thread_state, 8",
+    "memlens_thread_state:",
+    ".zero 8",
+    ".text",
+);
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn tls_get() -> usize {
+    let out: usize;
+    // SAFETY: reads our own TLS slot through its initial-exec offset.
+    unsafe {
+        core::arch::asm!(
+            "mov {o}, qword ptr [rip + memlens_thread_state@GOTTPOFF]",
+            "mov {o}, qword ptr fs:[{o}]",
+            o = out(reg) out,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn tls_set(v: usize) {
+    // SAFETY: writes our own TLS slot through its initial-exec offset.
+    unsafe {
+        core::arch::asm!(
+            "mov {t}, qword ptr [rip + memlens_thread_state@GOTTPOFF]",
+            "mov qword ptr fs:[{t}], {v}",
+            t = out(reg) _,
+            v = in(reg) v,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+std::thread_local! {
+    static SLOT: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub fn tls_get() -> usize {
+    SLOT.with(|s| s.get())
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub fn tls_set(v: usize) {
+    SLOT.with(|s| s.set(v))
+}
+
+static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Registers the destructor that retires a thread's state when the thread exits.
+pub fn init_key() {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: plain pthread call with a valid out pointer.
+    if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 {
+        THREAD_KEY.store(key, Ordering::Release);
+    }
+}
+
+/// Creates the calling thread's state. Returns null if memory cannot be had.
+pub fn create() -> *mut ThreadState {
+    // Allocations made while we set up (pthread_getattr_np) must pass through.
+    tls_set(INTERNAL);
+    let size = core::mem::size_of::<ThreadState>().next_multiple_of(4096);
+    let p = sys::alloc_pages(size) as *mut ThreadState;
+    if p.is_null() {
+        tls_set(NONE);
+        return p;
+    }
+    let tid = sys::gettid();
+    let (stack_lo, stack_hi) = stack_bounds();
+    // SAFETY: fresh zeroed mapping of sufficient size.
+    unsafe {
+        p.write(ThreadState {
+            tid,
+            in_hook: false,
+            counters: claim_slot(tid),
+            writer: Writer::new(),
+            countdown: 0,
+            rng: (tid as u64) ^ sys::now_ns().rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15,
+            groups: [0; MAX_GROUP_DEPTH],
+            group_depth: 0,
+            stack_lo,
+            stack_hi,
+        });
+        (*p).countdown = crate::next_sample_countdown(&mut *p);
+    }
+    tls_set(p as usize);
+    let key = THREAD_KEY.load(Ordering::Acquire);
+    if key != u32::MAX {
+        // SAFETY: the key is valid; the value is only read back by our destructor.
+        unsafe { libc::pthread_setspecific(key, p as *const libc::c_void) };
+    }
+    p
+}
+
+/// A thread slot in the header for exact per-thread counters, or the shared
+/// "retired" counters when all slots are taken.
+pub fn claim_slot(tid: u32) -> *const Counters {
+    let Some(h) = crate::log::header() else {
+        return core::ptr::null();
+    };
+    for slot in &h.slots {
+        if slot.tid.load(Ordering::Relaxed) == 0
+            && slot.tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            reset(&slot.counters);
+            return &slot.counters;
+        }
+    }
+    &h.retired
+}
+
+fn reset(c: &Counters) {
+    for v in [&c.alloc_bytes, &c.free_bytes, &c.allocs, &c.frees] {
+        v.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Folds a thread's counters into the retired ones and frees its slot.
+pub fn retire_slot(counters: *const Counters) {
+    let Some(h) = crate::log::header() else { return };
+    if counters.is_null() || core::ptr::eq(counters, &h.retired) {
+        return;
+    }
+    // SAFETY: points into the mapped header.
+    let c = unsafe { &*counters };
+    let r = &h.retired;
+    let pairs: [(&AtomicU64, &AtomicU64); 4] = [
+        (&c.alloc_bytes, &r.alloc_bytes),
+        (&c.free_bytes, &r.free_bytes),
+        (&c.allocs, &r.allocs),
+        (&c.frees, &r.frees),
+    ];
+    for (from, to) in pairs {
+        to.fetch_add(from.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+    }
+    for slot in &h.slots {
+        if core::ptr::eq(&slot.counters, c) {
+            slot.tid.store(0, Ordering::Release);
+        }
+    }
+}
+
+unsafe extern "C" fn on_thread_exit(value: *mut libc::c_void) {
+    let st = value as *mut ThreadState;
+    if st.is_null() {
+        return;
+    }
+    crate::record_thread_exit(&mut *st);
+    retire_slot((*st).counters);
+    (*st).writer.release();
+    tls_set(DEAD);
+    let size = core::mem::size_of::<ThreadState>().next_multiple_of(4096);
+    sys::munmap(st as *mut libc::c_void, size);
+}
+
+/// The thread's stack range, to validate frame-pointer reads.
+fn stack_bounds() -> (u64, u64) {
+    // SAFETY: pthread_getattr_np may allocate; callers hold the reentrancy guard
+    // or run before the state exists, so such allocations pass straight through.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return (0, 0);
+        }
+        let mut addr: *mut libc::c_void = core::ptr::null_mut();
+        let mut size: usize = 0;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if ok {
+            (addr as u64, addr as u64 + size as u64)
+        } else {
+            (0, 0)
+        }
+    }
+}

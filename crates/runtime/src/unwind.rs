@@ -1,0 +1,119 @@
+//! Call stacks of allocations: frame pointers with validated reads (cheap, but
+//! stops at the first function built without them), or libgcc's DWARF unwinder
+//! (`_Unwind_Backtrace`: complete, slower). Frames inside the runtime are skipped.
+
+use crate::thread::ThreadState;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+pub const UNWIND_FP: u32 = 0;
+pub const UNWIND_DWARF: u32 = 1;
+pub const UNWIND_NONE: u32 = 2;
+
+/// Address range of the runtime's own code.
+static SELF_START: AtomicU64 = AtomicU64::new(0);
+static SELF_END: AtomicU64 = AtomicU64::new(0);
+
+pub fn set_self_range(start: u64, end: u64) {
+    SELF_START.store(start, Ordering::Relaxed);
+    SELF_END.store(end, Ordering::Relaxed);
+}
+
+#[inline(always)]
+fn is_self(ip: u64) -> bool {
+    ip >= SELF_START.load(Ordering::Relaxed) && ip < SELF_END.load(Ordering::Relaxed)
+}
+
+/// Fills `out` with return addresses, innermost first; returns the count.
+#[inline(never)]
+pub fn capture(st: &ThreadState, method: u32, out: &mut [u64]) -> usize {
+    match method {
+        UNWIND_DWARF => dwarf(out),
+        UNWIND_FP => frame_pointers(st, out),
+        _ => 0,
+    }
+}
+
+#[inline(always)]
+fn frame_address() -> u64 {
+    let fp: u64;
+    // SAFETY: reads the frame pointer register (frame pointers are forced on).
+    unsafe {
+        #[cfg(target_arch = "x86_64")]
+        core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags));
+        #[cfg(target_arch = "aarch64")]
+        core::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags));
+    }
+    fp
+}
+
+fn frame_pointers(st: &ThreadState, out: &mut [u64]) -> usize {
+    let (lo, hi) = (st.stack_lo, st.stack_hi);
+    let mut fp = frame_address();
+    let mut n = 0;
+    while n < out.len() {
+        // Every read is checked against this thread's stack first: a function built
+        // without frame pointers leaves any value in the register.
+        if fp % 8 != 0 || fp < lo || fp.saturating_add(16) > hi {
+            break;
+        }
+        // SAFETY: fp and fp+8 lie inside this thread's mapped stack.
+        let (next, ret) = unsafe { (*(fp as *const u64), *((fp + 8) as *const u64)) };
+        if ret == 0 {
+            break;
+        }
+        if !is_self(ret) {
+            out[n] = ret;
+            n += 1;
+        }
+        if next <= fp {
+            break;
+        }
+        fp = next;
+    }
+    n
+}
+
+#[repr(C)]
+struct UnwindContext {
+    _private: [u8; 0],
+}
+
+type UnwindTraceFn = extern "C" fn(*mut UnwindContext, *mut c_void) -> i32;
+
+extern "C" {
+    fn _Unwind_Backtrace(trace: UnwindTraceFn, arg: *mut c_void) -> i32;
+    fn _Unwind_GetIP(ctx: *mut UnwindContext) -> usize;
+}
+
+struct DwarfOut<'a> {
+    out: &'a mut [u64],
+    n: usize,
+}
+
+extern "C" fn dwarf_frame(ctx: *mut UnwindContext, arg: *mut c_void) -> i32 {
+    const URC_NO_REASON: i32 = 0;
+    const URC_END_OF_STACK: i32 = 5;
+    // SAFETY: arg is the DwarfOut passed below; ctx comes from the unwinder.
+    let acc = unsafe { &mut *(arg as *mut DwarfOut) };
+    let ip = unsafe { _Unwind_GetIP(ctx) } as u64;
+    if ip == 0 {
+        return URC_END_OF_STACK;
+    }
+    if !is_self(ip) {
+        acc.out[acc.n] = ip;
+        acc.n += 1;
+    }
+    if acc.n == acc.out.len() {
+        URC_END_OF_STACK
+    } else {
+        URC_NO_REASON
+    }
+}
+
+fn dwarf(out: &mut [u64]) -> usize {
+    let mut acc = DwarfOut { out, n: 0 };
+    // SAFETY: the callback only writes within `acc.out`.
+    unsafe { _Unwind_Backtrace(dwarf_frame, &mut acc as *mut DwarfOut as *mut c_void) };
+    acc.n
+}
