@@ -1,1 +1,307 @@
-fn main() {}
+//! memlens: a memory-centric profiler for Linux. The CLI is thin: it turns flags
+//! into the collector's and the reports' plain config structs.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use memlens_analysis::Profile;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser)]
+#[command(
+    name = "memlens",
+    version,
+    about = "Memory-centric profiler: capacity, data objects and regions over time",
+    after_help = "EXAMPLES:\n  memlens record -- ./app input.dat\n  memlens report memlens.app.1234\n  memlens report memlens.app.1234 --format json > report.json\n  memlens plot capacity memlens.app.1234 -o capacity.png"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a program under memlens and write a profile directory.
+    Record(RecordArgs),
+    /// Print the capacity and data-object report of a profile.
+    Report(ReportArgs),
+    /// Draw a figure from a profile.
+    Plot {
+        #[command(subcommand)]
+        kind: PlotKind,
+    },
+    /// Turn the raw logs of a transparent-mode run (LD_PRELOAD alone) into a profile.
+    Finalize {
+        /// Profile directory holding raw/ logs.
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct RecordArgs {
+    /// Profile directory (default: memlens.<program>.<pid>; under MPI, rank-<N> inside -o).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Capacity sampling interval in milliseconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    interval: u64,
+    /// Record every heap block of at least this many bytes with its call stack.
+    #[arg(long, value_name = "BYTES")]
+    min_size: Option<u64>,
+    /// Sample smaller blocks: one per this many bytes allocated on average (0: none, 1: all).
+    #[arg(long, value_name = "BYTES")]
+    sample_rate: Option<u64>,
+    /// Call-stack unwinder for recorded blocks.
+    #[arg(long, value_enum)]
+    unwind: Option<Unwinder>,
+    /// Deepest call stack kept.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=128))]
+    max_frames: Option<u32>,
+    /// Keep the raw event logs next to the tables.
+    #[arg(long)]
+    keep_raw: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Unwinder {
+    /// Frame pointers, validated against the thread's stack (fast).
+    Fp,
+    /// DWARF call-frame information through libgcc (complete, slower).
+    Dwarf,
+    /// No call stacks.
+    None,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// Profile directory, or a directory of profiles (MPI ranks) to read together.
+    dir: PathBuf,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Rows per top-N table.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum PlotKind {
+    /// Resident set and live heap over time, top objects stacked, regions shaded.
+    Capacity {
+        dir: PathBuf,
+        /// Output image: .png or .svg.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+fn main() {
+    // A closed pipe (memlens report | head) ends quietly, as ripgrep does.
+    // SAFETY: restoring the default disposition before any output.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("memlens: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Record(args) => record(args),
+        Command::Report(args) => report(args),
+        Command::Plot {
+            kind: PlotKind::Capacity { dir, output },
+        } => {
+            let p = load(&dir)?;
+            memlens_present::plot_capacity(&p, &output)?;
+            eprintln!("memlens: wrote {}", output.display());
+            Ok(0)
+        }
+        Command::Finalize { dir } => {
+            finalize_if_needed(&dir)?;
+            eprintln!(
+                "memlens: {} is ready: memlens report {}",
+                dir.display(),
+                dir.display()
+            );
+            Ok(0)
+        }
+    }
+}
+
+/// The runtime library: MEMLENS_RUNTIME, else next to this binary, else ../lib/memlens.
+fn runtime_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("MEMLENS_RUNTIME") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let beside = dir.join("libmemlens_runtime.so");
+    if beside.exists() {
+        return beside;
+    }
+    dir.join("../lib/memlens/libmemlens_runtime.so")
+}
+
+fn mpi_rank() -> Option<u32> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+fn record(args: RecordArgs) -> Result<i32> {
+    let program = args.command.first().map(|c| {
+        Path::new(c)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let out_dir = match (args.output, mpi_rank()) {
+        (Some(dir), Some(rank)) => dir.join(format!("rank-{rank}")),
+        (Some(dir), None) => dir,
+        (None, rank) => {
+            let suffix = rank.map(|r| format!(".rank{r}")).unwrap_or_default();
+            PathBuf::from(format!(
+                "memlens.{}.{}{suffix}",
+                program.unwrap_or_default(),
+                std::process::id()
+            ))
+        }
+    };
+    let cfg = memlens_collector::RecordConfig {
+        command: args.command,
+        out_dir,
+        runtime: runtime_path(),
+        interval_ms: args.interval,
+        min_size: args.min_size,
+        sample_rate: args.sample_rate,
+        unwinder: args.unwind.map(|u| {
+            match u {
+                Unwinder::Fp => "fp",
+                Unwinder::Dwarf => "dwarf",
+                Unwinder::None => "none",
+            }
+            .to_string()
+        }),
+        max_frames: args.max_frames,
+        keep_raw: args.keep_raw,
+    };
+    let outcome = memlens_collector::record(&cfg)?;
+    let p = Profile::load(&outcome.dir).context("reading the profile just written")?;
+    let r = memlens_present::build_report(&p, 1);
+    let status = match outcome.exit {
+        memlens_collector::TargetExit::Code(c) => format!("exited with {c}"),
+        memlens_collector::TargetExit::Signal(s) => format!("was killed by signal {s}"),
+    };
+    let lost = {
+        let l = &p.meta.losses;
+        l.dropped_events + l.untracked_allocs + l.truncated_blocks + l.missed_ticks
+    };
+    let h = memlens_present::human_bytes;
+    eprintln!("memlens: profile written to {}", outcome.dir.display());
+    eprintln!(
+        "  program    {} {status} after {} ({} process{})",
+        r.summary.command.join(" "),
+        memlens_present::seconds(p.meta.clock.duration_ns),
+        p.meta.processes.len(),
+        if p.meta.processes.len() == 1 {
+            ""
+        } else {
+            "es"
+        }
+    );
+    eprintln!(
+        "  peak       {} resident, {} live heap at {}",
+        h(r.peak.rss_bytes as f64),
+        h(r.peak.heap_bytes as f64),
+        memlens_present::seconds(r.peak.heap_time_ns)
+    );
+    match r.objects_by_peak.first() {
+        Some(o) => eprintln!("  top object {} ({} peak)", o.name, h(o.peak_bytes)),
+        None => eprintln!("  top object none recorded"),
+    }
+    eprintln!(
+        "  recorded   {} blocks with events, {} timeline samples, {} lost",
+        p.allocations.len(),
+        p.timeline.len(),
+        lost
+    );
+    eprintln!("  next       memlens report {}", outcome.dir.display());
+    Ok(outcome.exit.shell_status())
+}
+
+/// A transparent-mode directory has raw/ logs but no tables yet.
+fn finalize_if_needed(dir: &Path) -> Result<()> {
+    if dir.join(memlens_profile::META_FILE).exists() {
+        return Ok(());
+    }
+    if !dir.join("raw").is_dir() {
+        bail!(memlens_profile::ProfileError::NotAProfile(
+            dir.to_path_buf()
+        ));
+    }
+    let run = memlens_collector::RunInfo {
+        interval_ms: 10,
+        ..Default::default()
+    };
+    memlens_collector::finalize(dir, &run, false)?;
+    Ok(())
+}
+
+/// Loads one profile, or all profiles in subdirectories (MPI ranks) merged.
+fn load(dir: &Path) -> Result<Profile> {
+    if !dir.exists() {
+        bail!(
+            "{}: no such directory; give the directory `memlens record` printed",
+            dir.display()
+        );
+    }
+    if dir.join(memlens_profile::META_FILE).exists() || dir.join("raw").is_dir() {
+        finalize_if_needed(dir)?;
+        return Ok(Profile::load(dir)?);
+    }
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(memlens_profile::META_FILE).exists() || p.join("raw").is_dir())
+        .collect();
+    parts.sort();
+    if parts.is_empty() {
+        bail!(memlens_profile::ProfileError::NotAProfile(
+            dir.to_path_buf()
+        ));
+    }
+    let mut profiles = Vec::new();
+    for part in &parts {
+        finalize_if_needed(part)?;
+        profiles.push(Profile::load(part)?);
+    }
+    Ok(memlens_analysis::merge(dir, profiles))
+}
+
+fn report(args: ReportArgs) -> Result<i32> {
+    let p = load(&args.dir)?;
+    let r = memlens_present::build_report(&p, args.top);
+    match args.format {
+        Format::Text => print!("{}", memlens_present::render_text(&r)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+    }
+    Ok(0)
+}

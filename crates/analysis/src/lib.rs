@@ -1,1 +1,181 @@
+//! Analyses over a loaded profile. Pure functions of the tables: no I/O beyond
+//! [`Profile::load`], so every report (text, JSON, plots) reads the same answers.
 
+mod capacity;
+mod objects;
+
+pub use capacity::*;
+pub use objects::*;
+
+use memlens_profile::{
+    self as profile, Allocation, Frame, Meta, Region, StaticObject, TagRange, TimelinePoint,
+};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub struct Profile {
+    pub dir: PathBuf,
+    pub meta: Meta,
+    pub allocations: Vec<Allocation>,
+    pub stacks: HashMap<(u32, u64), Vec<Frame>>,
+    pub regions: Vec<Region>,
+    pub tags: Vec<TagRange>,
+    pub timeline: Vec<TimelinePoint>,
+    pub statics: Vec<StaticObject>,
+}
+
+impl Profile {
+    pub fn load(dir: &Path) -> profile::Result<Profile> {
+        let meta = Meta::read(dir)?;
+        let mut stacks: HashMap<(u32, u64), Vec<Frame>> = HashMap::new();
+        for f in profile::read_table::<Frame>(dir)? {
+            stacks.entry((f.pid, f.stack_id)).or_default().push(f);
+        }
+        for frames in stacks.values_mut() {
+            frames.sort_by_key(|f| f.depth);
+        }
+        let mut timeline: Vec<TimelinePoint> = profile::read_table(dir)?;
+        timeline.sort_by_key(|p| (p.pid, p.time_ns));
+        Ok(Profile {
+            dir: dir.to_path_buf(),
+            allocations: profile::read_table(dir)?,
+            stacks,
+            regions: profile::read_table(dir)?,
+            tags: profile::read_table(dir)?,
+            timeline,
+            statics: profile::read_table(dir)?,
+            meta,
+        })
+    }
+
+    /// When a process ended (or the run, if unknown), ns.
+    pub fn process_end(&self, pid: u32) -> u64 {
+        self.meta
+            .processes
+            .iter()
+            .filter(|p| p.pid == pid)
+            .filter_map(|p| p.end_ns)
+            .max()
+            .unwrap_or(self.meta.clock.duration_ns)
+    }
+
+    pub fn process_start(&self, pid: u32) -> u64 {
+        self.meta
+            .processes
+            .iter()
+            .filter(|p| p.pid == pid)
+            .map(|p| p.start_ns)
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+/// Where an object was allocated: the first frame outside the C and C++ runtime
+/// libraries (so `operator new` and `strdup` show their caller).
+#[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
+pub struct Site {
+    pub function: String,
+    pub file: String,
+    pub line: u32,
+    pub module: String,
+}
+
+impl Site {
+    pub fn from_frames(frames: &[Frame]) -> Option<Site> {
+        let is_runtime = |f: &Frame| {
+            [
+                "libc.so",
+                "libstdc++.so",
+                "libgcc_s.so",
+                "ld-linux",
+                "libc++.so",
+                "libm.so",
+            ]
+            .iter()
+            .any(|m| f.module.starts_with(m))
+        };
+        let f = frames.iter().find(|f| !is_runtime(f)).or(frames.first())?;
+        Some(Site {
+            function: f.function.clone(),
+            file: f.file.clone(),
+            line: f.line,
+            module: f.module.clone(),
+        })
+    }
+
+    /// `function (file:line)`, or `function [module]` without line information.
+    pub fn label(&self) -> String {
+        if self.file.is_empty() {
+            format!("{} [{}]", self.function, self.module)
+        } else {
+            let file = self.file.rsplit('/').next().unwrap_or(&self.file);
+            format!("{} ({}:{})", self.function, file, self.line)
+        }
+    }
+}
+
+/// Several profiles (MPI ranks, separate runs of one job) read as one: times are
+/// put on the earliest profile's clock origin (CLOCK_MONOTONIC is shared on one
+/// machine; across machines each rank keeps its own origin).
+pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
+    let t0 = profiles
+        .iter()
+        .map(|p| p.meta.clock.start_ns)
+        .min()
+        .unwrap_or(0);
+    let mut out = Profile {
+        dir: dir.to_path_buf(),
+        meta: profiles.first().map(|p| p.meta.clone()).unwrap_or_default(),
+        allocations: Vec::new(),
+        stacks: HashMap::new(),
+        regions: Vec::new(),
+        tags: Vec::new(),
+        timeline: Vec::new(),
+        statics: Vec::new(),
+    };
+    out.meta.processes.clear();
+    out.meta.losses = Default::default();
+    out.meta.clock.start_ns = t0;
+    out.meta.clock.duration_ns = 0;
+    for p in profiles.iter_mut() {
+        let shift = p.meta.clock.start_ns.saturating_sub(t0);
+        let m = &p.meta;
+        out.meta.clock.duration_ns = out.meta.clock.duration_ns.max(m.clock.duration_ns + shift);
+        let l = &mut out.meta.losses;
+        l.dropped_events += m.losses.dropped_events;
+        l.untracked_allocs += m.losses.untracked_allocs;
+        l.truncated_blocks += m.losses.truncated_blocks;
+        l.unmatched_frees += m.losses.unmatched_frees;
+        l.missed_ticks += m.losses.missed_ticks;
+        out.meta
+            .processes
+            .extend(m.processes.iter().cloned().map(|mut pr| {
+                pr.start_ns += shift;
+                pr.end_ns = pr.end_ns.map(|t| t + shift);
+                pr
+            }));
+        out.allocations.extend(p.allocations.drain(..).map(|mut a| {
+            a.alloc_ns += shift;
+            a.free_ns = a.free_ns.map(|t| t + shift);
+            a
+        }));
+        out.regions.extend(p.regions.drain(..).map(|mut r| {
+            r.begin_ns += shift;
+            r.end_ns = r.end_ns.map(|t| t + shift);
+            r
+        }));
+        out.tags.extend(p.tags.drain(..).map(|mut t| {
+            t.begin_ns += shift;
+            t.end_ns = t.end_ns.map(|e| e + shift);
+            t
+        }));
+        out.timeline.extend(p.timeline.drain(..).map(|mut t| {
+            t.time_ns += shift;
+            t
+        }));
+        out.statics.append(&mut p.statics);
+        out.stacks.extend(p.stacks.drain());
+    }
+    out.timeline.sort_by_key(|p| (p.pid, p.time_ns));
+    out
+}

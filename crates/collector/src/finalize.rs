@@ -6,7 +6,9 @@
 
 use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
-use memlens_profile::{self as profile, Allocation, Losses, Meta, Process, Region, TagRange, TimelinePoint};
+use memlens_profile::{
+    self as profile, Allocation, Losses, Meta, Process, Region, TagRange, TimelinePoint,
+};
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, FileHeader, RawRecord};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -46,7 +48,10 @@ fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
     // Every timed payload starts with its u64 time.
     match rec.tag {
         tag::STRING | tag::STACK => None,
-        _ => rec.body.get(0..8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())),
+        _ => rec
+            .body
+            .get(0..8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())),
     }
 }
 
@@ -57,7 +62,8 @@ fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
     }
     // SAFETY: FileHeader is plain data (atomics of integers) and the buffer is big
     // enough; read_unaligned copies it out of the byte buffer.
-    let header: FileHeader = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const FileHeader) };
+    let header: FileHeader =
+        unsafe { std::ptr::read_unaligned(data.as_ptr() as *const FileHeader) };
     if header.magic != raw::MAGIC {
         return Ok(None);
     }
@@ -100,7 +106,8 @@ fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
                     if let Some(def) = rec.payload::<raw::StringDef>() {
                         let bytes = rec.trailing::<raw::StringDef>();
                         let s = &bytes[..(def.len as usize).min(bytes.len())];
-                        log.strings.insert(def.id, String::from_utf8_lossy(s).into_owned());
+                        log.strings
+                            .insert(def.id, String::from_utf8_lossy(s).into_owned());
                     }
                 }
                 tag::STACK => {
@@ -117,7 +124,9 @@ fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
                 tag::MODULE => {
                     if let Some(m) = rec.payload::<raw::Module>() {
                         let p = rec.trailing::<raw::Module>();
-                        let path = String::from_utf8_lossy(&p[..(m.path_len as usize).min(p.len())]).into_owned();
+                        let path =
+                            String::from_utf8_lossy(&p[..(m.path_len as usize).min(p.len())])
+                                .into_owned();
                         log.modules.push((
                             m.time,
                             LoadedModule {
@@ -173,7 +182,14 @@ struct Built {
 /// Live mapping segments: start -> (end, allocation row).
 type Segments = BTreeMap<u64, (u64, usize)>;
 
-fn unmap(segments: &mut Segments, rows: &mut [Allocation], live: &mut HashMap<usize, u64>, a: u64, b: u64, t: u64) {
+fn unmap(
+    segments: &mut Segments,
+    rows: &mut [Allocation],
+    live: &mut HashMap<usize, u64>,
+    a: u64,
+    b: u64,
+    t: u64,
+) {
     // Segments are disjoint and sorted: walking down from `b`, the overlapping ones
     // come first and the first one ending at or before `a` ends the search.
     let overlapping: Vec<u64> = segments
@@ -183,7 +199,9 @@ fn unmap(segments: &mut Segments, rows: &mut [Allocation], live: &mut HashMap<us
         .map(|(&s, _)| s)
         .collect();
     for s in overlapping {
-        let Some((end, row)) = segments.remove(&s) else { continue };
+        let Some((end, row)) = segments.remove(&s) else {
+            continue;
+        };
         let (cut_lo, cut_hi) = (s.max(a), end.min(b));
         if cut_lo >= cut_hi {
             segments.insert(s, (end, row));
@@ -204,7 +222,8 @@ fn unmap(segments: &mut Segments, rows: &mut [Allocation], live: &mut HashMap<us
 }
 
 fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
-    let sampled = flags & alloc_flags::SAMPLED != 0 && flags & alloc_flags::EXACT == 0;
+    let sampled = flags & alloc_flags::SAMPLED != 0
+        && flags & (alloc_flags::EXACT | alloc_flags::GROUPED) == 0;
     if !sampled || rate <= 1 {
         return (false, 1.0, size as f64);
     }
@@ -215,7 +234,12 @@ fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
 
 fn build(log: &ImageLog, t0: u64) -> Built {
     let rel = |t: u64| t.saturating_sub(t0);
-    let name = |id: u64| log.strings.get(&id).cloned().unwrap_or_else(|| format!("#{id:x}"));
+    let name = |id: u64| {
+        log.strings
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("#{id:x}"))
+    };
     let mut out = Built::default();
     let mut live_heap: HashMap<u64, usize> = HashMap::new();
     let mut segments = Segments::new();
@@ -227,8 +251,11 @@ fn build(log: &ImageLog, t0: u64) -> Built {
         let tid = *tid;
         match rec.tag {
             tag::ALLOC => {
-                let Some(a) = rec.payload::<raw::Alloc>() else { continue };
-                let (sampled, est_count, est_bytes) = estimate(a.size, a.flags, log.settings.sample_rate);
+                let Some(a) = rec.payload::<raw::Alloc>() else {
+                    continue;
+                };
+                let (sampled, est_count, est_bytes) =
+                    estimate(a.size, a.flags, log.settings.sample_rate);
                 if let Some(old) = live_heap.insert(a.ptr, out.allocations.len()) {
                     // The block was freed without our seeing it (freed before the
                     // hook could record it): close it here.
@@ -237,7 +264,10 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 out.allocations.push(Allocation {
                     pid,
                     tid,
-                    kind: alloc_kind::NAMES.get(a.kind as usize).unwrap_or(&"malloc").to_string(),
+                    kind: alloc_kind::NAMES
+                        .get(a.kind as usize)
+                        .unwrap_or(&"malloc")
+                        .to_string(),
                     address: a.ptr,
                     size: a.size,
                     usable_size: a.usable,
@@ -254,16 +284,27 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 });
             }
             tag::FREE => {
-                let Some(f) = rec.payload::<raw::Free>() else { continue };
+                let Some(f) = rec.payload::<raw::Free>() else {
+                    continue;
+                };
                 match live_heap.remove(&f.ptr) {
                     Some(row) => out.allocations[row].free_ns = Some(rel(f.time)),
                     None => out.unmatched_frees += 1,
                 }
             }
             tag::MMAP => {
-                let Some(m) = rec.payload::<raw::Mmap>() else { continue };
+                let Some(m) = rec.payload::<raw::Mmap>() else {
+                    continue;
+                };
                 let (a, b) = (m.addr, m.addr.saturating_add(m.len.next_multiple_of(4096)));
-                unmap(&mut segments, &mut out.allocations, &mut live_map, a, b, rel(m.time));
+                unmap(
+                    &mut segments,
+                    &mut out.allocations,
+                    &mut live_map,
+                    a,
+                    b,
+                    rel(m.time),
+                );
                 let row = out.allocations.len();
                 segments.insert(a, (b, row));
                 live_map.insert(row, b - a);
@@ -285,21 +326,46 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 });
             }
             tag::MUNMAP => {
-                let Some(m) = rec.payload::<raw::Munmap>() else { continue };
+                let Some(m) = rec.payload::<raw::Munmap>() else {
+                    continue;
+                };
                 let b = m.addr.saturating_add(m.len.next_multiple_of(4096));
-                unmap(&mut segments, &mut out.allocations, &mut live_map, m.addr, b, rel(m.time));
+                unmap(
+                    &mut segments,
+                    &mut out.allocations,
+                    &mut live_map,
+                    m.addr,
+                    b,
+                    rel(m.time),
+                );
             }
             tag::MREMAP => {
-                let Some(m) = rec.payload::<raw::Mremap>() else { continue };
+                let Some(m) = rec.payload::<raw::Mremap>() else {
+                    continue;
+                };
                 let old_end = m.old_addr.saturating_add(m.old_len.next_multiple_of(4096));
                 let template = segments
                     .range(..=m.old_addr)
                     .next_back()
                     .filter(|(_, &(end, _))| end > m.old_addr)
                     .map(|(_, &(_, row))| out.allocations[row].clone());
-                unmap(&mut segments, &mut out.allocations, &mut live_map, m.old_addr, old_end, rel(m.time));
+                unmap(
+                    &mut segments,
+                    &mut out.allocations,
+                    &mut live_map,
+                    m.old_addr,
+                    old_end,
+                    rel(m.time),
+                );
                 let new_end = m.new_addr.saturating_add(m.new_len.next_multiple_of(4096));
-                unmap(&mut segments, &mut out.allocations, &mut live_map, m.new_addr, new_end, rel(m.time));
+                unmap(
+                    &mut segments,
+                    &mut out.allocations,
+                    &mut live_map,
+                    m.new_addr,
+                    new_end,
+                    rel(m.time),
+                );
                 let row = out.allocations.len();
                 segments.insert(m.new_addr, (new_end, row));
                 live_map.insert(row, new_end - m.new_addr);
@@ -319,7 +385,9 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 });
             }
             tag::REGION_BEGIN | tag::REGION_END => {
-                let Some(n) = rec.payload::<raw::Named>() else { continue };
+                let Some(n) = rec.payload::<raw::Named>() else {
+                    continue;
+                };
                 let stack = open_regions.entry(tid).or_default();
                 if rec.tag == tag::REGION_BEGIN {
                     stack.push(out.regions.len());
@@ -340,7 +408,9 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 }
             }
             tag::TAG => {
-                let Some(tg) = rec.payload::<raw::Tag>() else { continue };
+                let Some(tg) = rec.payload::<raw::Tag>() else {
+                    continue;
+                };
                 out.tags.push(TagRange {
                     pid,
                     tid,
@@ -352,8 +422,15 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 });
             }
             tag::UNTAG => {
-                let Some(u) = rec.payload::<raw::Untag>() else { continue };
-                if let Some(t) = out.tags.iter_mut().rev().find(|t| t.address == u.start && t.end_ns.is_none()) {
+                let Some(u) = rec.payload::<raw::Untag>() else {
+                    continue;
+                };
+                if let Some(t) = out
+                    .tags
+                    .iter_mut()
+                    .rev()
+                    .find(|t| t.address == u.start && t.end_ns.is_none())
+                {
                     t.end_ns = Some(rel(u.time));
                 }
             }
@@ -426,7 +503,9 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     }
     let (collector_timeline, exits) = read_collector_log(&raw_dir.join(COLLECTOR_LOG));
     if images.is_empty() && collector_timeline.is_empty() {
-        return Err(Error::Profile(profile::ProfileError::NotAProfile(dir.to_path_buf())));
+        return Err(Error::Profile(profile::ProfileError::NotAProfile(
+            dir.to_path_buf(),
+        )));
     }
     images.sort_by_key(|l| (l.start_ns, l.pid, l.exec_seq));
     let t0 = run
@@ -440,7 +519,10 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     let mut allocations = Vec::new();
     let mut regions = Vec::new();
     let mut tags = Vec::new();
-    let mut timeline: Vec<TimelinePoint> = collector_timeline.iter().map(|t| timeline_point(t, t0)).collect();
+    let mut timeline: Vec<TimelinePoint> = collector_timeline
+        .iter()
+        .map(|t| timeline_point(t, t0))
+        .collect();
     let mut frames = Vec::new();
     let mut modules_rows = Vec::new();
     let mut statics = Vec::new();
@@ -459,7 +541,12 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         losses.truncated_blocks += log.truncated_blocks;
         losses.unmatched_frees += built.unmatched_frees;
         let modules: Vec<LoadedModule> = log.modules.iter().map(|(_, m)| m.clone()).collect();
-        let mut stack_ids: Vec<u64> = built.allocations.iter().map(|a| a.stack_id).filter(|&s| s != 0).collect();
+        let mut stack_ids: Vec<u64> = built
+            .allocations
+            .iter()
+            .map(|a| a.stack_id)
+            .filter(|&s| s != 0)
+            .collect();
         stack_ids.sort_unstable();
         stack_ids.dedup();
         for id in stack_ids {
@@ -477,7 +564,8 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
                 bias: m.bias,
                 load_ns: time.saturating_sub(t0),
             });
-            if seen_paths.insert(m.path.clone()) {
+            // The runtime's own variables are not the program's data.
+            if seen_paths.insert(m.path.clone()) && !m.path.ends_with("libmemlens_runtime.so") {
                 statics.extend(symbols::static_objects(log.pid, m));
             }
         }
@@ -489,7 +577,10 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             .find(|l| l.pid == log.pid && l.exec_seq > log.exec_seq)
             .map(|l| l.start_ns.saturating_sub(t0));
         let last_image = next_exec.is_none();
-        let exit = exits.iter().find(|e| e.pid as u32 == log.pid).filter(|_| last_image);
+        let exit = exits
+            .iter()
+            .find(|e| e.pid as u32 == log.pid)
+            .filter(|_| last_image);
         let exe = modules.first().map(|m| m.path.clone()).unwrap_or_default();
         processes.push(Process {
             pid: log.pid,

@@ -67,10 +67,17 @@ fn resolve_program(program: &OsString) -> Result<PathBuf> {
             "cannot run '{shown}': not found in PATH; give its path (e.g. ./{shown})"
         )));
     };
-    let meta = std::fs::metadata(&path)
-        .map_err(|_| Error::Usage(format!("cannot run '{}': no such file; check the path", path.display())))?;
+    let meta = std::fs::metadata(&path).map_err(|_| {
+        Error::Usage(format!(
+            "cannot run '{}': no such file; check the path",
+            path.display()
+        ))
+    })?;
     if !meta.is_file() {
-        return Err(Error::Usage(format!("cannot run '{}': not a regular file", path.display())));
+        return Err(Error::Usage(format!(
+            "cannot run '{}': not a regular file",
+            path.display()
+        )));
     }
     if meta.permissions().mode() & 0o111 == 0 {
         return Err(Error::Usage(format!(
@@ -103,7 +110,9 @@ impl Watched {
 
 pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     let Some(program) = cfg.command.first() else {
-        return Err(Error::Usage("no command given; usage: memlens record -- PROGRAM [ARGS...]".into()));
+        return Err(Error::Usage(
+            "no command given; usage: memlens record -- PROGRAM [ARGS...]".into(),
+        ));
     };
     let program_path = resolve_program(program)?;
     if !cfg.runtime.is_file() {
@@ -150,9 +159,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     // SAFETY: plain prctl.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let start_ns = now_ns();
-    let child = cmd.spawn().map_err(|e| {
-        Error::Usage(format!("cannot start '{}': {e}", program_path.display()))
-    })?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| Error::Usage(format!("cannot start '{}': {e}", program_path.display())))?;
     let child_pid = child.id() as i32;
     // The terminal sends Ctrl-C to the target too; we stay alive to finalize.
     // SAFETY: async-signal-safe handler that only stores an integer.
@@ -213,7 +222,11 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         }
     }
     let run = RunInfo {
-        command: cfg.command.iter().map(|s| s.to_string_lossy().into_owned()).collect(),
+        command: cfg
+            .command
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect(),
         interval_ms: cfg.interval_ms,
         start_ns: Some(start_ns),
         end_ns: Some(now_ns()),
@@ -259,7 +272,10 @@ fn reap(sampler: &mut Sampler) -> Result<Reaped> {
 }
 
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -278,22 +294,32 @@ struct Sampler {
 impl Sampler {
     /// Picks up logs of new processes and images (fork, exec).
     fn discover(&mut self) {
-        let Ok(entries) = std::fs::read_dir(&self.raw_dir) else { return };
+        let Ok(entries) = std::fs::read_dir(&self.raw_dir) else {
+            return;
+        };
         for e in entries.flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            let Some(stem) = name.strip_suffix(".mlraw") else { continue };
+            let Some(stem) = name.strip_suffix(".mlraw") else {
+                continue;
+            };
             let mut parts = stem.split('.');
-            let (Some(Ok(pid)), Some(Ok(seq))) = (parts.next().map(str::parse::<u32>), parts.next().map(str::parse::<u32>))
-            else {
+            let (Some(Ok(pid)), Some(Ok(seq))) = (
+                parts.next().map(str::parse::<u32>),
+                parts.next().map(str::parse::<u32>),
+            ) else {
                 continue;
             };
             if self.watched.get(&pid).is_some_and(|(s, _)| *s >= seq) {
                 continue;
             }
-            let Ok(file) = std::fs::File::open(e.path()) else { continue };
+            let Ok(file) = std::fs::File::open(e.path()) else {
+                continue;
+            };
             // SAFETY: read-only shared mapping of a file the runtime only grows.
-            let Ok(header) = (unsafe { memmap2::MmapOptions::new().len(raw::HEADER_SIZE).map(&file) }) else {
+            let Ok(header) =
+                (unsafe { memmap2::MmapOptions::new().len(raw::HEADER_SIZE).map(&file) })
+            else {
                 continue;
             };
             let w = Watched { pid, header };
@@ -318,7 +344,9 @@ impl Sampler {
             };
             self.buf.clear();
             let status = format!("/proc/{}/status", w.pid);
-            let Ok(mut f) = std::fs::File::open(&status) else { continue };
+            let Ok(mut f) = std::fs::File::open(&status) else {
+                continue;
+            };
             if std::io::Read::read_to_end(&mut f, &mut self.buf).is_err() || self.buf.is_empty() {
                 continue;
             }
@@ -327,7 +355,12 @@ impl Sampler {
                 continue; // a zombie: it has no memory any more
             }
             let (ab, fb, ac, fc) = w.header().totals();
-            (t.heap_alloc_bytes, t.heap_free_bytes, t.heap_allocs, t.heap_frees) = (ab, fb, ac, fc);
+            (
+                t.heap_alloc_bytes,
+                t.heap_free_bytes,
+                t.heap_allocs,
+                t.heap_frees,
+            ) = (ab, fb, ac, fc);
             if numa_due {
                 t.numa = numa_resident(w.pid);
             }

@@ -31,8 +31,17 @@ impl Symbolizer {
 
     /// Frames for one return address, innermost (inlined) first. `depth` numbers
     /// them after the frames already emitted for this stack.
-    pub fn frames(&mut self, modules: &[LoadedModule], addr: u64, is_return: bool) -> Vec<(String, String, String, u32, bool)> {
-        let Some(m) = modules.iter().rev().find(|m| addr >= m.start && addr < m.end) else {
+    pub fn frames(
+        &mut self,
+        modules: &[LoadedModule],
+        addr: u64,
+        is_return: bool,
+    ) -> Vec<(String, String, String, u32, bool)> {
+        let Some(m) = modules
+            .iter()
+            .rev()
+            .find(|m| addr >= m.start && addr < m.end)
+        else {
             return vec![("?".into(), format!("{addr:#x}"), String::new(), 0, false)];
         };
         let module = short_name(&m.path);
@@ -72,7 +81,13 @@ impl Symbolizer {
     }
 
     /// Symbolized rows for one stack.
-    pub fn stack_rows(&mut self, pid: u32, stack_id: u64, addrs: &[u64], modules: &[LoadedModule]) -> Vec<Frame> {
+    pub fn stack_rows(
+        &mut self,
+        pid: u32,
+        stack_id: u64,
+        addrs: &[u64],
+        modules: &[LoadedModule],
+    ) -> Vec<Frame> {
         let mut rows = Vec::new();
         for &addr in addrs {
             for (module, function, file, line, inlined) in self.frames(modules, addr, true) {
@@ -110,7 +125,10 @@ pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
     };
     let tls_sections: Vec<_> = file
         .sections()
-        .filter(|s| s.name().is_ok_and(|n| n.starts_with(".tdata") || n.starts_with(".tbss")))
+        .filter(|s| {
+            s.name()
+                .is_ok_and(|n| n.starts_with(".tdata") || n.starts_with(".tbss"))
+        })
         .map(|s| s.index())
         .collect();
     let mut seen = std::collections::HashSet::new();
@@ -121,13 +139,14 @@ pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
         .filter(|s| s.section_index().is_none_or(|i| !tls_sections.contains(&i)))
         .filter_map(|s| {
             let name = s.name().ok()?;
-            seen.insert((s.address(), name.to_string())).then(|| StaticObject {
-                pid,
-                module: module.clone(),
-                name: addr2line::demangle_auto(name.into(), None).into_owned(),
-                address: s.address().wrapping_add(m.bias),
-                size: s.size(),
-            })
+            seen.insert((s.address(), name.to_string()))
+                .then(|| StaticObject {
+                    pid,
+                    module: module.clone(),
+                    name: addr2line::demangle_auto(name.into(), None).into_owned(),
+                    address: s.address().wrapping_add(m.bias),
+                    size: s.size(),
+                })
         })
         .collect()
 }

@@ -21,7 +21,9 @@ pub fn cpu_model() -> String {
 }
 
 fn read_trimmed(path: &str) -> String {
-    std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// NUMA nodes with memory, from sysfs (1 on most VMs).

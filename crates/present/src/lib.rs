@@ -1,1 +1,41 @@
+//! Presentation: the capacity report as text or JSON, and plots.
 
+mod plot;
+mod report;
+
+pub use plot::{plot_capacity, PlotError};
+pub use report::{build_report, render_text, Report};
+
+/// 1536 -> "1.5 KiB".
+pub fn human_bytes(b: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v.abs() >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Nanoseconds as seconds with millisecond precision.
+pub fn seconds(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn human_bytes_picks_units() {
+        assert_eq!(super::human_bytes(512.0), "512 B");
+        assert_eq!(super::human_bytes(1536.0), "1.5 KiB");
+        assert_eq!(
+            super::human_bytes(3.0 * 1024.0 * 1024.0 * 1024.0),
+            "3.0 GiB"
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! Rust field types that map onto Arrow column types.
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray, UInt32Array, UInt64Array,
+    Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray, UInt32Array,
+    UInt64Array,
 };
 use arrow::datatypes::DataType;
 use std::sync::Arc;
@@ -41,7 +42,11 @@ macro_rules! primitive {
             }
             fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
                 let a = array.as_any().downcast_ref::<$arr>()?;
-                Some((0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i))).collect())
+                Some(
+                    (0..a.len())
+                        .map(|i| a.is_valid(i).then(|| a.value(i)))
+                        .collect(),
+                )
             }
         }
     };
@@ -91,6 +96,10 @@ impl ColumnType for Option<String> {
     }
     fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
         let a = array.as_any().downcast_ref::<StringArray>()?;
-        Some((0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i).to_string())).collect())
+        Some(
+            (0..a.len())
+                .map(|i| a.is_valid(i).then(|| a.value(i).to_string()))
+                .collect(),
+        )
     }
 }

@@ -63,7 +63,8 @@ pub fn write_table<T: Table>(dir: &Path, rows: &[T]) -> Result<()> {
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::SNAPPY)
         .build();
-    let mut w = ArrowWriter::try_new(file, T::schema(), Some(props)).map_err(|e| perr(e.to_string()))?;
+    let mut w =
+        ArrowWriter::try_new(file, T::schema(), Some(props)).map_err(|e| perr(e.to_string()))?;
     for chunk in rows.chunks(1 << 16) {
         let batch = T::to_batch(chunk).map_err(perr)?;
         w.write(&batch).map_err(|e| perr(e.to_string()))?;

@@ -308,7 +308,22 @@ macro_rules! payload {
         $(unsafe impl Payload for $ty {})*
     };
 }
-payload!(Alloc, Free, Mmap, Munmap, Mremap, Named, Tag, Untag, StringDef, StackDef, Module, ThreadEvent, Timeline, ProcessExit);
+payload!(
+    Alloc,
+    Free,
+    Mmap,
+    Munmap,
+    Mremap,
+    Named,
+    Tag,
+    Untag,
+    StringDef,
+    StackDef,
+    Module,
+    ThreadEvent,
+    Timeline,
+    ProcessExit
+);
 
 /// A record as found in a byte buffer: its tag, fixed payload bytes and trailing bytes.
 pub struct RawRecord<'a> {

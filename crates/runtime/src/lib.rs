@@ -113,7 +113,12 @@ fn parse_size(v: &[u8]) -> Option<u64> {
 }
 
 fn mpi_rank() -> i32 {
-    for var in [c"OMPI_COMM_WORLD_RANK", c"PMIX_RANK", c"PMI_RANK", c"SLURM_PROCID"] {
+    for var in [
+        c"OMPI_COMM_WORLD_RANK",
+        c"PMIX_RANK",
+        c"PMI_RANK",
+        c"SLURM_PROCID",
+    ] {
         if let Some(n) = env(var).and_then(parse_size) {
             return n.min(i32::MAX as u64) as i32;
         }
@@ -188,8 +193,18 @@ unsafe fn configure() -> bool {
 fn default_dir(w: &mut log::ByteWriter) -> Option<()> {
     let mut exe = [0u8; 1024];
     // SAFETY: readlink into a local buffer.
-    let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), exe.as_mut_ptr() as *mut c_char, exe.len()) };
-    let exe = if n > 0 { &exe[..n as usize] } else { b"program" };
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            exe.as_mut_ptr() as *mut c_char,
+            exe.len(),
+        )
+    };
+    let exe = if n > 0 {
+        &exe[..n as usize]
+    } else {
+        b"program"
+    };
     let base = exe.rsplit(|&c| c == b'/').next().unwrap_or(b"program");
     w.push(b"memlens-")?;
     w.push(base)?;
@@ -202,7 +217,10 @@ unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
     buf[len] = 0;
     libc::mkdir(buf.as_ptr() as *const c_char, 0o755);
     let mut raw_dir = [0u8; 4200];
-    let mut w = log::ByteWriter { buf: &mut raw_dir, len: 0 };
+    let mut w = log::ByteWriter {
+        buf: &mut raw_dir,
+        len: 0,
+    };
     if w.push(&buf[..len]).is_none() || w.push(b"/raw").is_none() {
         return false;
     }
@@ -210,7 +228,8 @@ unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
     raw_dir[end] = 0;
     libc::mkdir(raw_dir.as_ptr() as *const c_char, 0o755);
     let mut st: libc::stat = core::mem::zeroed();
-    libc::stat(raw_dir.as_ptr() as *const c_char, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
+    libc::stat(raw_dir.as_ptr() as *const c_char, &mut st) == 0
+        && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
 }
 
 unsafe fn open_log(ppid: u32) -> bool {
@@ -221,6 +240,9 @@ unsafe fn open_log(ppid: u32) -> bool {
 extern "C" fn fini() {
     if let Some(st) = enter() {
         let saved = errno();
+        // A last capacity sample: the collector's next tick may come too late.
+        let last = sampler::snapshot();
+        st.writer.write(st.tid, tag::TIMELINE, &last, &[]);
         let exit = raw::ThreadEvent {
             time: sys::now_ns(),
             tid: st.tid as u64,
@@ -354,7 +376,9 @@ fn leave(st: &mut ThreadState) {
 fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
     // SAFETY: counters point into the mapped header, or are null in a fork child
     // before it has its own.
-    let Some(c) = (unsafe { st.counters.as_ref() }) else { return };
+    let Some(c) = (unsafe { st.counters.as_ref() }) else {
+        return;
+    };
     let shared = log::header().is_some_and(|h| core::ptr::eq(c, &h.retired));
     let pairs = [
         (&c.alloc_bytes, alloc_bytes),
@@ -475,11 +499,15 @@ fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force
     count(st, usable, 0);
     let size = size as u64;
     let s = settings();
-    let group = if st.group_depth > 0 { st.groups[st.group_depth - 1] } else { 0 };
+    let group = if st.group_depth > 0 {
+        st.groups[st.group_depth - 1]
+    } else {
+        0
+    };
     let mut flags = 0;
     if size >= s.min_size || force {
         flags = alloc_flags::EXACT;
-    } else {
+    } else if group == 0 {
         st.countdown -= size as i64;
         if st.countdown <= 0 {
             st.countdown = next_sample_countdown(st);
@@ -495,7 +523,15 @@ fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force
 }
 
 #[inline(never)]
-fn record_alloc(st: &mut ThreadState, ptr: u64, size: u64, usable: u64, kind: u8, flags: u8, group: u64) {
+fn record_alloc(
+    st: &mut ThreadState,
+    ptr: u64,
+    size: u64,
+    usable: u64,
+    kind: u8,
+    flags: u8,
+    group: u64,
+) {
     let saved = errno();
     let stack = if flags & (alloc_flags::EXACT | alloc_flags::SAMPLED) != 0 {
         capture_stack(st)
@@ -530,7 +566,10 @@ fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
     count(st, 0, usable);
     let p = ptr as u64;
     if track::maybe_tracked(p) && track::remove(p) {
-        let ev = raw::Free { time: sys::now_ns(), ptr: p };
+        let ev = raw::Free {
+            time: sys::now_ns(),
+            ptr: p,
+        };
         st.writer.write(st.tid, tag::FREE, &ev, &[]);
         return true;
     }
@@ -543,7 +582,10 @@ fn on_free_dead(ptr: *mut c_void) {
     count_dead(0, usable);
     let p = ptr as u64;
     if track::maybe_tracked(p) && track::remove(p) {
-        let ev = raw::Free { time: sys::now_ns(), ptr: p };
+        let ev = raw::Free {
+            time: sys::now_ns(),
+            ptr: p,
+        };
         with_orphan(|w| {
             w.write(0, tag::FREE, &ev, &[]);
         });
@@ -582,7 +624,9 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
-    hooked_alloc(n.saturating_mul(size), alloc_kind::CALLOC, || __libc_calloc(n, size))
+    hooked_alloc(n.saturating_mul(size), alloc_kind::CALLOC, || {
+        __libc_calloc(n, size)
+    })
 }
 
 /// # Safety
@@ -621,7 +665,14 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         let old = malloc_usable_size(p) as u64;
         let q = __libc_realloc(p, size);
         if !q.is_null() || size == 0 {
-            count_dead(if q.is_null() { 0 } else { malloc_usable_size(q) as u64 }, old);
+            count_dead(
+                if q.is_null() {
+                    0
+                } else {
+                    malloc_usable_size(q) as u64
+                },
+                old,
+            );
         }
         return q;
     };
@@ -714,7 +765,11 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
 fn record_mapping_event<P: raw::Payload>(tag: u16, make: impl FnOnce(u64) -> P) {
     if let Some(st) = enter() {
         let saved = errno();
-        let stack = if tag == raw::tag::MMAP { capture_stack(st) } else { 0 };
+        let stack = if tag == raw::tag::MMAP {
+            capture_stack(st)
+        } else {
+            0
+        };
         let ev = make(stack);
         st.writer.write(st.tid, tag, &ev, &[]);
         set_errno(saved);
@@ -725,7 +780,14 @@ fn record_mapping_event<P: raw::Payload>(tag: u16, make: impl FnOnce(u64) -> P) 
 /// # Safety
 /// mmap(2) contract.
 #[no_mangle]
-pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
     let p = sys::mmap(addr, len, prot, flags, fd, off);
     if p != libc::MAP_FAILED {
         record_mapping_event(tag::MMAP, |stack| raw::Mmap {
@@ -745,7 +807,14 @@ pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags:
 /// # Safety
 /// mmap(2) contract.
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
     mmap(addr, len, prot, flags, fd, off)
 }
 
@@ -770,7 +839,13 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
 /// # Safety
 /// mremap(2) contract.
 #[no_mangle]
-pub unsafe extern "C" fn mremap(old: *mut c_void, old_len: usize, new_len: usize, flags: c_int, new_addr: *mut c_void) -> *mut c_void {
+pub unsafe extern "C" fn mremap(
+    old: *mut c_void,
+    old_len: usize,
+    new_len: usize,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
     let p = sys::mremap(old, old_len, new_len, flags, new_addr);
     if p != libc::MAP_FAILED {
         record_mapping_event(tag::MREMAP, |_| raw::Mremap {

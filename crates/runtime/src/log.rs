@@ -26,7 +26,13 @@ pub fn count_dropped() {
 ///
 /// # Safety
 /// Called from init or the fork child handler only, with `dir` NUL-terminated.
-pub unsafe fn open(dir: &[u8], pid: u32, ppid: u32, rank: i32, settings: raw::RuntimeSettings) -> bool {
+pub unsafe fn open(
+    dir: &[u8],
+    pid: u32,
+    ppid: u32,
+    rank: i32,
+    settings: raw::RuntimeSettings,
+) -> bool {
     let mut path = [0u8; 4200];
     let mut seq = 0u32;
     let fd = loop {
@@ -47,7 +53,9 @@ pub unsafe fn open(dir: &[u8], pid: u32, ppid: u32, rank: i32, settings: raw::Ru
         }
         seq += 1;
     };
-    if libc::fallocate(fd, 0, 0, raw::HEADER_SIZE as i64) != 0 && libc::ftruncate(fd, raw::HEADER_SIZE as i64) != 0 {
+    if libc::fallocate(fd, 0, 0, raw::HEADER_SIZE as i64) != 0
+        && libc::ftruncate(fd, raw::HEADER_SIZE as i64) != 0
+    {
         libc::close(fd);
         return false;
     }
@@ -71,7 +79,8 @@ pub unsafe fn open(dir: &[u8], pid: u32, ppid: u32, rank: i32, settings: raw::Ru
     (*h).exec_seq = seq;
     (*h).start_ns = sys::now_ns();
     (*h).settings = settings;
-    (*h).reserve_cursor.store(raw::HEADER_SIZE as u64, Ordering::Relaxed);
+    (*h).reserve_cursor
+        .store(raw::HEADER_SIZE as u64, Ordering::Relaxed);
     // The magic goes last: a reader that sees it sees a complete header.
     core::ptr::write_volatile(&mut (*h).magic, raw::MAGIC);
     LOG_FD.store(fd, Ordering::Release);
@@ -139,7 +148,13 @@ impl Writer {
     }
 
     /// Appends one record; returns false (and counts a drop) if it cannot.
-    pub fn write<P: raw::Payload>(&mut self, tid: u32, tag: u16, payload: &P, extra: &[u8]) -> bool {
+    pub fn write<P: raw::Payload>(
+        &mut self,
+        tid: u32,
+        tag: u16,
+        payload: &P,
+        extra: &[u8],
+    ) -> bool {
         for _ in 0..2 {
             if self.block.is_null() && !self.next_block(tid) {
                 count_dropped();
@@ -148,7 +163,9 @@ impl Writer {
             // SAFETY: the block is mapped for BLOCK_SIZE bytes and `used` < capacity.
             unsafe {
                 let dst = self.block.add(raw::BLOCK_HEADER_SIZE + self.used);
-                if let Some(n) = raw::encode(dst, raw::BLOCK_CAPACITY - self.used, tag, payload, extra) {
+                if let Some(n) =
+                    raw::encode(dst, raw::BLOCK_CAPACITY - self.used, tag, payload, extra)
+                {
                     self.used += n;
                     (*(self.block as *const BlockHeader))
                         .used
@@ -169,7 +186,9 @@ impl Writer {
         if LOG_FULL.load(Ordering::Relaxed) {
             return false;
         }
-        let off = h.reserve_cursor.fetch_add(raw::BLOCK_SIZE as u64, Ordering::Relaxed);
+        let off = h
+            .reserve_cursor
+            .fetch_add(raw::BLOCK_SIZE as u64, Ordering::Relaxed);
         // SAFETY: plain syscalls on our own descriptor; a failed fallocate means the
         // disk is full, and writing through a mapping then would raise SIGBUS.
         unsafe {

@@ -17,7 +17,11 @@ struct Known {
     bias: u64,
 }
 
-static mut KNOWN: [Known; MAX_KNOWN] = [Known { start: 0, end: 0, bias: 0 }; MAX_KNOWN];
+static mut KNOWN: [Known; MAX_KNOWN] = [Known {
+    start: 0,
+    end: 0,
+    bias: 0,
+}; MAX_KNOWN];
 static mut KNOWN_LEN: usize = 0;
 
 /// True if every address lies in an object already recorded.
@@ -25,7 +29,9 @@ pub fn all_known(addrs: &[u64]) -> bool {
     LOCK.lock();
     // SAFETY: KNOWN is only touched under LOCK.
     let known = unsafe { &(&*core::ptr::addr_of!(KNOWN))[..KNOWN_LEN] };
-    let ok = addrs.iter().all(|&a| known.iter().any(|k| a >= k.start && a < k.end));
+    let ok = addrs
+        .iter()
+        .all(|&a| known.iter().any(|k| a >= k.start && a < k.end));
     LOCK.unlock();
     ok
 }
@@ -54,7 +60,11 @@ pub fn scan(emit: &mut dyn FnMut(&raw::Module, &[u8])) {
             exe_buf.len(),
         )
     };
-    let exe = if n > 0 { &exe_buf[..n as usize] } else { &[][..] };
+    let exe = if n > 0 {
+        &exe_buf[..n as usize]
+    } else {
+        &[][..]
+    };
     let mut ctx = ScanCtx { emit, exe };
     LOCK.lock();
     // SAFETY: the callback only reads the phdr info handed to it.
@@ -62,7 +72,11 @@ pub fn scan(emit: &mut dyn FnMut(&raw::Module, &[u8])) {
     LOCK.unlock();
 }
 
-unsafe extern "C" fn on_object(info: *mut libc::dl_phdr_info, _size: usize, arg: *mut c_void) -> i32 {
+unsafe extern "C" fn on_object(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    arg: *mut c_void,
+) -> i32 {
     let ctx = &mut *(arg as *mut ScanCtx);
     let info = &*info;
     let (mut lo, mut hi) = (u64::MAX, 0u64);
@@ -83,7 +97,11 @@ unsafe extern "C" fn on_object(info: *mut libc::dl_phdr_info, _size: usize, arg:
         crate::unwind::set_self_range(start, end);
     }
     let known = &mut *core::ptr::addr_of_mut!(KNOWN);
-    if known[..KNOWN_LEN].iter().any(|k| k.start == start && k.bias == bias) || KNOWN_LEN == MAX_KNOWN {
+    if known[..KNOWN_LEN]
+        .iter()
+        .any(|k| k.start == start && k.bias == bias)
+        || KNOWN_LEN == MAX_KNOWN
+    {
         return 0;
     }
     known[KNOWN_LEN] = Known { start, end, bias };

@@ -24,6 +24,28 @@ pub fn start(interval_ms: u64) {
     }
 }
 
+/// The process's capacity now: /proc/self/status and the exact heap counters.
+pub fn snapshot() -> raw::Timeline {
+    let mut t = raw::Timeline {
+        time: sys::now_ns(),
+        pid: sys::getpid() as u64,
+        numa: [u64::MAX; 4],
+        ..Default::default()
+    };
+    let mut buf = [0u8; 4096];
+    let n = sys::read_file(c"/proc/self/status", &mut buf);
+    procfs::fill_from_status(&buf[..n], &mut t);
+    if let Some(h) = log::header() {
+        (
+            t.heap_alloc_bytes,
+            t.heap_free_bytes,
+            t.heap_allocs,
+            t.heap_frees,
+        ) = h.totals();
+    }
+    t
+}
+
 extern "C" fn run(_: *mut c_void) -> *mut c_void {
     thread::tls_set(thread::INTERNAL);
     // SAFETY: blocking every signal keeps process-directed signals on the
@@ -36,7 +58,6 @@ extern "C" fn run(_: *mut c_void) -> *mut c_void {
     let tid = sys::gettid();
     let pid = sys::getpid();
     let mut writer = Writer::new();
-    let mut buf = [0u8; 4096];
     // SAFETY: written before start.
     let interval = unsafe { INTERVAL_NS };
     let mut next = sys::now_ns();
@@ -45,17 +66,7 @@ extern "C" fn run(_: *mut c_void) -> *mut c_void {
         if h.pid != pid {
             break; // a forked child starts its own sampler
         }
-        let mut t = raw::Timeline {
-            time: sys::now_ns(),
-            pid: pid as u64,
-            numa: [u64::MAX; 4],
-            ..Default::default()
-        };
-        let n = sys::read_file(c"/proc/self/status", &mut buf);
-        procfs::fill_from_status(&buf[..n], &mut t);
-        let (ab, fb, ac, fc) = h.totals();
-        (t.heap_alloc_bytes, t.heap_free_bytes, t.heap_allocs, t.heap_frees) = (ab, fb, ac, fc);
-        writer.write(tid, tag::TIMELINE, &t, &[]);
+        writer.write(tid, tag::TIMELINE, &snapshot(), &[]);
         next += interval;
         let now = sys::now_ns();
         let wait = next.saturating_sub(now).max(100_000);

@@ -3,7 +3,14 @@
 
 use core::ffi::c_void;
 
-pub unsafe fn mmap(addr: *mut c_void, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut c_void {
+pub unsafe fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: i32,
+    flags: i32,
+    fd: i32,
+    off: i64,
+) -> *mut c_void {
     libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) as *mut c_void
 }
 
@@ -11,7 +18,13 @@ pub unsafe fn munmap(addr: *mut c_void, len: usize) -> i32 {
     libc::syscall(libc::SYS_munmap, addr, len) as i32
 }
 
-pub unsafe fn mremap(old: *mut c_void, old_len: usize, new_len: usize, flags: i32, new_addr: *mut c_void) -> *mut c_void {
+pub unsafe fn mremap(
+    old: *mut c_void,
+    old_len: usize,
+    new_len: usize,
+    flags: i32,
+    new_addr: *mut c_void,
+) -> *mut c_void {
     libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_addr) as *mut c_void
 }
 
@@ -36,7 +49,10 @@ pub fn alloc_pages(len: usize) -> *mut u8 {
 }
 
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out pointer; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -62,7 +78,11 @@ pub fn read_file(path: &core::ffi::CStr, buf: &mut [u8]) -> usize {
         }
         let mut total = 0;
         while total < buf.len() {
-            let n = libc::read(fd, buf[total..].as_mut_ptr() as *mut c_void, buf.len() - total);
+            let n = libc::read(
+                fd,
+                buf[total..].as_mut_ptr() as *mut c_void,
+                buf.len() - total,
+            );
             if n <= 0 {
                 break;
             }

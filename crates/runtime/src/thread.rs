@@ -150,7 +150,10 @@ pub fn claim_slot(tid: u32) -> *const Counters {
     };
     for slot in &h.slots {
         if slot.tid.load(Ordering::Relaxed) == 0
-            && slot.tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+            && slot
+                .tid
+                .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
         {
             reset(&slot.counters);
             return &slot.counters;
@@ -167,7 +170,9 @@ fn reset(c: &Counters) {
 
 /// Folds a thread's counters into the retired ones and frees its slot.
 pub fn retire_slot(counters: *const Counters) {
-    let Some(h) = crate::log::header() else { return };
+    let Some(h) = crate::log::header() else {
+        return;
+    };
     if counters.is_null() || core::ptr::eq(counters, &h.retired) {
         return;
     }

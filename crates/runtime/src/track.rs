@@ -132,7 +132,11 @@ unsafe fn table_remove(t: &mut Table, ptr: u64) -> bool {
 }
 
 unsafe fn grow(t: &mut Table) -> bool {
-    let new_cap = if t.capacity == 0 { 4096 } else { t.capacity * 2 };
+    let new_cap = if t.capacity == 0 {
+        4096
+    } else {
+        t.capacity * 2
+    };
     let slots = sys::alloc_pages(new_cap * 8) as *mut u64;
     if slots.is_null() {
         return false;

@@ -1,0 +1,120 @@
+//! The capacity timeline: peaks, and what each annotated region did to capacity.
+
+use crate::Profile;
+use memlens_profile::TimelinePoint;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Peak {
+    /// Highest resident set of any single process, and when.
+    pub rss_bytes: u64,
+    pub rss_time_ns: u64,
+    pub rss_pid: u32,
+    /// Highest sum of resident sets over all processes at one tick.
+    pub total_rss_bytes: u64,
+    /// Highest live heap (exact, usable sizes), and when.
+    pub heap_bytes: u64,
+    pub heap_time_ns: u64,
+    pub heap_pid: u32,
+    pub samples: usize,
+}
+
+pub fn peak(p: &Profile) -> Peak {
+    let mut out = Peak {
+        samples: p.timeline.len(),
+        ..Default::default()
+    };
+    let mut totals: BTreeMap<u64, u64> = BTreeMap::new();
+    for t in &p.timeline {
+        if t.rss > out.rss_bytes {
+            (out.rss_bytes, out.rss_time_ns, out.rss_pid) = (t.rss, t.time_ns, t.pid);
+        }
+        if t.heap_live > out.heap_bytes {
+            (out.heap_bytes, out.heap_time_ns, out.heap_pid) = (t.heap_live, t.time_ns, t.pid);
+        }
+        *totals.entry(t.time_ns).or_default() += t.rss;
+    }
+    out.total_rss_bytes = totals.values().copied().max().unwrap_or(0);
+    out
+}
+
+/// The live heap each process still held at its last sample (exact).
+pub fn heap_at_exit(p: &Profile) -> Vec<(u32, u64)> {
+    let mut last: BTreeMap<u32, &TimelinePoint> = BTreeMap::new();
+    for t in &p.timeline {
+        last.insert(t.pid, t);
+    }
+    last.into_iter()
+        .map(|(pid, t)| (pid, t.heap_live))
+        .collect()
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RegionCapacity {
+    pub name: String,
+    pub pid: u32,
+    pub instances: u64,
+    pub threads: u64,
+    pub total_ns: u64,
+    /// Resident set at the first begin and at the last end (nearest samples).
+    pub rss_begin: u64,
+    pub rss_end: u64,
+    /// Highest resident set and live heap sampled while the region ran.
+    pub rss_peak: u64,
+    pub heap_peak: u64,
+    /// Live heap change over all instances (end minus begin, summed).
+    pub heap_growth: i64,
+    /// Timeline samples that fell inside the region.
+    pub samples: u64,
+}
+
+/// The last sample at or before `t` for a process (or the first one).
+fn sample_at(points: &[&TimelinePoint], t: u64) -> Option<TimelinePoint> {
+    let i = points.partition_point(|p| p.time_ns <= t);
+    points.get(i.saturating_sub(1)).map(|p| (*p).clone())
+}
+
+pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
+    let mut by_key: BTreeMap<(u32, String), RegionCapacity> = BTreeMap::new();
+    let mut threads: BTreeMap<(u32, String), std::collections::BTreeSet<u32>> = BTreeMap::new();
+    for r in &p.regions {
+        let points: Vec<&TimelinePoint> = p.timeline.iter().filter(|t| t.pid == r.pid).collect();
+        let end = r.end_ns.unwrap_or_else(|| p.process_end(r.pid));
+        let key = (r.pid, r.name.clone());
+        let e = by_key.entry(key.clone()).or_insert_with(|| RegionCapacity {
+            name: r.name.clone(),
+            pid: r.pid,
+            rss_begin: sample_at(&points, r.begin_ns).map_or(0, |s| s.rss),
+            ..Default::default()
+        });
+        threads.entry(key).or_default().insert(r.tid);
+        e.instances += 1;
+        e.total_ns += end.saturating_sub(r.begin_ns);
+        let begin_s = sample_at(&points, r.begin_ns);
+        let end_s = sample_at(&points, end);
+        e.rss_end = end_s.as_ref().map_or(0, |s| s.rss);
+        e.heap_growth += end_s.as_ref().map_or(0, |s| s.heap_live as i64)
+            - begin_s.as_ref().map_or(0, |s| s.heap_live as i64);
+        for s in begin_s.iter().chain(end_s.iter()) {
+            e.rss_peak = e.rss_peak.max(s.rss);
+            e.heap_peak = e.heap_peak.max(s.heap_live);
+        }
+        for s in points
+            .iter()
+            .filter(|s| s.time_ns >= r.begin_ns && s.time_ns <= end)
+        {
+            e.samples += 1;
+            e.rss_peak = e.rss_peak.max(s.rss);
+            e.heap_peak = e.heap_peak.max(s.heap_live);
+        }
+    }
+    for (key, t) in threads {
+        if let Some(e) = by_key.get_mut(&key) {
+            e.threads = t.len() as u64;
+        }
+    }
+    let mut out: Vec<RegionCapacity> = by_key.into_values().collect();
+    out.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+    out
+}

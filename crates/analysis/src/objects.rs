@@ -1,0 +1,194 @@
+//! Data objects: heap allocation sites, mappings, synthetic groups, tagged ranges
+//! and static variables, each with its size, peak, counts and lifetime.
+
+use crate::{Profile, Site};
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum ObjectKind {
+    Heap,
+    Mmap,
+    Group,
+    Tag,
+    Static,
+}
+
+/// How the figures of an object were obtained.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// Every allocation was recorded.
+    Measured,
+    /// Some allocations were byte-sampled and scaled up.
+    SampledScaled,
+    /// From the ELF symbol table.
+    SymbolTable,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DataObject {
+    pub pid: u32,
+    /// Site label, group or tag name, or symbol name.
+    pub name: String,
+    pub kind: ObjectKind,
+    pub site: Option<Site>,
+    /// Largest number of bytes live at once.
+    pub peak_bytes: f64,
+    /// Total bytes allocated over the run (for a static or tag: its size).
+    pub allocated_bytes: f64,
+    pub allocations: f64,
+    /// Bytes still live when the process ended.
+    pub leaked_bytes: f64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub provenance: Provenance,
+    /// Address range (for statics, tags, and single-block objects).
+    pub address: Option<u64>,
+    pub stack_id: u64,
+}
+
+/// The per-object sweep of live bytes over time.
+pub struct ObjectSeries {
+    pub object: usize,
+    /// (time, live bytes) at each change.
+    pub points: Vec<(u64, f64)>,
+}
+
+fn key_of(a: &memlens_profile::Allocation) -> (u32, ObjectKind, String, u64) {
+    match (&a.group, a.kind.as_str()) {
+        (Some(g), _) => (a.pid, ObjectKind::Group, g.clone(), 0),
+        (None, "mmap") => (a.pid, ObjectKind::Mmap, String::new(), a.stack_id),
+        _ => (a.pid, ObjectKind::Heap, String::new(), a.stack_id),
+    }
+}
+
+/// All data objects of the profile, with the live-bytes series of the dynamic ones.
+pub fn data_objects(p: &Profile) -> (Vec<DataObject>, Vec<ObjectSeries>) {
+    let mut index: HashMap<(u32, ObjectKind, String, u64), usize> = HashMap::new();
+    let mut objects: Vec<DataObject> = Vec::new();
+    let mut events: Vec<Vec<(u64, f64)>> = Vec::new();
+    for a in &p.allocations {
+        let key = key_of(a);
+        let i = *index.entry(key.clone()).or_insert_with(|| {
+            let site = p
+                .stacks
+                .get(&(a.pid, a.stack_id))
+                .and_then(|f| Site::from_frames(f));
+            let name = match key.1 {
+                ObjectKind::Group => key.2.clone(),
+                _ => site
+                    .as_ref()
+                    .map(Site::label)
+                    .unwrap_or_else(|| format!("{} (no stack)", a.kind)),
+            };
+            objects.push(DataObject {
+                pid: a.pid,
+                name,
+                kind: key.1,
+                site,
+                peak_bytes: 0.0,
+                allocated_bytes: 0.0,
+                allocations: 0.0,
+                leaked_bytes: 0.0,
+                first_ns: u64::MAX,
+                last_ns: 0,
+                provenance: Provenance::Measured,
+                address: None,
+                stack_id: a.stack_id,
+            });
+            events.push(Vec::new());
+            objects.len() - 1
+        });
+        let o = &mut objects[i];
+        // Mappings count pages; heap blocks count the bytes asked for.
+        let bytes = if a.kind == "mmap" {
+            a.usable_size as f64
+        } else {
+            a.est_bytes
+        };
+        o.allocated_bytes += bytes;
+        o.allocations += a.est_count;
+        o.first_ns = o.first_ns.min(a.alloc_ns);
+        let end = a.free_ns.unwrap_or_else(|| p.process_end(a.pid));
+        o.last_ns = o.last_ns.max(end);
+        if a.free_ns.is_none() {
+            o.leaked_bytes += bytes;
+        }
+        if a.sampled {
+            o.provenance = Provenance::SampledScaled;
+        }
+        o.address = if o.allocations <= 1.0 {
+            Some(a.address)
+        } else {
+            None
+        };
+        events[i].push((a.alloc_ns, bytes));
+        if let Some(t) = a.free_ns {
+            events[i].push((t, -bytes));
+        }
+    }
+    let mut series = Vec::new();
+    for (i, mut ev) in events.into_iter().enumerate() {
+        // Frees before allocations at the same instant: a peak is never inflated.
+        ev.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let mut live = 0.0f64;
+        let mut points = Vec::with_capacity(ev.len());
+        for (t, d) in ev {
+            live = (live + d).max(0.0);
+            objects[i].peak_bytes = objects[i].peak_bytes.max(live);
+            points.push((t, live));
+        }
+        series.push(ObjectSeries { object: i, points });
+    }
+    for t in &p.tags {
+        objects.push(DataObject {
+            pid: t.pid,
+            name: t.name.clone(),
+            kind: ObjectKind::Tag,
+            site: None,
+            peak_bytes: t.size as f64,
+            allocated_bytes: t.size as f64,
+            allocations: 1.0,
+            leaked_bytes: 0.0,
+            first_ns: t.begin_ns,
+            last_ns: t.end_ns.unwrap_or_else(|| p.process_end(t.pid)),
+            provenance: Provenance::Measured,
+            address: Some(t.address),
+            stack_id: 0,
+        });
+    }
+    for s in &p.statics {
+        objects.push(DataObject {
+            pid: s.pid,
+            name: format!("{} [{}]", s.name, s.module),
+            kind: ObjectKind::Static,
+            site: None,
+            peak_bytes: s.size as f64,
+            allocated_bytes: s.size as f64,
+            allocations: 1.0,
+            leaked_bytes: 0.0,
+            first_ns: p.process_start(s.pid),
+            last_ns: p.process_end(s.pid),
+            provenance: Provenance::SymbolTable,
+            address: Some(s.address),
+            stack_id: 0,
+        });
+    }
+    (objects, series)
+}
+
+/// Indices of the `n` largest objects by a key.
+pub fn top_by(objects: &[DataObject], n: usize, key: impl Fn(&DataObject) -> f64) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..objects.len())
+        .filter(|&i| key(&objects[i]) > 0.0)
+        .collect();
+    idx.sort_by(|&a, &b| {
+        key(&objects[b])
+            .total_cmp(&key(&objects[a]))
+            .then(a.cmp(&b))
+    });
+    idx.truncate(n);
+    idx
+}

@@ -1,0 +1,281 @@
+//! `memlens report`: one model serialized as JSON or rendered as text, so both
+//! formats always carry the same content.
+
+use crate::{human_bytes, seconds};
+use memlens_analysis::{self as analysis, DataObject, ObjectKind, Peak, Profile, RegionCapacity};
+use memlens_profile::{Losses, Process};
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Serialize)]
+pub struct Report {
+    pub memlens_version: String,
+    pub profile: String,
+    pub summary: Summary,
+    pub peak: Peak,
+    /// Largest data objects by peak live bytes.
+    pub objects_by_peak: Vec<DataObject>,
+    /// Largest dynamic data objects by bytes allocated over the run.
+    pub objects_by_allocated: Vec<DataObject>,
+    pub leaks: Leaks,
+    pub regions: Vec<RegionCapacity>,
+    pub losses: Losses,
+    /// How each kind of figure was obtained.
+    pub provenance: Vec<(String, String)>,
+}
+
+#[derive(Serialize)]
+pub struct Summary {
+    pub command: Vec<String>,
+    pub host: String,
+    pub cpu: String,
+    pub kernel: String,
+    pub backend: Vec<String>,
+    pub duration_ns: u64,
+    pub processes: Vec<Process>,
+    pub settings: memlens_profile::Settings,
+}
+
+#[derive(Serialize)]
+pub struct Leaks {
+    /// Exact live heap bytes each process held at its last sample.
+    pub heap_live_at_exit: Vec<PidBytes>,
+    /// Allocation sites with blocks never freed (large, sampled or grouped blocks).
+    pub sites: Vec<DataObject>,
+}
+
+#[derive(Serialize)]
+pub struct PidBytes {
+    pub pid: u32,
+    pub bytes: u64,
+}
+
+pub fn build_report(p: &Profile, top: usize) -> Report {
+    let (objects, _) = analysis::data_objects(p);
+    let pick = |idx: Vec<usize>| {
+        idx.into_iter()
+            .map(|i| objects[i].clone())
+            .collect::<Vec<_>>()
+    };
+    let by_peak = pick(analysis::top_by(&objects, top, |o| o.peak_bytes));
+    let by_allocated = pick(analysis::top_by(&objects, top, |o| {
+        if matches!(o.kind, ObjectKind::Static | ObjectKind::Tag) {
+            0.0
+        } else {
+            o.allocated_bytes
+        }
+    }));
+    let leak_sites = pick(analysis::top_by(&objects, top, |o| {
+        if o.kind == ObjectKind::Heap || o.kind == ObjectKind::Group {
+            o.leaked_bytes
+        } else {
+            0.0
+        }
+    }));
+    let m = &p.meta;
+    let interval = m.settings.interval_ms;
+    Report {
+        memlens_version: env!("CARGO_PKG_VERSION").into(),
+        profile: p.dir.display().to_string(),
+        summary: Summary {
+            command: m.command.clone(),
+            host: m.host.clone(),
+            cpu: m.cpu.clone(),
+            kernel: m.kernel.clone(),
+            backend: m.backend.clone(),
+            duration_ns: m.clock.duration_ns,
+            processes: m.processes.clone(),
+            settings: m.settings.clone(),
+        },
+        peak: analysis::peak(p),
+        objects_by_peak: by_peak,
+        objects_by_allocated: by_allocated,
+        leaks: Leaks {
+            heap_live_at_exit: analysis::heap_at_exit(p)
+                .into_iter()
+                .map(|(pid, bytes)| PidBytes { pid, bytes })
+                .collect(),
+            sites: leak_sites,
+        },
+        regions: analysis::region_capacity(p),
+        losses: m.losses.clone(),
+        provenance: vec![
+            ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms")),
+            ("heap_live".into(), "measured: exact per-thread counters of every malloc/free (usable sizes)".into()),
+            (
+                "objects".into(),
+                format!(
+                    "measured for blocks >= {} and mmaps; sampled and scaled (1 per {} allocated on average) below",
+                    human_bytes(m.settings.min_size as f64),
+                    human_bytes(m.settings.sample_rate as f64)
+                ),
+            ),
+            ("statics".into(), "ELF symbol tables of the program and its libraries, with load bias".into()),
+        ],
+    }
+}
+
+fn kind_name(k: ObjectKind) -> &'static str {
+    match k {
+        ObjectKind::Heap => "heap",
+        ObjectKind::Mmap => "mmap",
+        ObjectKind::Group => "group",
+        ObjectKind::Tag => "tag",
+        ObjectKind::Static => "static",
+    }
+}
+
+fn object_table(
+    out: &mut String,
+    objects: &[DataObject],
+    value: impl Fn(&DataObject) -> f64,
+    what: &str,
+) {
+    let _ = writeln!(
+        out,
+        "  {:>11}  {:<6} {:>10} {:>9} {:>9}  object",
+        what, "kind", "allocs", "first", "last"
+    );
+    for o in objects {
+        let est = if o.provenance == analysis::Provenance::SampledScaled {
+            "~"
+        } else {
+            " "
+        };
+        let _ = writeln!(
+            out,
+            " {est}{:>11}  {:<6} {:>10.0} {:>8.3}s {:>8.3}s  {}{}",
+            human_bytes(value(o)),
+            kind_name(o.kind),
+            o.allocations,
+            o.first_ns as f64 / 1e9,
+            o.last_ns as f64 / 1e9,
+            o.name,
+            if o.pid != 0 {
+                format!("  [pid {}]", o.pid)
+            } else {
+                String::new()
+            },
+        );
+    }
+}
+
+pub fn render_text(r: &Report) -> String {
+    let mut out = String::new();
+    let s = &r.summary;
+    let _ = writeln!(out, "memlens report: {}", r.profile);
+    let _ = writeln!(out, "command   {}", s.command.join(" "));
+    let _ = writeln!(out, "host      {} | {} | Linux {}", s.host, s.cpu, s.kernel);
+    let _ = writeln!(
+        out,
+        "backend   {} | duration {}",
+        s.backend.join(" + "),
+        seconds(s.duration_ns)
+    );
+    for p in &s.processes {
+        let status = match (p.exit_code, p.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (_, Some(sig)) => format!("killed by signal {sig}"),
+            _ => "exit status unknown".into(),
+        };
+        let rank = p.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "process   {} (parent {}{rank}) {} from {} to {}, {status}",
+            p.pid,
+            p.ppid,
+            p.exe,
+            seconds(p.start_ns),
+            p.end_ns.map(seconds).unwrap_or_else(|| "?".into())
+        );
+    }
+    let pk = &r.peak;
+    let _ = writeln!(out, "\nPEAK");
+    let _ = writeln!(
+        out,
+        "  resident  {} at {} (pid {}); all processes together {}",
+        human_bytes(pk.rss_bytes as f64),
+        seconds(pk.rss_time_ns),
+        pk.rss_pid,
+        human_bytes(pk.total_rss_bytes as f64)
+    );
+    let _ = writeln!(
+        out,
+        "  heap      {} live at {} (pid {})",
+        human_bytes(pk.heap_bytes as f64),
+        seconds(pk.heap_time_ns),
+        pk.heap_pid
+    );
+    let _ = writeln!(
+        out,
+        "\nTOP DATA OBJECTS BY PEAK BYTES  (~ sampled and scaled)"
+    );
+    object_table(&mut out, &r.objects_by_peak, |o| o.peak_bytes, "peak");
+    let _ = writeln!(out, "\nTOP DATA OBJECTS BY BYTES ALLOCATED");
+    object_table(
+        &mut out,
+        &r.objects_by_allocated,
+        |o| o.allocated_bytes,
+        "allocated",
+    );
+    let _ = writeln!(out, "\nLEAKS AT EXIT");
+    for l in &r.leaks.heap_live_at_exit {
+        let _ = writeln!(
+            out,
+            "  pid {}: {} of heap still live (exact)",
+            l.pid,
+            human_bytes(l.bytes as f64)
+        );
+    }
+    if r.leaks.sites.is_empty() {
+        let _ = writeln!(out, "  no recorded block was left unfreed");
+    } else {
+        object_table(&mut out, &r.leaks.sites, |o| o.leaked_bytes, "leaked");
+    }
+    let _ = writeln!(out, "\nCAPACITY BY REGION");
+    if r.regions.is_empty() {
+        let _ = writeln!(
+            out,
+            "  no annotated regions (see memlens_region_begin in include/memlens.h)"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>5} {:>9} {:>10} {:>10} {:>10} {:>11}",
+            "region", "runs", "time", "rss begin", "rss peak", "heap peak", "heap growth"
+        );
+        for g in &r.regions {
+            let _ = writeln!(
+                out,
+                "  {:<20} {:>5} {:>9} {:>10} {:>10} {:>10} {:>11}",
+                g.name,
+                g.instances,
+                seconds(g.total_ns),
+                human_bytes(g.rss_begin as f64),
+                human_bytes(g.rss_peak as f64),
+                human_bytes(g.heap_peak as f64),
+                human_bytes(g.heap_growth as f64)
+            );
+        }
+    }
+    let _ = writeln!(out, "\nHOW OBTAINED");
+    for (what, how) in &r.provenance {
+        let _ = writeln!(out, "  {what:<10} {how}");
+    }
+    let l = &r.losses;
+    let lost = [
+        ("events dropped (log full)", l.dropped_events),
+        ("tracked blocks not followed", l.untracked_allocs),
+        ("log blocks cut short (process killed)", l.truncated_blocks),
+        ("frees of blocks from before the process", l.unmatched_frees),
+        ("timeline ticks missed", l.missed_ticks),
+    ];
+    let _ = writeln!(out, "\nLOSSES");
+    if lost.iter().all(|(_, n)| *n == 0) {
+        let _ = writeln!(out, "  none");
+    }
+    for (what, n) in lost.iter().filter(|(_, n)| *n > 0) {
+        let _ = writeln!(out, "  {n} {what}");
+    }
+    out
+}
