@@ -94,7 +94,14 @@ impl Site {
             .iter()
             .any(|m| f.module.starts_with(m))
         };
-        let f = frames.iter().find(|f| !is_runtime(f)).or(frames.first())?;
+        // Code inlined from system headers (std::vector internals) is not the site.
+        let is_system_header =
+            |f: &Frame| f.file.starts_with("/usr/include") || f.file.starts_with("/usr/lib");
+        let f = frames
+            .iter()
+            .find(|f| !is_runtime(f) && !is_system_header(f))
+            .or_else(|| frames.iter().find(|f| !is_runtime(f)))
+            .or(frames.first())?;
         Some(Site {
             function: f.function.clone(),
             file: f.file.clone(),

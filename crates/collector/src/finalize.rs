@@ -42,6 +42,8 @@ struct ImageLog {
     stacks: HashMap<u64, Vec<u64>>,
     modules: Vec<(u64, LoadedModule)>,
     exit_ns: Option<u64>,
+    /// Status the program passed to exit/_exit, when the runtime saw it.
+    exit_status: Option<i32>,
 }
 
 fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
@@ -82,6 +84,7 @@ fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
         stacks: HashMap::new(),
         modules: Vec::new(),
         exit_ns: None,
+        exit_status: None,
     };
     let mut off = raw::HEADER_SIZE;
     while off + raw::BLOCK_HEADER_SIZE <= data.len() {
@@ -138,7 +141,12 @@ fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
                         ));
                     }
                 }
-                tag::PROCESS_EXIT => log.exit_ns = record_time(&rec),
+                tag::PROCESS_EXIT => {
+                    if let Some(e) = rec.payload::<raw::ProcessExit>() {
+                        log.exit_ns = Some(e.time);
+                        log.exit_status = (e.status >= 0).then_some(e.status);
+                    }
+                }
                 _ => {
                     if let Some(t) = record_time(&rec) {
                         let bytes = rec.body.to_vec();
@@ -592,7 +600,10 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             end_ns: next_exec
                 .or(exit.map(|e| e.time.saturating_sub(t0)))
                 .or(log.exit_ns.map(|t| t.saturating_sub(t0))),
-            exit_code: exit.filter(|e| e.signaled == 0).map(|e| e.status),
+            exit_code: match exit {
+                Some(e) => (e.signaled == 0).then_some(e.status),
+                None => log.exit_status.filter(|_| last_image),
+            },
             signal: exit.filter(|e| e.signaled != 0).map(|e| e.status - 128),
         });
         allocations.extend(built.allocations);

@@ -43,7 +43,7 @@ static mut SETTINGS: RuntimeSettings = RuntimeSettings {
     min_size: DEFAULT_MIN_SIZE,
     sample_rate: DEFAULT_SAMPLE_RATE,
     max_frames: 64,
-    unwinder: unwind::UNWIND_FP,
+    unwinder: unwind::UNWIND_DWARF,
 };
 /// Defaults chosen by measurement: see `bench/` and the README.
 pub const DEFAULT_MIN_SIZE: u64 = 64 * 1024;
@@ -167,7 +167,7 @@ unsafe fn configure() -> bool {
         s.max_frames = v.clamp(1, raw::MAX_FRAMES as u64) as u32;
     }
     match env(c"MEMLENS_UNWIND") {
-        Some(b"dwarf") => s.unwinder = unwind::UNWIND_DWARF,
+        Some(b"fp") => s.unwinder = unwind::UNWIND_FP,
         Some(b"none") => s.unwinder = unwind::UNWIND_NONE,
         _ => {}
     }
@@ -243,14 +243,66 @@ extern "C" fn fini() {
         // A last capacity sample: the collector's next tick may come too late.
         let last = sampler::snapshot();
         st.writer.write(st.tid, tag::TIMELINE, &last, &[]);
-        let exit = raw::ThreadEvent {
-            time: sys::now_ns(),
-            tid: st.tid as u64,
-        };
-        st.writer.write(st.tid, tag::PROCESS_EXIT, &exit, &[]);
+        record_exit(st, EXIT_STATUS.load(Ordering::Relaxed));
         set_errno(saved);
         leave(st);
     }
+}
+
+/// The status passed to exit(), for the fini record (-1: not known).
+static EXIT_STATUS: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(-1);
+static REAL_EXIT: AtomicU64 = AtomicU64::new(0);
+
+fn record_exit(st: &mut ThreadState, status: i32) {
+    let exit = raw::ProcessExit {
+        time: sys::now_ns(),
+        status,
+        signaled: 0,
+        pid: sys::getpid() as u64,
+    };
+    st.writer.write(st.tid, tag::PROCESS_EXIT, &exit, &[]);
+}
+
+/// Remembers the status for the fini record: a process whose parent is not the
+/// collector (a grandchild) has its exit status nowhere else.
+///
+/// # Safety
+/// C `exit` contract.
+#[no_mangle]
+pub unsafe extern "C" fn exit(status: c_int) -> ! {
+    EXIT_STATUS.store(status & 0xff, Ordering::Relaxed);
+    let mut real = REAL_EXIT.load(Ordering::Acquire);
+    if real == 0 {
+        real = libc::dlsym(libc::RTLD_NEXT, c"exit".as_ptr()) as u64;
+        REAL_EXIT.store(real, Ordering::Release);
+    }
+    if real != 0 {
+        let f: extern "C" fn(c_int) -> ! = core::mem::transmute(real as usize);
+        f(status);
+    }
+    libc::syscall(libc::SYS_exit_group, status);
+    core::hint::unreachable_unchecked()
+}
+
+/// `_exit` skips the fini handlers: record the exit here.
+///
+/// # Safety
+/// C `_exit` contract.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    if let Some(st) = enter() {
+        record_exit(st, status & 0xff);
+        leave(st);
+    }
+    libc::syscall(libc::SYS_exit_group, status);
+    core::hint::unreachable_unchecked()
+}
+
+/// # Safety
+/// C `_Exit` contract.
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    _exit(status)
 }
 
 /// Records the loaded objects through the calling thread's writer.

@@ -1,0 +1,168 @@
+//! Shared helpers: build the real test programs once, run them natively and
+//! under `memlens record`, and read the JSON report.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn memlens() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_memlens"))
+}
+
+/// The runtime built beside the memlens binary (`cargo build` builds both).
+pub fn runtime() -> PathBuf {
+    let p = memlens().parent().unwrap().join("libmemlens_runtime.so");
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo build --workspace` first",
+        p.display()
+    );
+    p
+}
+
+/// Directory holding the compiled test programs.
+pub fn programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out =
+            std::env::temp_dir().join(format!("memlens-test-programs-{}", std::process::id()));
+        std::fs::create_dir_all(&out).unwrap();
+        let src = root().join("tests/programs");
+        let inc = root().join("include");
+        let cc = |args: &[&str]| {
+            let st = Command::new(args[0])
+                .args(&args[1..])
+                .status()
+                .expect("compiler runs");
+            assert!(st.success(), "build failed: {args:?}");
+        };
+        let s = |p: &str| src.join(p).to_string_lossy().into_owned();
+        let o = |p: &str| out.join(p).to_string_lossy().into_owned();
+        let i = format!("-I{}", inc.display());
+        cc(&[
+            "gcc",
+            "-O1",
+            "-g",
+            "-fno-omit-frame-pointer",
+            &i,
+            &s("torture.c"),
+            "-o",
+            &o("torture"),
+            "-ldl",
+            "-lpthread",
+        ]);
+        cc(&[
+            "gcc",
+            "-O1",
+            "-g",
+            "-fPIC",
+            "-shared",
+            &s("plugin.c"),
+            "-o",
+            &o("libplugin.so"),
+        ]);
+        cc(&[
+            "g++",
+            "-O1",
+            "-g",
+            &s("exceptions.cpp"),
+            "-o",
+            &o("exceptions"),
+        ]);
+        cc(&[
+            "gcc",
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            &i,
+            &root().join("examples/phases.c").to_string_lossy(),
+            "-o",
+            &o("phases"),
+        ]);
+        out
+    })
+}
+
+pub fn program(name: &str) -> String {
+    programs().join(name).to_string_lossy().into_owned()
+}
+
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("memlens-test")
+        .tempdir()
+        .unwrap()
+}
+
+pub fn run_native(args: &[&str]) -> Output {
+    Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("program runs")
+}
+
+/// `memlens record -o DIR -- args`; returns the memlens process output.
+pub fn record(dir: &Path, extra: &[&str], args: &[&str]) -> Output {
+    Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg("record")
+        .arg("-o")
+        .arg(dir)
+        .args(extra)
+        .arg("--")
+        .args(args)
+        .output()
+        .expect("memlens runs")
+}
+
+pub fn report_json(dir: &Path) -> serde_json::Value {
+    let out = Command::new(memlens())
+        .args(["report", "--format", "json", "--top", "50"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("report is JSON")
+}
+
+/// Runs natively and under memlens; asserts the program's stdout and exit status
+/// are the same; returns the report.
+pub fn same_behaviour(args: &[&str]) -> serde_json::Value {
+    let native = run_native(args);
+    let dir = tempdir();
+    let profile = dir.path().join("p");
+    let traced = record(&profile, &[], args);
+    assert_eq!(
+        String::from_utf8_lossy(&native.stdout),
+        String::from_utf8_lossy(&traced.stdout),
+        "output changed under memlens; stderr: {}",
+        String::from_utf8_lossy(&traced.stderr)
+    );
+    assert_eq!(
+        shell_status(&native),
+        traced.status.code().unwrap(),
+        "exit status changed under memlens; stderr: {}",
+        String::from_utf8_lossy(&traced.stderr)
+    );
+    report_json(&profile)
+}
+
+pub fn shell_status(o: &Output) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    o.status
+        .code()
+        .unwrap_or_else(|| 128 + o.status.signal().unwrap())
+}
+
+pub fn objects(report: &serde_json::Value, list: &str) -> Vec<serde_json::Value> {
+    report[list].as_array().cloned().unwrap_or_default()
+}

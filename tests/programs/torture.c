@@ -1,0 +1,213 @@
+/* The cases that break preloaded profilers, one per mode (argv[1]). Each prints a
+ * deterministic line; the tests compare output and exit status with and without
+ * memlens. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "memlens.h"
+
+static void *volatile sink;
+
+/* ---- threads: create/exit, cross-thread free, allocation in TLS destructors */
+static pthread_key_t key;
+static void *shared_blocks[64];
+
+static void tls_destructor(void *p) {
+    free(p);
+    void *q = malloc(100000); /* allocation during thread exit */
+    sink = q;
+    memset(q, 1, 100000);
+    free(q);
+}
+
+static void *worker(void *arg) {
+    long id = (long)arg;
+    pthread_setspecific(key, malloc(64));
+    long sum = 0;
+    for (int i = 0; i < 20000; i++) {
+        char *p = malloc(16 + (i % 200));
+        sink = p;
+        p[0] = (char)i;
+        sum += p[0];
+        free(p);
+    }
+    shared_blocks[id] = malloc(200000); /* freed by the main thread */
+    return (void *)sum;
+}
+
+static int threads(void) {
+    pthread_key_create(&key, tls_destructor);
+    pthread_t t[16];
+    long total = 0;
+    for (long round = 0; round < 4; round++) {
+        for (long i = 0; i < 16; i++) pthread_create(&t[i], NULL, worker, (void *)i);
+        for (long i = 0; i < 16; i++) {
+            void *r;
+            pthread_join(t[i], &r);
+            total += (long)r;
+            free(shared_blocks[i]);
+        }
+    }
+    printf("threads total=%ld\n", total);
+    return 0;
+}
+
+/* ---- fork without exec, and fork + exec */
+static int forks(const char *self) {
+    void *before = malloc(300000);
+    pid_t c = fork();
+    if (c == 0) {
+        void *p = malloc(500000); /* the child's own object */
+        sink = p;
+        memset(p, 2, 500000);
+        free(before);
+        _exit(3);
+    }
+    int st;
+    waitpid(c, &st, 0);
+    pid_t e = fork();
+    if (e == 0) {
+        execl(self, self, "exit", "7", (char *)NULL);
+        _exit(127);
+    }
+    int st2;
+    waitpid(e, &st2, 0);
+    free(before);
+    printf("fork child=%d exec child=%d\n", WEXITSTATUS(st), WEXITSTATUS(st2));
+    return 0;
+}
+
+/* ---- dlopen/dlclose of a library that allocates */
+static int dl(const char *lib) {
+    long total = 0;
+    for (int i = 0; i < 3; i++) {
+        void *h = dlopen(lib, RTLD_NOW);
+        if (!h) {
+            printf("dlopen failed: %s\n", dlerror());
+            return 1;
+        }
+        long (*f)(long) = (long (*)(long))dlsym(h, "plugin_work");
+        total += f(1000);
+        dlclose(h);
+    }
+    printf("dl total=%ld\n", total);
+    return 0;
+}
+
+/* ---- longjmp out of nested calls that allocated */
+static jmp_buf env;
+static void deep(int n) {
+    sink = malloc(70000 + n);
+    if (n == 0) longjmp(env, 42);
+    deep(n - 1);
+}
+
+static int jump(void) {
+    int r = setjmp(env);
+    if (r == 0) deep(10);
+    printf("longjmp returned %d\n", r);
+    return 0;
+}
+
+/* ---- signals arriving during malloc */
+static volatile sig_atomic_t ticks;
+static void on_alarm(int sig) {
+    (void)sig;
+    ticks++;
+}
+
+static int signals(void) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 200}, {0, 200}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    long sum = 0;
+    for (int i = 0; i < 2000000; i++) {
+        char *p = malloc(1 + i % 5000);
+        sink = p;
+        p[0] = 1;
+        sum += p[0];
+        free(p);
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("signals sum=%ld got_signals=%d\n", sum, ticks > 0);
+    return 0;
+}
+
+/* ---- a huge static object, partly touched */
+static char huge[256 << 20];
+static int bigstatic(void) {
+    long sum = 0;
+    for (size_t i = 0; i < sizeof huge; i += 4096 * 16) huge[i] = 1;
+    for (size_t i = 0; i < sizeof huge; i += 4096 * 16) sum += huge[i];
+    printf("huge touched %ld\n", sum);
+    return 0;
+}
+
+/* ---- a custom allocator built on mmap: bump arena, released in pieces */
+static int arena(void) {
+    size_t len = 16 << 20;
+    char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t used = 0;
+    for (int i = 0; i < 1000; i++) {
+        char *obj = base + used;
+        used += 4096;
+        obj[0] = (char)i;
+    }
+    munmap(base, len / 2);             /* first half */
+    munmap(base + len / 2, len / 2);   /* second half */
+    char *grow = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    grow = mremap(grow, 1 << 20, 4 << 20, MREMAP_MAYMOVE);
+    grow[(4 << 20) - 1] = 1;
+    munmap(grow, 4 << 20);
+    printf("arena ok\n");
+    return 0;
+}
+
+/* ---- a target that crashes, or is killed, after allocating */
+static void allocate_some(void) {
+    for (int i = 0; i < 10; i++) {
+        char *p = malloc(1 << 20);
+        memset(p, 3, 1 << 20);
+        shared_blocks[i] = p;
+    }
+    memlens_region_begin("before death");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *m = argv[1];
+    if (!strcmp(m, "threads")) return threads();
+    if (!strcmp(m, "forks")) return forks(argv[0]);
+    if (!strcmp(m, "dlopen")) return dl(argv[2]);
+    if (!strcmp(m, "longjmp")) return jump();
+    if (!strcmp(m, "signals")) return signals();
+    if (!strcmp(m, "bigstatic")) return bigstatic();
+    if (!strcmp(m, "arena")) return arena();
+    if (!strcmp(m, "exit")) exit(atoi(argv[2]));
+    if (!strcmp(m, "_exit")) _exit(atoi(argv[2]));
+    if (!strcmp(m, "abort")) abort();
+    if (!strcmp(m, "crash")) {
+        allocate_some();
+        volatile int *null_pointer = NULL;
+        *null_pointer = 1; /* SIGSEGV */
+    }
+    if (!strcmp(m, "sigkill")) {
+        allocate_some();
+        raise(SIGKILL);
+    }
+    return 2;
+}

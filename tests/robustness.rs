@@ -1,0 +1,160 @@
+//! The list that breaks preloaded profilers, run with real programs: none may
+//! crash, hang, or change the program's output or exit status, and the profile
+//! must say what happened.
+
+mod common;
+use common::*;
+
+fn processes(r: &serde_json::Value) -> Vec<serde_json::Value> {
+    r["summary"]["processes"].as_array().cloned().unwrap()
+}
+
+#[test]
+fn threads_cross_thread_free_and_tls_destructors() {
+    let r = same_behaviour(&[&program("torture"), "threads"]);
+    // 64 blocks of 200000 bytes were allocated by workers and freed by main.
+    let site = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["site"]["function"] == "worker" && o["provenance"] == "measured")
+        .expect("worker's large blocks are an object");
+    assert_eq!(site["allocations"].as_f64().unwrap(), 64.0);
+    assert_eq!(site["leaked_bytes"].as_f64().unwrap(), 0.0);
+}
+
+#[test]
+fn fork_without_exec_and_fork_exec_get_their_own_parts() {
+    let r = same_behaviour(&[&program("torture"), "forks"]);
+    let procs = processes(&r);
+    let mut pids: Vec<i64> = procs.iter().map(|p| p["pid"].as_i64().unwrap()).collect();
+    pids.dedup();
+    assert_eq!(
+        pids.len(),
+        3,
+        "parent, forked child, exec'd child: {procs:?}"
+    );
+    assert_eq!(procs.len(), 4, "the exec'd child has two images: {procs:?}");
+    let codes: Vec<i64> = procs
+        .iter()
+        .filter_map(|p| p["exit_code"].as_i64())
+        .collect();
+    assert!(
+        codes.contains(&3) && codes.contains(&7) && codes.contains(&0),
+        "{codes:?}"
+    );
+    // The forked child's own 500000-byte block is attributed to the child.
+    let parent = procs.iter().find(|p| p["exit_code"] == 0).unwrap()["pid"].clone();
+    let child_obj = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["allocated_bytes"].as_f64() == Some(500000.0))
+        .expect("child's block recorded");
+    assert_ne!(child_obj["pid"], parent);
+}
+
+#[test]
+fn dlopen_dlclose() {
+    let lib = program("libplugin.so");
+    let r = same_behaviour(&[&program("torture"), "dlopen", &lib]);
+    let site = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["site"]["function"] == "plugin_work")
+        .expect("allocations inside the dlopen'd library are symbolized");
+    assert_eq!(site["allocations"].as_f64().unwrap(), 3000.0);
+    assert!(site["site"]["file"].as_str().unwrap().ends_with("plugin.c"));
+}
+
+#[test]
+fn longjmp_out_of_allocating_frames() {
+    same_behaviour(&[&program("torture"), "longjmp"]);
+}
+
+#[test]
+fn cxx_exceptions_and_new_delete() {
+    let r = same_behaviour(&[&program("exceptions")]);
+    // 2000 vectors of 400000 bytes (allocated through operator new).
+    let site = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["allocations"].as_f64() == Some(2000.0))
+        .expect("vector storage recorded");
+    assert_eq!(site["allocated_bytes"].as_f64().unwrap(), 2000.0 * 400000.0);
+}
+
+#[test]
+fn exit_paths_keep_their_status() {
+    let torture = program("torture");
+    for args in [["exit", "5"], ["_exit", "6"], ["abort", ""]] {
+        let argv: Vec<&str> = [torture.as_str(), args[0], args[1]]
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .collect();
+        let r = same_behaviour(&argv);
+        let p = &processes(&r)[0];
+        match args[0] {
+            "abort" => assert_eq!(p["signal"], 6),
+            _ => assert_eq!(
+                p["exit_code"].as_i64().unwrap(),
+                args[1].parse::<i64>().unwrap()
+            ),
+        }
+    }
+}
+
+#[test]
+fn signals_during_malloc() {
+    let r = same_behaviour(&[&program("torture"), "signals"]);
+    assert!(r["peak"]["heap_bytes"].as_u64().is_some());
+}
+
+#[test]
+fn huge_static_object() {
+    let r = same_behaviour(&[&program("torture"), "bigstatic"]);
+    let huge = objects(&r, "objects_by_peak")
+        .into_iter()
+        .find(|o| o["kind"] == "static" && o["name"].as_str().unwrap().starts_with("huge "))
+        .expect("static object from the symbol table");
+    assert_eq!(huge["peak_bytes"].as_f64().unwrap(), (256u64 << 20) as f64);
+}
+
+#[test]
+fn custom_allocator_on_mmap() {
+    let r = same_behaviour(&[&program("torture"), "arena"]);
+    let maps: Vec<_> = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .filter(|o| o["kind"] == "mmap" && o["site"]["function"] == "arena")
+        .collect();
+    let total: f64 = maps
+        .iter()
+        .map(|o| o["allocated_bytes"].as_f64().unwrap())
+        .sum();
+    // 16 MiB arena + 1 MiB mapping, then the 4 MiB it was remapped to.
+    assert_eq!(total, (21u64 << 20) as f64, "{maps:?}");
+    assert!(
+        maps.iter().all(|o| o["leaked_bytes"].as_f64() == Some(0.0)),
+        "all unmapped: {maps:?}"
+    );
+}
+
+fn died_with_data(mode: &str, signal: i64) {
+    let dir = tempdir();
+    let profile = dir.path().join("p");
+    let out = record(&profile, &[], &[&program("torture"), mode]);
+    assert_eq!(out.status.code(), Some(128 + signal as i32));
+    let r = report_json(&profile);
+    assert_eq!(processes(&r)[0]["signal"], signal);
+    // The ten 1 MiB blocks made before death are in the profile.
+    let site = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["site"]["function"] == "allocate_some")
+        .expect("blocks from before the death");
+    assert_eq!(site["allocations"].as_f64().unwrap(), 10.0);
+    assert_eq!(r["regions"][0]["name"], "before death");
+}
+
+#[test]
+fn crashing_target_leaves_a_readable_profile() {
+    died_with_data("crash", 11);
+}
+
+#[test]
+fn sigkilled_target_leaves_a_readable_profile() {
+    died_with_data("sigkill", 9);
+}
