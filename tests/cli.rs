@@ -9,67 +9,132 @@ fn example_report_has_objects_regions_and_leak() {
     let dir = tempdir();
     let p = dir.path().join("p");
     let out = record(&p, &["--interval", "5"], &[&program("phases")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary = String::from_utf8_lossy(&out.stderr);
-    assert!(summary.contains(&format!("next       memlens report {}", p.display())), "{summary}");
+    assert!(
+        summary.contains(&format!("next       memlens report {}", p.display())),
+        "{summary}"
+    );
     let r = report_json(&p);
     let by_peak = objects(&r, "objects_by_peak");
     let find = |kind: &str, pred: &dyn Fn(&serde_json::Value) -> bool| {
-        by_peak.iter().find(|o| o["kind"] == kind && pred(o)).cloned()
+        by_peak
+            .iter()
+            .find(|o| o["kind"] == kind && pred(o))
+            .cloned()
     };
-    let matrix = find("heap", &|o| o["peak_bytes"].as_f64() == Some((32u64 << 20) as f64)).expect("32 MiB matrix");
+    let matrix = find("heap", &|o| {
+        o["peak_bytes"].as_f64() == Some((32u64 << 20) as f64)
+    })
+    .expect("32 MiB matrix");
     assert_eq!(matrix["site"]["function"], "make_matrix");
-    assert!(matrix["site"]["file"].as_str().unwrap().ends_with("phases.c"));
-    assert!(find("static", &|o| o["name"].as_str().unwrap().starts_with("lookup_table")).is_some());
+    assert!(matrix["site"]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("phases.c"));
+    assert!(find("static", &|o| o["name"]
+        .as_str()
+        .unwrap()
+        .starts_with("lookup_table"))
+    .is_some());
     let group = find("group", &|o| o["name"] == "list nodes").expect("synthetic object");
     assert_eq!(group["allocations"].as_f64().unwrap(), 400000.0);
     assert!(find("tag", &|o| o["name"] == "staging buffer").is_some());
-    assert!(find("mmap", &|o| o["peak_bytes"].as_f64() == Some((64u64 << 20) as f64)).is_some());
+    assert!(find("mmap", &|o| o["peak_bytes"].as_f64()
+        == Some((64u64 << 20) as f64))
+    .is_some());
     let leaks = objects(&r["leaks"], "sites");
     assert_eq!(leaks.len(), 1, "{leaks:?}");
-    assert_eq!(leaks[0]["leaked_bytes"].as_f64().unwrap(), (1u64 << 20) as f64);
-    let regions: Vec<_> = r["regions"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(
+        leaks[0]["leaked_bytes"].as_f64().unwrap(),
+        (1u64 << 20) as f64
+    );
+    let regions: Vec<_> = r["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect();
     for name in ["init", "list", "mapped", "teardown"] {
         assert!(regions.contains(&name.to_string()), "{regions:?}");
     }
     // The live heap peak (exact) holds both matrices and the list at least.
     assert!(r["peak"]["heap_bytes"].as_u64().unwrap() >= (40u64 << 20));
     // The text report and the plot work on the same profile.
-    let text = Command::new(memlens()).arg("report").arg(&p).output().unwrap();
+    let text = Command::new(memlens())
+        .arg("report")
+        .arg(&p)
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&text.stdout).contains("TOP DATA OBJECTS BY PEAK BYTES"));
     for ext in ["png", "svg"] {
         let img = dir.path().join(format!("cap.{ext}"));
-        let st = Command::new(memlens()).args(["plot", "capacity"]).arg(&p).arg("-o").arg(&img).status().unwrap();
+        let st = Command::new(memlens())
+            .args(["plot", "capacity"])
+            .arg(&p)
+            .arg("-o")
+            .arg(&img)
+            .status()
+            .unwrap();
         assert!(st.success());
         assert!(std::fs::metadata(&img).unwrap().len() > 10_000);
     }
 }
 
 fn fails_with(args: &[&str], needle: &str) {
-    let out = Command::new(memlens()).env("MEMLENS_RUNTIME", runtime()).args(args).output().unwrap();
+    let out = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(args)
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "{args:?} should fail");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(needle), "{args:?}: expected '{needle}' in: {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected '{needle}' in: {err}"
+    );
 }
 
 #[test]
 fn bad_input_gets_a_clear_error() {
     let dir = tempdir();
     let o = dir.path().join("p").to_string_lossy().into_owned();
-    fails_with(&["record", "-o", &o, "--", "no-such-program-xyz"], "not found in PATH");
-    fails_with(&["record", "-o", &o, "--", "./no/such/file"], "no such file");
+    fails_with(
+        &["record", "-o", &o, "--", "no-such-program-xyz"],
+        "not found in PATH",
+    );
+    fails_with(
+        &["record", "-o", &o, "--", "./no/such/file"],
+        "no such file",
+    );
     let not_exec = dir.path().join("data.txt");
     std::fs::write(&not_exec, "hello").unwrap();
-    fails_with(&["record", "-o", &o, "--", not_exec.to_str().unwrap()], "not executable");
-    fails_with(&["record", "--interval", "0", "--", "true"], "invalid value");
+    fails_with(
+        &["record", "-o", &o, "--", not_exec.to_str().unwrap()],
+        "not executable",
+    );
+    fails_with(
+        &["record", "--interval", "0", "--", "true"],
+        "invalid value",
+    );
     fails_with(&["record", "--bogus", "--", "true"], "unexpected argument");
-    fails_with(&["report", dir.path().to_str().unwrap()], "no memlens profile here");
+    fails_with(
+        &["report", dir.path().to_str().unwrap()],
+        "no memlens profile here",
+    );
     fails_with(&["report", "/no/such/dir"], "no such directory");
     // A corrupt table names the file and the fix.
     let p = dir.path().join("good");
     assert!(record(&p, &[], &["true"]).status.success());
     std::fs::write(p.join("allocations.parquet"), b"garbage").unwrap();
-    fails_with(&["report", p.to_str().unwrap()], "allocations.parquet: not a readable Parquet table");
+    fails_with(
+        &["report", p.to_str().unwrap()],
+        "allocations.parquet: not a readable Parquet table",
+    );
 }
 
 #[test]
@@ -86,7 +151,10 @@ fn transparent_preload_mode_with_env_configuration() {
     assert!(out.status.success());
     let r = report_json(&p);
     assert_eq!(r["summary"]["settings"]["min_size"], 1 << 20);
-    assert!(r["peak"]["samples"].as_u64().unwrap() >= 3, "the runtime's own sampler ran");
+    assert!(
+        r["peak"]["samples"].as_u64().unwrap() >= 3,
+        "the runtime's own sampler ran"
+    );
     assert!(r["peak"]["rss_bytes"].as_u64().unwrap() > (40u64 << 20));
 }
 
@@ -103,7 +171,11 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
             .args(["--", &program("torture"), "exit", "0"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     assert!(job.join("rank-0/meta.json").exists() && job.join("rank-1/meta.json").exists());
     let r = report_json(&job);
@@ -115,4 +187,58 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
         .collect();
     ranks.sort();
     assert_eq!(ranks, [0, 1]);
+}
+
+#[test]
+fn fortran_module_runs_with_and_without_memlens() {
+    let dir = tempdir();
+    let d = dir.path();
+    let src = d.join("app.f90");
+    std::fs::write(
+        &src,
+        "program app\n use memlens\n use iso_c_binding\n implicit none\n real(8), allocatable, target :: grid(:)\n allocate(grid(100000))\n call memlens_region_begin(\"solve\")\n call memlens_tag(\"grid\", grid, int(size(grid) * 8, c_size_t))\n grid = 1.0d0\n call memlens_region_end(\"solve\")\n print *, sum(grid)\nend program\n",
+    )
+    .unwrap();
+    let r = root();
+    let run = |args: &[&str]| {
+        let st = Command::new(args[0])
+            .args(&args[1..])
+            .current_dir(d)
+            .status()
+            .expect("compiler (.ci/run installs gfortran)");
+        assert!(st.success(), "{args:?}");
+    };
+    let inc = format!("-I{}", r.join("include").display());
+    run(&[
+        "gcc",
+        "-c",
+        &inc,
+        r.join("fortran/memlens_f.c").to_str().unwrap(),
+        "-o",
+        "memlens_f.o",
+    ]);
+    run(&[
+        "gfortran",
+        "-c",
+        r.join("fortran/memlens.f90").to_str().unwrap(),
+        "-o",
+        "memlens.o",
+    ]);
+    run(&[
+        "gfortran",
+        "app.f90",
+        "memlens.o",
+        "memlens_f.o",
+        "-o",
+        "app",
+    ]);
+    let app = d.join("app").to_string_lossy().into_owned();
+    let rep = same_behaviour(&[&app]);
+    assert_eq!(rep["regions"][0]["name"], "solve");
+    let tag = objects(&rep, "objects_by_peak")
+        .into_iter()
+        .find(|o| o["kind"] == "tag")
+        .expect("tag");
+    assert_eq!(tag["name"], "grid");
+    assert_eq!(tag["peak_bytes"].as_f64().unwrap(), 800000.0);
 }

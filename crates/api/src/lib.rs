@@ -68,7 +68,8 @@ pub fn tag(name: &CStr, start: *const c_void, len: usize) {
     let f = TAG.get();
     if f != 0 {
         // SAFETY: as above.
-        let f: extern "C" fn(*const c_char, *const c_void, usize) = unsafe { std::mem::transmute(f) };
+        let f: extern "C" fn(*const c_char, *const c_void, usize) =
+            unsafe { std::mem::transmute(f) };
         f(name.as_ptr(), start, len);
     }
 }

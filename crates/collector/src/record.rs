@@ -332,7 +332,7 @@ impl Sampler {
     fn tick(&mut self) {
         self.discover();
         let time = now_ns();
-        let numa_due = self.numa_nodes > 1 && self.ticks % 100 == 0;
+        let numa_due = self.numa_nodes > 1 && self.ticks.is_multiple_of(100);
         self.ticks += 1;
         let mut records = Vec::new();
         for (_, w) in self.watched.values() {

@@ -384,7 +384,7 @@ impl<'a> Iterator for Records<'a> {
         }
         let tag = u16::from_le_bytes([rest[0], rest[1]]);
         let len = u16::from_le_bytes([rest[2], rest[3]]) as usize;
-        if tag == 0 || len < RECORD_HEADER_SIZE || len % 8 != 0 || len > rest.len() {
+        if tag == 0 || len < RECORD_HEADER_SIZE || !len.is_multiple_of(8) || len > rest.len() {
             self.malformed = true;
             return None;
         }

@@ -771,7 +771,7 @@ pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> 
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
-    if !align.is_power_of_two() || align % core::mem::size_of::<*mut c_void>() != 0 {
+    if !align.is_power_of_two() || !align.is_multiple_of(core::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
     let saved = errno();

@@ -61,8 +61,7 @@ extern "C" fn run(_: *mut c_void) -> *mut c_void {
     // SAFETY: written before start.
     let interval = unsafe { INTERVAL_NS };
     let mut next = sys::now_ns();
-    loop {
-        let Some(h) = log::header() else { break };
+    while let Some(h) = log::header() {
         if h.pid != pid {
             break; // a forked child starts its own sampler
         }

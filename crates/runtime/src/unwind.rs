@@ -54,7 +54,7 @@ fn frame_pointers(st: &ThreadState, out: &mut [u64]) -> usize {
     while n < out.len() {
         // Every read is checked against this thread's stack first: a function built
         // without frame pointers leaves any value in the register.
-        if fp % 8 != 0 || fp < lo || fp.saturating_add(16) > hi {
+        if !fp.is_multiple_of(8) || fp < lo || fp.saturating_add(16) > hi {
             break;
         }
         // SAFETY: fp and fp+8 lie inside this thread's mapped stack.
