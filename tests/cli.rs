@@ -242,3 +242,64 @@ fn fortran_module_runs_with_and_without_memlens() {
     assert_eq!(tag["name"], "grid");
     assert_eq!(tag["peak_bytes"].as_f64().unwrap(), 800000.0);
 }
+
+/// Truncated and corrupted raw logs (what a killed process or a bad disk leaves)
+/// give a profile or a one-line error, never a crash.
+#[test]
+fn corrupt_raw_logs_never_crash_the_finalizer() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let out = record(&p, &["--keep-raw"], &[&program("torture"), "threads"]);
+    assert!(out.status.success());
+    let log = std::fs::read_dir(p.join("raw"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|f| f.extension().is_some_and(|x| x == "mlraw"))
+        .unwrap();
+    let bytes = std::fs::read(&log).unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for case in 0..24 {
+        let mut data = bytes.clone();
+        match case % 3 {
+            0 => data.truncate((next() as usize) % data.len()),
+            1 => {
+                for _ in 0..64 {
+                    let i = (next() as usize) % data.len();
+                    data[i] = next() as u8;
+                }
+            }
+            _ => {
+                // Scribble over a whole stretch of records.
+                let start = (next() as usize) % data.len();
+                let end = (start + 4096).min(data.len());
+                for b in &mut data[start..end] {
+                    *b = next() as u8;
+                }
+            }
+        }
+        let case_dir = dir.path().join(format!("case{case}"));
+        std::fs::create_dir_all(case_dir.join("raw")).unwrap();
+        std::fs::write(case_dir.join("raw").join(log.file_name().unwrap()), &data).unwrap();
+        let out = Command::new(memlens())
+            .args(["report", "--format", "json"])
+            .arg(&case_dir)
+            .output()
+            .unwrap();
+        let code = out.status.code().expect("memlens must not die of a signal");
+        assert!(code == 0 || code == 2, "case {case}: exit {code}");
+        if code == 2 {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                err.trim().lines().count(),
+                1,
+                "case {case}: one-line error: {err}"
+            );
+        }
+    }
+}

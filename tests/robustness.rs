@@ -158,3 +158,28 @@ fn crashing_target_leaves_a_readable_profile() {
 fn sigkilled_target_leaves_a_readable_profile() {
     died_with_data("sigkill", 9);
 }
+
+#[test]
+fn sampled_small_blocks_estimate_the_true_count() {
+    // 16 threads x 4 rounds x 20000 blocks of 16..215 bytes in `worker`. At one
+    // sample per 16 KiB there are ~9000 samples: the standard error is about 1%.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let out = record(
+        &p,
+        &["--sample-rate", "16384"],
+        &[&program("torture"), "threads"],
+    );
+    assert!(out.status.success());
+    let r = report_json(&p);
+    let est: f64 = objects(&r, "objects_by_allocated")
+        .iter()
+        .filter(|o| o["site"]["function"] == "worker" && o["provenance"] == "sampled_scaled")
+        .map(|o| o["allocations"].as_f64().unwrap())
+        .sum();
+    let truth = 16.0 * 4.0 * 20000.0;
+    assert!(
+        (est / truth - 1.0).abs() < 0.05,
+        "estimated {est} for {truth}"
+    );
+}

@@ -149,7 +149,7 @@ pub fn same_behaviour(args: &[&str]) -> serde_json::Value {
     );
     assert_eq!(
         shell_status(&native),
-        traced.status.code().unwrap(),
+        shell_status(&traced),
         "exit status changed under memlens; stderr: {}",
         String::from_utf8_lossy(&traced.stderr)
     );

@@ -90,7 +90,7 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
         });
         threads.entry(key).or_default().insert(r.tid);
         e.instances += 1;
-        e.total_ns += end.saturating_sub(r.begin_ns);
+        e.total_ns = e.total_ns.saturating_add(end.saturating_sub(r.begin_ns));
         let begin_s = sample_at(&points, r.begin_ns);
         let end_s = sample_at(&points, end);
         e.rss_end = end_s.as_ref().map_or(0, |s| s.rss);
@@ -117,4 +117,89 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
     let mut out: Vec<RegionCapacity> = by_key.into_values().collect();
     out.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
     out
+}
+
+/// One dynamic object's live bytes over time.
+#[derive(Clone, Debug, Serialize)]
+pub struct ObjectLive {
+    pub name: String,
+    pub kind: crate::ObjectKind,
+    pub pid: u32,
+    /// (time ns, live bytes) at every change.
+    #[serde(skip)]
+    pub steps: Vec<(u64, f64)>,
+    /// Live bytes at each timeline tick (`CapacitySeries::time_ns`).
+    pub bytes: Vec<f64>,
+}
+
+/// The capacity timeline of the run: all processes summed at each tick, with the
+/// largest dynamic objects' live bytes and the top-level regions.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CapacitySeries {
+    pub time_ns: Vec<u64>,
+    pub rss: Vec<u64>,
+    pub heap_live: Vec<u64>,
+    pub objects: Vec<ObjectLive>,
+    /// (name, begin ns, end ns) of top-level regions.
+    pub regions: Vec<(String, u64, u64)>,
+    pub end_ns: u64,
+}
+
+/// Value of a step function (sorted by time) at time t.
+pub fn step_at(points: &[(u64, f64)], t: u64) -> f64 {
+    let i = points.partition_point(|p| p.0 <= t);
+    if i == 0 {
+        0.0
+    } else {
+        points[i - 1].1
+    }
+}
+
+pub fn capacity_series(p: &Profile, top: usize) -> CapacitySeries {
+    let mut sums: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for t in &p.timeline {
+        let e = sums.entry(t.time_ns).or_default();
+        e.0 += t.rss;
+        e.1 += t.heap_live;
+    }
+    let time_ns: Vec<u64> = sums.keys().copied().collect();
+    let (objects, series) = crate::data_objects(p);
+    let dynamic = |o: &crate::DataObject| {
+        matches!(
+            o.kind,
+            crate::ObjectKind::Heap | crate::ObjectKind::Mmap | crate::ObjectKind::Group
+        )
+    };
+    let top_idx = crate::top_by(
+        &objects,
+        top,
+        |o| if dynamic(o) { o.peak_bytes } else { 0.0 },
+    );
+    let objects = top_idx
+        .iter()
+        .map(|&i| {
+            let steps = series[i].points.clone();
+            ObjectLive {
+                name: objects[i].name.clone(),
+                kind: objects[i].kind,
+                pid: objects[i].pid,
+                bytes: time_ns.iter().map(|&t| step_at(&steps, t)).collect(),
+                steps,
+            }
+        })
+        .collect();
+    let end_ns = p.meta.clock.duration_ns;
+    CapacitySeries {
+        rss: sums.values().map(|v| v.0).collect(),
+        heap_live: sums.values().map(|v| v.1).collect(),
+        time_ns,
+        objects,
+        regions: p
+            .regions
+            .iter()
+            .filter(|r| r.depth == 0)
+            .map(|r| (r.name.clone(), r.begin_ns, r.end_ns.unwrap_or(end_ns)))
+            .collect(),
+        end_ns,
+    }
 }

@@ -147,7 +147,11 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
     for p in profiles.iter_mut() {
         let shift = p.meta.clock.start_ns.saturating_sub(t0);
         let m = &p.meta;
-        out.meta.clock.duration_ns = out.meta.clock.duration_ns.max(m.clock.duration_ns + shift);
+        out.meta.clock.duration_ns = out
+            .meta
+            .clock
+            .duration_ns
+            .max(m.clock.duration_ns.saturating_add(shift));
         let l = &mut out.meta.losses;
         l.dropped_events += m.losses.dropped_events;
         l.untracked_allocs += m.losses.untracked_allocs;
@@ -157,27 +161,27 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
         out.meta
             .processes
             .extend(m.processes.iter().cloned().map(|mut pr| {
-                pr.start_ns += shift;
-                pr.end_ns = pr.end_ns.map(|t| t + shift);
+                pr.start_ns = pr.start_ns.saturating_add(shift);
+                pr.end_ns = pr.end_ns.map(|t| t.saturating_add(shift));
                 pr
             }));
         out.allocations.extend(p.allocations.drain(..).map(|mut a| {
-            a.alloc_ns += shift;
-            a.free_ns = a.free_ns.map(|t| t + shift);
+            a.alloc_ns = a.alloc_ns.saturating_add(shift);
+            a.free_ns = a.free_ns.map(|t| t.saturating_add(shift));
             a
         }));
         out.regions.extend(p.regions.drain(..).map(|mut r| {
-            r.begin_ns += shift;
-            r.end_ns = r.end_ns.map(|t| t + shift);
+            r.begin_ns = r.begin_ns.saturating_add(shift);
+            r.end_ns = r.end_ns.map(|t| t.saturating_add(shift));
             r
         }));
         out.tags.extend(p.tags.drain(..).map(|mut t| {
-            t.begin_ns += shift;
-            t.end_ns = t.end_ns.map(|e| e + shift);
+            t.begin_ns = t.begin_ns.saturating_add(shift);
+            t.end_ns = t.end_ns.map(|e| e.saturating_add(shift));
             t
         }));
         out.timeline.extend(p.timeline.drain(..).map(|mut t| {
-            t.time_ns += shift;
+            t.time_ns = t.time_ns.saturating_add(shift);
             t
         }));
         out.statics.append(&mut p.statics);

@@ -34,7 +34,7 @@ pub struct DataObject {
     pub name: String,
     pub kind: ObjectKind,
     pub site: Option<Site>,
-    /// Largest number of bytes live at once.
+    /// The object's size: the largest number of bytes live at once.
     pub peak_bytes: f64,
     /// Total bytes allocated over the run (for a static or tag: its size).
     pub allocated_bytes: f64,

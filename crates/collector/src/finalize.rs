@@ -229,6 +229,11 @@ fn unmap(
     }
 }
 
+/// Length rounded up to whole pages (saturating: lengths come from the log).
+fn page_round(len: u64) -> u64 {
+    len.checked_next_multiple_of(4096).unwrap_or(!4095)
+}
+
 fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
     let sampled = flags & alloc_flags::SAMPLED != 0
         && flags & (alloc_flags::EXACT | alloc_flags::GROUPED) == 0;
@@ -304,7 +309,7 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 let Some(m) = rec.payload::<raw::Mmap>() else {
                     continue;
                 };
-                let (a, b) = (m.addr, m.addr.saturating_add(m.len.next_multiple_of(4096)));
+                let (a, b) = (m.addr, m.addr.saturating_add(page_round(m.len)));
                 unmap(
                     &mut segments,
                     &mut out.allocations,
@@ -337,7 +342,7 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 let Some(m) = rec.payload::<raw::Munmap>() else {
                     continue;
                 };
-                let b = m.addr.saturating_add(m.len.next_multiple_of(4096));
+                let b = m.addr.saturating_add(page_round(m.len));
                 unmap(
                     &mut segments,
                     &mut out.allocations,
@@ -351,7 +356,7 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 let Some(m) = rec.payload::<raw::Mremap>() else {
                     continue;
                 };
-                let old_end = m.old_addr.saturating_add(m.old_len.next_multiple_of(4096));
+                let old_end = m.old_addr.saturating_add(page_round(m.old_len));
                 let template = segments
                     .range(..=m.old_addr)
                     .next_back()
@@ -365,7 +370,7 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                     old_end,
                     rel(m.time),
                 );
-                let new_end = m.new_addr.saturating_add(m.new_len.next_multiple_of(4096));
+                let new_end = m.new_addr.saturating_add(page_round(m.new_len));
                 unmap(
                     &mut segments,
                     &mut out.allocations,
@@ -604,7 +609,9 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
                 Some(e) => (e.signaled == 0).then_some(e.status),
                 None => log.exit_status.filter(|_| last_image),
             },
-            signal: exit.filter(|e| e.signaled != 0).map(|e| e.status - 128),
+            signal: exit
+                .filter(|e| e.signaled != 0)
+                .map(|e| e.status.wrapping_sub(128)),
         });
         allocations.extend(built.allocations);
         regions.extend(built.regions);
@@ -656,4 +663,46 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         std::fs::remove_dir_all(&raw_dir).map_err(|e| Error::io(&raw_dir, e))?;
     }
     Ok(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_unmaps_end_a_mapping_only_when_all_of_it_is_gone() {
+        let mut rows = vec![Allocation::default(), Allocation::default()];
+        let mut segs = Segments::new();
+        let mut live = HashMap::new();
+        segs.insert(0x10000, (0x20000, 0));
+        live.insert(0, 0x10000);
+        segs.insert(0x30000, (0x32000, 1));
+        live.insert(1, 0x2000);
+        unmap(&mut segs, &mut rows, &mut live, 0x14000, 0x18000, 10); // a hole
+        assert_eq!(rows[0].free_ns, None);
+        assert_eq!(live[&0], 0xc000);
+        unmap(&mut segs, &mut rows, &mut live, 0x0, 0x31000, 20); // rest of 0, half of 1
+        assert_eq!(rows[0].free_ns, Some(20));
+        assert_eq!(rows[1].free_ns, None);
+        unmap(&mut segs, &mut rows, &mut live, 0x31000, 0x40000, 30);
+        assert_eq!(rows[1].free_ns, Some(30));
+        assert!(segs.is_empty());
+    }
+
+    #[test]
+    fn sampled_blocks_are_scaled_by_their_selection_probability() {
+        let (sampled, count, bytes) = estimate(512, alloc_flags::SAMPLED, 512 * 1024);
+        assert!(sampled);
+        // p = 1 - exp(-1/1024): about 1024.5 blocks of 512 bytes.
+        assert!((count - 1024.5).abs() < 0.1, "{count}");
+        assert!((bytes - 512.0 * count).abs() < 1e-6);
+        assert_eq!(
+            estimate(512, alloc_flags::EXACT | alloc_flags::SAMPLED, 1024),
+            (false, 1.0, 512.0)
+        );
+        assert_eq!(
+            estimate(512, alloc_flags::GROUPED | alloc_flags::SAMPLED, 1024),
+            (false, 1.0, 512.0)
+        );
+    }
 }

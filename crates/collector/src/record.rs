@@ -316,6 +316,14 @@ impl Sampler {
             let Ok(file) = std::fs::File::open(e.path()) else {
                 continue;
             };
+            // The runtime creates the file, then sizes it: mapping a header that is
+            // not there yet would raise SIGBUS on the first read.
+            if file
+                .metadata()
+                .map_or(true, |m| m.len() < raw::HEADER_SIZE as u64)
+            {
+                continue;
+            }
             // SAFETY: read-only shared mapping of a file the runtime only grows.
             let Ok(header) =
                 (unsafe { memmap2::MmapOptions::new().len(raw::HEADER_SIZE).map(&file) })

@@ -1,7 +1,7 @@
 //! `memlens plot capacity`: resident set and live heap over time, the largest
 //! objects stacked, annotated regions shaded. SVG or PNG by file extension.
 
-use memlens_analysis::{self as analysis, ObjectKind, Profile};
+use memlens_analysis::{self as analysis, CapacitySeries, Profile};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -42,83 +42,9 @@ fn register_font() {
     });
 }
 
-/// Data of the capacity plot, separate from drawing so it can be checked.
-pub struct CapacitySeries {
-    pub rss: Vec<(f64, f64)>,
-    pub heap: Vec<(f64, f64)>,
-    /// (label, step points in MiB) for the largest dynamic objects.
-    pub objects: Vec<(String, Vec<(f64, f64)>)>,
-    /// (name, begin s, end s).
-    pub regions: Vec<(String, f64, f64)>,
-    pub end_s: f64,
-}
-
-pub fn capacity_series(p: &Profile, top: usize) -> CapacitySeries {
-    // Sum over processes at each tick: a run's capacity is all of its processes.
-    let mut rss: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
-    for t in &p.timeline {
-        let e = rss.entry(t.time_ns).or_default();
-        e.0 += t.rss as f64 / MIB;
-        e.1 += t.heap_live as f64 / MIB;
-    }
-    let s = |ns: u64| ns as f64 / 1e9;
-    let (objects, series) = analysis::data_objects(p);
-    let top_idx = analysis::top_by(&objects, top, |o| {
-        if matches!(
-            o.kind,
-            ObjectKind::Heap | ObjectKind::Mmap | ObjectKind::Group
-        ) {
-            o.peak_bytes
-        } else {
-            0.0
-        }
-    });
-    let objects = top_idx
-        .iter()
-        .map(|&i| {
-            let pts = series[i]
-                .points
-                .iter()
-                .map(|&(t, b)| (s(t), b / MIB))
-                .collect();
-            (objects[i].name.clone(), pts)
-        })
-        .collect();
-    let end_s = s(p.meta.clock.duration_ns);
-    let regions = p
-        .regions
-        .iter()
-        .filter(|r| r.depth == 0)
-        .map(|r| {
-            (
-                r.name.clone(),
-                s(r.begin_ns),
-                s(r.end_ns.unwrap_or(p.meta.clock.duration_ns)),
-            )
-        })
-        .collect();
-    CapacitySeries {
-        rss: rss.iter().map(|(&t, v)| (s(t), v.0)).collect(),
-        heap: rss.iter().map(|(&t, v)| (s(t), v.1)).collect(),
-        objects,
-        regions,
-        end_s,
-    }
-}
-
-/// Value of a step function (points sorted by time) at time t.
-fn step_at(points: &[(f64, f64)], t: f64) -> f64 {
-    let i = points.partition_point(|p| p.0 <= t);
-    if i == 0 {
-        0.0
-    } else {
-        points[i - 1].1
-    }
-}
-
 pub fn plot_capacity(p: &Profile, out: &Path) -> Result<(), PlotError> {
     register_font();
-    let data = capacity_series(p, 5);
+    let data = analysis::capacity_series(p, 5);
     let size = (1200, 700);
     let ext = out
         .extension()
@@ -137,20 +63,22 @@ pub fn plot_capacity(p: &Profile, out: &Path) -> Result<(), PlotError> {
 
 fn draw<DB: DrawingBackend>(
     area: DrawingArea<DB, Shift>,
-    d: &CapacitySeries,
+    c: &CapacitySeries,
     p: &Profile,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| PlotError(format!("drawing failed: {e}"));
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let mib = |b: f64| b / MIB;
     area.fill(&WHITE).map_err(err)?;
-    let x_max = d.end_s.max(d.rss.last().map_or(0.0, |v| v.0)).max(1e-3);
-    let y_max = d
+    let x_max = secs(c.end_ns.max(c.time_ns.last().copied().unwrap_or(0))).max(1e-3);
+    let y_max = c
         .rss
         .iter()
-        .chain(d.heap.iter())
-        .map(|v| v.1)
+        .chain(c.heap_live.iter())
+        .map(|&b| mib(b as f64))
         .fold(0.0f64, f64::max)
         .max(1e-3)
         * 1.1;
@@ -179,56 +107,49 @@ where
 
     // Regions: shaded bands with their names at the top.
     let mut region_colors: BTreeMap<&str, RGBColor> = BTreeMap::new();
-    for (name, b, e) in &d.regions {
+    for (name, b, e) in &c.regions {
         let n = region_colors.len();
-        let c = *region_colors
+        let color = *region_colors
             .entry(name)
             .or_insert(PALETTE[(n + 3) % PALETTE.len()]);
-        chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [(*b, 0.0), (*e, y_max)],
-                c.mix(0.12).filled(),
-            )))
-            .map_err(err)?;
+        let band = Rectangle::new(
+            [(secs(*b), 0.0), (secs(*e), y_max)],
+            color.mix(0.12).filled(),
+        );
+        chart.draw_series(std::iter::once(band)).map_err(err)?;
     }
-    for (name, b, _) in d.regions.iter().take(40) {
-        chart
-            .draw_series(std::iter::once(Text::new(
-                name.clone(),
-                (*b, y_max * 0.97),
-                ("sans-serif", 12),
-            )))
-            .map_err(err)?;
+    for (name, b, _) in c.regions.iter().take(40) {
+        let label = Text::new(name.clone(), (secs(*b), y_max * 0.97), ("sans-serif", 12));
+        chart.draw_series(std::iter::once(label)).map_err(err)?;
     }
 
     // Largest objects stacked: each band is drawn from the sum below it.
-    let mut times: Vec<f64> = d
+    let mut times: Vec<u64> = c
         .objects
         .iter()
-        .flat_map(|(_, pts)| pts.iter().map(|p| p.0))
+        .flat_map(|o| o.steps.iter().map(|p| p.0))
         .collect();
-    times.sort_by(f64::total_cmp);
+    times.sort_unstable();
     times.dedup();
     let mut base = vec![0.0; times.len()];
-    for (i, (label, pts)) in d.objects.iter().enumerate() {
+    for (i, o) in c.objects.iter().enumerate() {
         let top: Vec<f64> = times
             .iter()
             .zip(&base)
-            .map(|(&t, b)| b + step_at(pts, t))
+            .map(|(&t, b)| b + mib(analysis::step_at(&o.steps, t)))
             .collect();
+        let span = |j: usize| (secs(times[j]), times.get(j + 1).map_or(x_max, |&n| secs(n)));
         let mut poly: Vec<(f64, f64)> = Vec::with_capacity(times.len() * 4);
-        for (j, &t) in times.iter().enumerate() {
-            let next_t = times.get(j + 1).copied().unwrap_or(x_max);
-            poly.push((t, top[j]));
-            poly.push((next_t, top[j]));
+        for (j, &y) in top.iter().enumerate() {
+            let (t0, t1) = span(j);
+            poly.extend([(t0, y), (t1, y)]);
         }
-        for (j, &t) in times.iter().enumerate().rev() {
-            let next_t = times.get(j + 1).copied().unwrap_or(x_max);
-            poly.push((next_t, base[j]));
-            poly.push((t, base[j]));
+        for (j, &y) in base.iter().enumerate().rev() {
+            let (t0, t1) = span(j);
+            poly.extend([(t1, y), (t0, y)]);
         }
         let color = PALETTE[i % PALETTE.len()];
-        let short: String = label.chars().take(60).collect();
+        let short: String = o.name.chars().take(60).collect();
         chart
             .draw_series(std::iter::once(Polygon::new(
                 poly,
@@ -242,22 +163,26 @@ where
         base = top;
     }
 
+    let line = |v: &[u64]| -> Vec<(f64, f64)> {
+        c.time_ns
+            .iter()
+            .zip(v)
+            .map(|(&t, &b)| (secs(t), mib(b as f64)))
+            .collect()
+    };
     chart
-        .draw_series(LineSeries::new(
-            d.rss.iter().copied(),
-            BLACK.stroke_width(2),
-        ))
+        .draw_series(LineSeries::new(line(&c.rss), BLACK.stroke_width(2)))
         .map_err(err)?
         .label("resident set (measured, /proc)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], BLACK.stroke_width(2)));
     chart
-        .draw_series(LineSeries::new(d.heap.iter().copied(), RED.stroke_width(2)))
+        .draw_series(LineSeries::new(line(&c.heap_live), RED.stroke_width(2)))
         .map_err(err)?
         .label("live heap (measured, exact counters)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], RED.stroke_width(2)));
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .label_font(("sans-serif", 13))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)

@@ -19,6 +19,8 @@ pub struct Report {
     pub objects_by_allocated: Vec<DataObject>,
     pub leaks: Leaks,
     pub regions: Vec<RegionCapacity>,
+    /// Capacity over time: every tick, summed over processes, with the top objects.
+    pub timeline: analysis::CapacitySeries,
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
@@ -98,6 +100,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
             sites: leak_sites,
         },
         regions: analysis::region_capacity(p),
+        timeline: analysis::capacity_series(p, top.min(10)),
         losses: m.losses.clone(),
         provenance: vec![
             ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms")),

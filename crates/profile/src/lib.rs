@@ -149,3 +149,44 @@ macro_rules! table {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_round_trip_with_nulls() {
+        let dir = std::env::temp_dir().join(format!("memlens-profile-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rows = vec![
+            Allocation {
+                pid: 1,
+                kind: "malloc".into(),
+                size: 10,
+                free_ns: Some(5),
+                group: Some("g".into()),
+                est_count: 1.5,
+                ..Default::default()
+            },
+            Allocation {
+                kind: "mmap".into(),
+                prot: Some(3),
+                sampled: true,
+                ..Default::default()
+            },
+        ];
+        write_table(&dir, &rows).unwrap();
+        assert_eq!(read_table::<Allocation>(&dir).unwrap(), rows);
+        assert!(
+            read_table::<Region>(&dir).unwrap().is_empty(),
+            "a missing table is empty"
+        );
+        std::fs::write(table_path::<Region>(&dir), b"not parquet").unwrap();
+        let err = read_table::<Region>(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("regions.parquet: not a readable Parquet table"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -512,3 +512,65 @@ impl FileHeader {
         t
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_stop_at_garbage() {
+        let mut buf = [0u8; 256];
+        let a = Alloc {
+            time: 7,
+            ptr: 0x1000,
+            size: 100,
+            usable: 104,
+            stack: 9,
+            ..Default::default()
+        };
+        // SAFETY: 256-byte buffer.
+        let n1 = unsafe { encode(buf.as_mut_ptr(), buf.len(), tag::ALLOC, &a, &[]) }.unwrap();
+        let def = StringDef {
+            id: 5,
+            len: 3,
+            _pad: 0,
+        };
+        let n2 = unsafe {
+            encode(
+                buf.as_mut_ptr().add(n1),
+                buf.len() - n1,
+                tag::STRING,
+                &def,
+                b"abc",
+            )
+        }
+        .unwrap();
+        assert_eq!(n2 % 8, 0);
+        buf[n1 + n2] = 0xff; // a torn record header after the two good ones
+        buf[n1 + n2 + 2] = 3;
+        let mut it = Records::new(&buf[..n1 + n2 + 8]);
+        let r1 = it.next().unwrap();
+        assert_eq!(r1.tag, tag::ALLOC);
+        assert_eq!(r1.payload::<Alloc>().unwrap().usable, 104);
+        let r2 = it.next().unwrap();
+        assert_eq!(&r2.trailing::<StringDef>()[..3], b"abc");
+        assert!(it.next().is_none());
+        assert!(it.malformed);
+        // Too small a buffer is refused, not overrun.
+        assert!(unsafe { encode(buf.as_mut_ptr(), 16, tag::ALLOC, &a, &[]) }.is_none());
+    }
+
+    #[test]
+    fn procfs_parsers() {
+        let status =
+            b"Name:\tx\nVmRSS:\t  2048 kB\nRssAnon:\t1024 kB\nRssFile:\t 512 kB\nRssShmem:\t0 kB\n";
+        let mut t = Timeline::default();
+        procfs::fill_from_status(status, &mut t);
+        assert_eq!(
+            (t.rss, t.anon, t.file, t.shmem, t.swap),
+            (2 << 20, 1 << 20, 512 << 10, 0, 0)
+        );
+        assert_eq!(procfs::statm(b"100 25 7 1 0 20 0\n"), Some((25, 7)));
+        assert_eq!(procfs::kb_field(b"VmRSSX: 5 kB\n", b"VmRSS"), None);
+    }
+}
