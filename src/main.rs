@@ -210,10 +210,7 @@ fn record(args: RecordArgs) -> Result<i32> {
         memlens_collector::TargetExit::Code(c) => format!("exited with {c}"),
         memlens_collector::TargetExit::Signal(s) => format!("was killed by signal {s}"),
     };
-    let lost = {
-        let l = &p.meta.losses;
-        l.dropped_events + l.untracked_allocs + l.truncated_blocks + l.missed_ticks
-    };
+    let lost = p.meta.losses.total();
     let h = memlens_present::human_bytes;
     eprintln!("memlens: profile written to {}", outcome.dir.display());
     eprintln!(

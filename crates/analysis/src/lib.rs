@@ -152,38 +152,31 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
             .clock
             .duration_ns
             .max(m.clock.duration_ns.saturating_add(shift));
-        let l = &mut out.meta.losses;
-        l.dropped_events += m.losses.dropped_events;
-        l.untracked_allocs += m.losses.untracked_allocs;
-        l.truncated_blocks += m.losses.truncated_blocks;
-        l.unmatched_frees += m.losses.unmatched_frees;
-        l.missed_ticks += m.losses.missed_ticks;
-        out.meta
-            .processes
-            .extend(m.processes.iter().cloned().map(|mut pr| {
-                pr.start_ns = pr.start_ns.saturating_add(shift);
-                pr.end_ns = pr.end_ns.map(|t| t.saturating_add(shift));
-                pr
-            }));
-        out.allocations.extend(p.allocations.drain(..).map(|mut a| {
-            a.alloc_ns = a.alloc_ns.saturating_add(shift);
-            a.free_ns = a.free_ns.map(|t| t.saturating_add(shift));
-            a
-        }));
-        out.regions.extend(p.regions.drain(..).map(|mut r| {
-            r.begin_ns = r.begin_ns.saturating_add(shift);
-            r.end_ns = r.end_ns.map(|t| t.saturating_add(shift));
-            r
-        }));
-        out.tags.extend(p.tags.drain(..).map(|mut t| {
-            t.begin_ns = t.begin_ns.saturating_add(shift);
-            t.end_ns = t.end_ns.map(|e| e.saturating_add(shift));
-            t
-        }));
-        out.timeline.extend(p.timeline.drain(..).map(|mut t| {
-            t.time_ns = t.time_ns.saturating_add(shift);
-            t
-        }));
+        out.meta.losses.add(&m.losses);
+        let span = |begin: &mut u64, end: &mut Option<u64>| {
+            *begin = begin.saturating_add(shift);
+            *end = end.map(|t| t.saturating_add(shift));
+        };
+        for mut pr in m.processes.iter().cloned() {
+            span(&mut pr.start_ns, &mut pr.end_ns);
+            out.meta.processes.push(pr);
+        }
+        for mut a in p.allocations.drain(..) {
+            span(&mut a.alloc_ns, &mut a.free_ns);
+            out.allocations.push(a);
+        }
+        for mut r in p.regions.drain(..) {
+            span(&mut r.begin_ns, &mut r.end_ns);
+            out.regions.push(r);
+        }
+        for mut t in p.tags.drain(..) {
+            span(&mut t.begin_ns, &mut t.end_ns);
+            out.tags.push(t);
+        }
+        for mut t in p.timeline.drain(..) {
+            span(&mut t.time_ns, &mut None);
+            out.timeline.push(t);
+        }
         out.statics.append(&mut p.statics);
         out.stacks.extend(p.stacks.drain());
     }

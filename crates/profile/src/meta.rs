@@ -69,6 +69,24 @@ pub struct Losses {
     pub missed_ticks: u64,
 }
 
+impl Losses {
+    pub fn add(&mut self, o: &Losses) {
+        self.dropped_events += o.dropped_events;
+        self.untracked_allocs += o.untracked_allocs;
+        self.truncated_blocks += o.truncated_blocks;
+        self.unmatched_frees += o.unmatched_frees;
+        self.missed_ticks += o.missed_ticks;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.dropped_events
+            + self.untracked_allocs
+            + self.truncated_blocks
+            + self.unmatched_frees
+            + self.missed_ticks
+    }
+}
+
 impl Meta {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let path = dir.join(META_FILE);
