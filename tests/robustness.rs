@@ -19,6 +19,8 @@ fn threads_cross_thread_free_and_tls_destructors() {
         .expect("worker's large blocks are an object");
     assert_eq!(site["allocations"].as_f64().unwrap(), 64.0);
     assert_eq!(site["leaked_bytes"].as_f64().unwrap(), 0.0);
+    // 64 worker threads and the main thread, each with its stack.
+    assert_eq!(r["thread_stacks"]["threads"], 65);
 }
 
 #[test]

@@ -13,6 +13,8 @@ pub enum ObjectKind {
     Group,
     Tag,
     Static,
+    /// A thread's stack (reserved size).
+    Stack,
 }
 
 /// How the figures of an object were obtained.
@@ -60,6 +62,12 @@ fn key_of(a: &memlens_profile::Allocation) -> (u32, ObjectKind, String, u64) {
     match (&a.group, a.kind.as_str()) {
         (Some(g), _) => (a.pid, ObjectKind::Group, g.clone(), 0),
         (None, "mmap") => (a.pid, ObjectKind::Mmap, String::new(), a.stack_id),
+        (None, "stack") => (
+            a.pid,
+            ObjectKind::Stack,
+            format!("stack of thread {}", a.tid),
+            0,
+        ),
         _ => (a.pid, ObjectKind::Heap, String::new(), a.stack_id),
     }
 }
@@ -77,7 +85,7 @@ pub fn data_objects(p: &Profile) -> (Vec<DataObject>, Vec<ObjectSeries>) {
                 .get(&(a.pid, a.stack_id))
                 .and_then(|f| Site::from_frames(f));
             let name = match key.1 {
-                ObjectKind::Group => key.2.clone(),
+                ObjectKind::Group | ObjectKind::Stack => key.2.clone(),
                 _ => site
                     .as_ref()
                     .map(Site::label)

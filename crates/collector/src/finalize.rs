@@ -258,6 +258,7 @@ fn build(log: &ImageLog, t0: u64) -> Built {
     let mut segments = Segments::new();
     let mut live_map: HashMap<usize, u64> = HashMap::new();
     let mut open_regions: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut open_stacks: HashMap<u32, usize> = HashMap::new();
     let pid = log.pid;
     for (_, tid, bytes) in &log.events {
         let rec = split_tag(bytes);
@@ -445,6 +446,35 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                     .find(|t| t.address == u.start && t.end_ns.is_none())
                 {
                     t.end_ns = Some(rel(u.time));
+                }
+            }
+            tag::THREAD_START => {
+                let Some(t) = rec.payload::<raw::ThreadEvent>() else {
+                    continue;
+                };
+                if t.stack_hi > t.stack_lo {
+                    open_stacks.insert(t.tid as u32, out.allocations.len());
+                    let size = t.stack_hi - t.stack_lo;
+                    out.allocations.push(Allocation {
+                        pid,
+                        tid,
+                        kind: "stack".into(),
+                        address: t.stack_lo,
+                        size,
+                        usable_size: size,
+                        alloc_ns: rel(t.time),
+                        est_count: 1.0,
+                        est_bytes: size as f64,
+                        ..Default::default()
+                    });
+                }
+            }
+            tag::THREAD_EXIT => {
+                let Some(t) = rec.payload::<raw::ThreadEvent>() else {
+                    continue;
+                };
+                if let Some(row) = open_stacks.remove(&(t.tid as u32)) {
+                    out.allocations[row].free_ns = Some(rel(t.time));
                 }
             }
             tag::TIMELINE => {

@@ -18,6 +18,8 @@ pub struct Report {
     /// Largest dynamic data objects by bytes allocated over the run.
     pub objects_by_allocated: Vec<DataObject>,
     pub leaks: Leaks,
+    /// Thread stacks seen (their objects carry kind "stack").
+    pub thread_stacks: ThreadStacks,
     pub regions: Vec<RegionCapacity>,
     /// Capacity over time: every tick, summed over processes, with the top objects.
     pub timeline: analysis::CapacitySeries,
@@ -36,6 +38,12 @@ pub struct Summary {
     pub duration_ns: u64,
     pub processes: Vec<Process>,
     pub settings: memlens_profile::Settings,
+}
+
+#[derive(Serialize)]
+pub struct ThreadStacks {
+    pub threads: usize,
+    pub reserved_bytes: f64,
 }
 
 #[derive(Serialize)]
@@ -59,9 +67,28 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
             .map(|i| objects[i].clone())
             .collect::<Vec<_>>()
     };
-    let by_peak = pick(analysis::top_by(&objects, top, |o| o.peak_bytes));
+    // Thread stacks are reserved address space, mostly not resident: they are
+    // summarized apart instead of crowding the top list.
+    let by_peak = pick(analysis::top_by(&objects, top, |o| {
+        if o.kind == ObjectKind::Stack {
+            0.0
+        } else {
+            o.peak_bytes
+        }
+    }));
+    let stacks: Vec<&DataObject> = objects
+        .iter()
+        .filter(|o| o.kind == ObjectKind::Stack)
+        .collect();
+    let thread_stacks = ThreadStacks {
+        threads: stacks.len(),
+        reserved_bytes: stacks.iter().map(|o| o.peak_bytes).sum(),
+    };
     let by_allocated = pick(analysis::top_by(&objects, top, |o| {
-        if matches!(o.kind, ObjectKind::Static | ObjectKind::Tag) {
+        if matches!(
+            o.kind,
+            ObjectKind::Static | ObjectKind::Tag | ObjectKind::Stack
+        ) {
             0.0
         } else {
             o.allocated_bytes
@@ -92,6 +119,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         peak: analysis::peak(p),
         objects_by_peak: by_peak,
         objects_by_allocated: by_allocated,
+        thread_stacks,
         leaks: Leaks {
             heap_live_at_exit: analysis::heap_at_exit(p)
                 .into_iter()
@@ -114,6 +142,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
                 ),
             ),
             ("statics".into(), "ELF symbol tables of the program and its libraries, with load bias".into()),
+            ("stacks".into(), "thread stack ranges (reserved size) from pthread_getattr_np at each thread's first event".into()),
         ],
     }
 }
@@ -125,6 +154,7 @@ fn kind_name(k: ObjectKind) -> &'static str {
         ObjectKind::Group => "group",
         ObjectKind::Tag => "tag",
         ObjectKind::Static => "static",
+        ObjectKind::Stack => "stack",
     }
 }
 
@@ -214,6 +244,12 @@ pub fn render_text(r: &Report) -> String {
         "\nTOP DATA OBJECTS BY PEAK BYTES  (~ sampled and scaled)"
     );
     object_table(&mut out, &r.objects_by_peak, |o| o.peak_bytes, "peak");
+    let _ = writeln!(
+        out,
+        "  + {} thread stacks, {} reserved",
+        r.thread_stacks.threads,
+        human_bytes(r.thread_stacks.reserved_bytes)
+    );
     let _ = writeln!(out, "\nTOP DATA OBJECTS BY BYTES ALLOCATED");
     object_table(
         &mut out,

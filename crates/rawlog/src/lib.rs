@@ -256,11 +256,14 @@ pub struct Module {
     pub _pad: u32,
 }
 
+/// A thread's start (with its stack range) or exit (stack fields 0).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ThreadEvent {
     pub time: u64,
     pub tid: u64,
+    pub stack_lo: u64,
+    pub stack_hi: u64,
 }
 
 /// One capacity sample of one process.

@@ -405,7 +405,14 @@ fn enter() -> Option<&'static mut ThreadState> {
     }
     let v = thread::tls_get();
     let p = match v {
-        thread::NONE => thread::create(),
+        thread::NONE => {
+            let p = thread::create();
+            // SAFETY: a fresh state of this thread, not yet in use.
+            if let Some(st) = unsafe { p.as_mut() } {
+                record_thread_start(st);
+            }
+            p
+        }
         thread::DEAD | thread::INTERNAL => return None,
         p => p as *mut ThreadState,
     };
@@ -1036,6 +1043,18 @@ pub(crate) fn record_thread_exit(st: &mut ThreadState) {
     let ev = raw::ThreadEvent {
         time: sys::now_ns(),
         tid: st.tid as u64,
+        ..Default::default()
     };
     st.writer.write(st.tid, tag::THREAD_EXIT, &ev, &[]);
+}
+
+/// The thread's stack becomes a data object from its first event on.
+pub(crate) fn record_thread_start(st: &mut ThreadState) {
+    let ev = raw::ThreadEvent {
+        time: sys::now_ns(),
+        tid: st.tid as u64,
+        stack_lo: st.stack_lo,
+        stack_hi: st.stack_hi,
+    };
+    st.writer.write(st.tid, tag::THREAD_START, &ev, &[]);
 }
