@@ -117,6 +117,26 @@ fn huge_static_object() {
 }
 
 #[test]
+fn static_objects_are_at_their_runtime_address() {
+    // The program prints where the (PIE, so relocated) array really is.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let out = record(&p, &[], &[&program("torture"), "bigstatic"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let printed = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("huge at 0x"))
+        .map(|h| u64::from_str_radix(h.trim(), 16).unwrap())
+        .expect("program printed its address");
+    let r = report_json(&p);
+    let huge = objects(&r, "objects_by_peak")
+        .into_iter()
+        .find(|o| o["kind"] == "static" && o["name"].as_str().unwrap().starts_with("huge "))
+        .unwrap();
+    assert_eq!(huge["address"].as_u64().unwrap(), printed);
+}
+
+#[test]
 fn custom_allocator_on_mmap() {
     let r = same_behaviour(&[&program("torture"), "arena"]);
     let maps: Vec<_> = objects(&r, "objects_by_allocated")

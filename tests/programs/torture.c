@@ -153,6 +153,7 @@ static int bigstatic(void) {
     for (size_t i = 0; i < sizeof huge; i += 4096 * 16) huge[i] = 1;
     for (size_t i = 0; i < sizeof huge; i += 4096 * 16) sum += huge[i];
     printf("huge touched %ld\n", sum);
+    fprintf(stderr, "huge at %p\n", (void *)huge);
     return 0;
 }
 

@@ -18,7 +18,10 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMLENS1");
 pub const VERSION: u32 = 1;
 pub const HEADER_SIZE: usize = 64 * 1024;
-pub const BLOCK_SIZE: usize = 1 << 20;
+/// Small enough that a program with thousands of short threads, each holding one
+/// block, stays cheap in disk space; large enough that a busy thread maps a new
+/// block only every ~2000 events.
+pub const BLOCK_SIZE: usize = 64 * 1024;
 pub const BLOCK_MAGIC: u32 = 0x4b4c_424d; // "MBLK"
 pub const THREAD_SLOTS: usize = 1024;
 pub const MAX_FRAMES: usize = 128;

@@ -200,6 +200,8 @@ unsafe extern "C" fn on_thread_exit(value: *mut libc::c_void) {
     if st.is_null() {
         return;
     }
+    // A signal handler that allocates now must not write to the block we retire.
+    (*st).in_hook = true;
     crate::record_thread_exit(&mut *st);
     retire_slot((*st).counters);
     (*st).writer.release();
