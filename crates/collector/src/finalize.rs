@@ -25,6 +25,15 @@ pub struct RunInfo {
     pub missed_ticks: u64,
 }
 
+/// A timed record of a log: where its payload lies in the file.
+struct Event {
+    time: u64,
+    offset: u64,
+    tid: u32,
+    tag: u16,
+    len: u16,
+}
+
 /// One process image's log, decoded.
 struct ImageLog {
     pid: u32,
@@ -36,8 +45,10 @@ struct ImageLog {
     dropped: u64,
     untracked: u64,
     truncated_blocks: u64,
-    /// (time, tid, record bytes) in time order.
-    events: Vec<(u64, u32, Vec<u8>)>,
+    /// The whole log file; events point into it.
+    data: Vec<u8>,
+    /// Timed records, in time order.
+    events: Vec<Event>,
     strings: HashMap<u64, String>,
     stacks: HashMap<u64, Vec<u64>>,
     modules: Vec<(u64, LoadedModule)>,
@@ -79,6 +90,7 @@ fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
         dropped: header.dropped_events.into_inner(),
         untracked: header.untracked_allocs.into_inner(),
         truncated_blocks: 0,
+        data: Vec::new(),
         events: Vec::new(),
         strings: HashMap::new(),
         stacks: HashMap::new(),
@@ -148,9 +160,14 @@ fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
                     }
                 }
                 _ => {
-                    if let Some(t) = record_time(&rec) {
-                        let bytes = rec.body.to_vec();
-                        log.events.push((t, tid, with_tag(rec.tag, bytes)));
+                    if let Some(time) = record_time(&rec) {
+                        log.events.push(Event {
+                            time,
+                            offset: (rec.body.as_ptr() as usize - data.as_ptr() as usize) as u64,
+                            tid,
+                            tag: rec.tag,
+                            len: rec.body.len() as u16,
+                        });
                     }
                 }
             }
@@ -159,21 +176,19 @@ fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
             log.truncated_blocks += 1;
         }
     }
-    log.events.sort_by_key(|e| e.0);
+    // Each thread's blocks are in time order already: a stable sort is cheap.
+    log.events.sort_by_key(|e| e.time);
+    log.data = data;
     Ok(Some(log))
 }
 
-/// Keeps the tag with the payload bytes: first two bytes are the tag.
-fn with_tag(tag: u16, mut body: Vec<u8>) -> Vec<u8> {
-    let mut v = tag.to_le_bytes().to_vec();
-    v.append(&mut body);
-    v
-}
-
-fn split_tag(bytes: &[u8]) -> RawRecord<'_> {
-    RawRecord {
-        tag: u16::from_le_bytes([bytes[0], bytes[1]]),
-        body: &bytes[2..],
+impl ImageLog {
+    fn record(&self, e: &Event) -> RawRecord<'_> {
+        let start = e.offset as usize;
+        RawRecord {
+            tag: e.tag,
+            body: &self.data[start..start + e.len as usize],
+        }
     }
 }
 
@@ -260,9 +275,9 @@ fn build(log: &ImageLog, t0: u64) -> Built {
     let mut open_regions: HashMap<u32, Vec<usize>> = HashMap::new();
     let mut open_stacks: HashMap<u32, usize> = HashMap::new();
     let pid = log.pid;
-    for (_, tid, bytes) in &log.events {
-        let rec = split_tag(bytes);
-        let tid = *tid;
+    for e in &log.events {
+        let rec = log.record(e);
+        let tid = e.tid;
         match rec.tag {
             tag::ALLOC => {
                 let Some(a) = rec.payload::<raw::Alloc>() else {
@@ -612,7 +627,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
                 statics.extend(symbols::static_objects(log.pid, m));
             }
         }
-        last_time = last_time.max(log.events.last().map_or(0, |e| e.0.saturating_sub(t0)));
+        last_time = last_time.max(log.events.last().map_or(0, |e| e.time.saturating_sub(t0)));
         // An image ends at its exit, at the next exec of the same pid, or when the
         // collector saw the pid end.
         let next_exec = images[i + 1..]

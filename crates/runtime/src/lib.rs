@@ -31,7 +31,26 @@ extern "C" {
     fn __libc_memalign(align: usize, size: usize) -> *mut c_void;
     fn __libc_valloc(size: usize) -> *mut c_void;
     fn __libc_pvalloc(size: usize) -> *mut c_void;
-    fn malloc_usable_size(p: *mut c_void) -> usize;
+}
+
+/// The usable size of a glibc heap block, read from its chunk header as glibc's
+/// own `malloc_usable_size` does, minus that function's call and its check of the
+/// next chunk (a second cache line): this runs on every malloc and free.
+///
+/// # Safety
+/// `p` is a live block returned by glibc's allocator.
+#[inline(always)]
+unsafe fn malloc_usable_size(p: *mut c_void) -> usize {
+    const IS_MMAPPED: usize = 0x2;
+    const FLAG_BITS: usize = 0x7;
+    let size_field = *(p as *const usize).sub(1);
+    let chunk = size_field & !FLAG_BITS;
+    // Header overhead: one size word for heap chunks, two for mmapped ones.
+    if size_field & IS_MMAPPED != 0 {
+        chunk - 2 * core::mem::size_of::<usize>()
+    } else {
+        chunk - core::mem::size_of::<usize>()
+    }
 }
 
 const UNINIT: u8 = 0;
@@ -374,7 +393,7 @@ extern "C" fn fork_child() {
         // SAFETY: as above.
         let st = unsafe { &mut *(st as *mut ThreadState) };
         st.tid = sys::gettid();
-        st.counters = thread::claim_slot(st.tid);
+        (st.counters, st.shared_counters) = thread::claim_slot(st.tid);
     }
     record_modules_from_here();
     // SAFETY: read-only after init.

@@ -16,6 +16,8 @@ pub struct ThreadState {
     /// Inside a hook: nested allocations (from the unwinder, from libc) pass through.
     pub in_hook: bool,
     pub counters: *const Counters,
+    /// The counters are the shared overflow slot: update them atomically.
+    pub shared_counters: bool,
     pub writer: Writer,
     /// Bytes left until the next sampled small allocation.
     pub countdown: i64,
@@ -117,12 +119,14 @@ pub fn create() -> *mut ThreadState {
     }
     let tid = sys::gettid();
     let (stack_lo, stack_hi) = stack_bounds();
+    let (counters, shared_counters) = claim_slot(tid);
     // SAFETY: fresh zeroed mapping of sufficient size.
     unsafe {
         p.write(ThreadState {
             tid,
             in_hook: false,
-            counters: claim_slot(tid),
+            counters,
+            shared_counters,
             writer: Writer::new(),
             countdown: 0,
             rng: (tid as u64) ^ sys::now_ns().rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15,
@@ -144,9 +148,9 @@ pub fn create() -> *mut ThreadState {
 
 /// A thread slot in the header for exact per-thread counters, or the shared
 /// "retired" counters when all slots are taken.
-pub fn claim_slot(tid: u32) -> *const Counters {
+pub fn claim_slot(tid: u32) -> (*const Counters, bool) {
     let Some(h) = crate::log::header() else {
-        return core::ptr::null();
+        return (core::ptr::null(), false);
     };
     for slot in &h.slots {
         if slot.tid.load(Ordering::Relaxed) == 0
@@ -156,10 +160,10 @@ pub fn claim_slot(tid: u32) -> *const Counters {
                 .is_ok()
         {
             reset(&slot.counters);
-            return &slot.counters;
+            return (&slot.counters, false);
         }
     }
-    &h.retired
+    (&h.retired, true)
 }
 
 fn reset(c: &Counters) {

@@ -6,7 +6,7 @@
 use crate::sys::{self, SpinLock};
 use core::sync::atomic::{AtomicU8, Ordering};
 
-const FILTER_BITS: u32 = 20;
+const FILTER_BITS: u32 = 16;
 static FILTER: [AtomicU8; 1 << FILTER_BITS] = [const { AtomicU8::new(0) }; 1 << FILTER_BITS];
 
 pub static LOCK: SpinLock = SpinLock::new();
