@@ -158,35 +158,89 @@ fn transparent_preload_mode_with_env_configuration() {
     assert!(r["peak"]["rss_bytes"].as_u64().unwrap() > (40u64 << 20));
 }
 
+/// Builds the MPI test program with mpicc (.ci/run installs Open MPI).
+fn mpi_program(dir: &std::path::Path) -> String {
+    let out = dir.join("mpi_ranks");
+    let st = Command::new("mpicc")
+        .arg(root().join("tests/programs/mpi_ranks.c"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("mpicc (.ci/run installs Open MPI)");
+    assert!(st.success());
+    out.to_string_lossy().into_owned()
+}
+
+fn mpirun() -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe", "-n", "2"]);
+    c.env("OMPI_MCA_btl", "self,vader");
+    c
+}
+
+/// Each rank's own (rank + 1) MiB block, by rank.
+fn rank_blocks(r: &serde_json::Value) -> Vec<(u64, f64)> {
+    let procs = r["summary"]["processes"].as_array().unwrap();
+    let mut out: Vec<(u64, f64)> = objects(r, "objects_by_allocated")
+        .into_iter()
+        .filter(|o| o["site"]["function"] == "main" && o["kind"] == "heap")
+        .map(|o| {
+            let rank = procs.iter().find(|p| p["pid"] == o["pid"]).unwrap()["rank"]
+                .as_u64()
+                .unwrap();
+            (rank, o["allocated_bytes"].as_f64().unwrap())
+        })
+        .collect();
+    out.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    out
+}
+
 #[test]
 fn mpi_ranks_write_per_rank_profiles_read_together() {
     let dir = tempdir();
+    let app = mpi_program(dir.path());
     let job = dir.path().join("job");
-    for rank in ["0", "1"] {
-        let out = Command::new(memlens())
-            .env("MEMLENS_RUNTIME", runtime())
-            .env("OMPI_COMM_WORLD_RANK", rank)
-            .args(["record", "-o"])
-            .arg(&job)
-            .args(["--", &program("torture"), "exit", "0"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let out = mpirun()
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg(memlens())
+        .args(["record", "-o"])
+        .arg(&job)
+        .args(["--", &app])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sum of ranks 1"));
     assert!(job.join("rank-0/meta.json").exists() && job.join("rank-1/meta.json").exists());
     let r = report_json(&job);
-    let mut ranks: Vec<u64> = r["summary"]["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["rank"].as_u64().unwrap())
-        .collect();
-    ranks.sort();
-    assert_eq!(ranks, [0, 1]);
+    assert_eq!(
+        rank_blocks(&r),
+        [(0, (1u64 << 20) as f64), (1, (2u64 << 20) as f64)]
+    );
+
+    // Transparent mode: every rank preloads the runtime into one directory.
+    let shared = dir.path().join("shared");
+    let out = mpirun()
+        .arg("-x")
+        .arg(format!("LD_PRELOAD={}", runtime().display()))
+        .arg("-x")
+        .arg(format!("MEMLENS_DIR={}", shared.display()))
+        .arg(&app)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report_json(&shared);
+    assert_eq!(
+        rank_blocks(&r),
+        [(0, (1u64 << 20) as f64), (1, (2u64 << 20) as f64)]
+    );
 }
 
 #[test]

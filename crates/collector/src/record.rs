@@ -377,6 +377,9 @@ impl Sampler {
         for t in records {
             self.write(tag::TIMELINE, &t);
         }
+        // One write per tick: if memlens itself is killed, `memlens report`
+        // still finds the timeline up to the last tick.
+        let _ = self.out.flush();
     }
 
     fn record_exit(&mut self, pid: u32, exit: TargetExit) {
