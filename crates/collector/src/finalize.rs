@@ -1,16 +1,22 @@
 //! Turns the raw logs of a recording (one per process image, plus the collector's
 //! timeline) into the profile's Parquet tables and `meta.json`.
 //!
-//! It reads whatever was published, so a target that crashed or was killed still
-//! gives a profile up to that point; blocks cut short are counted as losses.
+//! It streams: each image's per-thread record streams are merged in time order,
+//! and an allocation row is written as soon as its block is freed, so memory grows
+//! with the blocks live at once, not with the length of the run. It reads whatever
+//! was published, so a target that crashed or was killed still gives a profile up
+//! to that point; blocks cut short are counted as losses.
 
 use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
 use memlens_profile::{
-    self as profile, Allocation, Losses, Meta, Process, Region, TagRange, TimelinePoint,
+    self as profile, Allocation, Losses, Meta, Process, Region, TableWriter, TagRange,
+    TimelinePoint,
 };
-use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, FileHeader, RawRecord};
-use std::collections::{BTreeMap, HashMap};
+use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, FileHeader, RawRecord, Records};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub const COLLECTOR_LOG: &str = "collector.mltl";
@@ -25,17 +31,9 @@ pub struct RunInfo {
     pub missed_ticks: u64,
 }
 
-/// A timed record of a log: where its payload lies in the file.
-struct Event {
-    time: u64,
-    offset: u64,
-    tid: u32,
-    tag: u16,
-    len: u16,
-}
-
-/// One process image's log, decoded.
-struct ImageLog {
+/// What an image log's header says.
+struct ImageHeader {
+    path: PathBuf,
     pid: u32,
     ppid: u32,
     exec_seq: u32,
@@ -44,17 +42,215 @@ struct ImageLog {
     settings: raw::RuntimeSettings,
     dropped: u64,
     untracked: u64,
-    truncated_blocks: u64,
-    /// The whole log file; events point into it.
-    data: Vec<u8>,
-    /// Timed records, in time order.
-    events: Vec<Event>,
+}
+
+fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
+    let mut buf = vec![0u8; raw::HEADER_SIZE];
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    if f.read_exact(&mut buf).is_err() {
+        return Ok(None); // created but never sized: the process died at once
+    }
+    // SAFETY: FileHeader is plain data (integers and atomics of integers) and the
+    // buffer holds HEADER_SIZE >= size_of::<FileHeader>() bytes.
+    let h: FileHeader = unsafe { std::ptr::read_unaligned(buf.as_ptr() as *const FileHeader) };
+    if h.magic != raw::MAGIC {
+        return Ok(None);
+    }
+    Ok(Some(ImageHeader {
+        path: path.to_path_buf(),
+        pid: h.pid,
+        ppid: h.ppid,
+        exec_seq: h.exec_seq,
+        rank: h.rank,
+        start_ns: h.start_ns,
+        settings: h.settings,
+        dropped: h.dropped_events.into_inner(),
+        untracked: h.untracked_allocs.into_inner(),
+    }))
+}
+
+/// One thread's published records: its blocks in file order, which is time order.
+struct ThreadStream<'a> {
+    tid: u32,
+    blocks: Vec<&'a [u8]>,
+}
+
+/// An image log mapped in memory, split into per-thread streams.
+struct ImageLog {
+    data: memmap2::Mmap,
+}
+
+impl ImageLog {
+    fn open(path: &Path) -> Result<ImageLog> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        // SAFETY: read-only mapping of a log nobody writes any more.
+        let data = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        Ok(ImageLog { data })
+    }
+
+    /// Per-thread streams, and how many blocks were cut short or never written.
+    fn streams(&self) -> (Vec<ThreadStream<'_>>, u64) {
+        let data = &self.data[..];
+        let mut by_tid: BTreeMap<u32, Vec<&[u8]>> = BTreeMap::new();
+        let mut truncated = 0;
+        let mut off = raw::HEADER_SIZE;
+        while off + raw::BLOCK_HEADER_SIZE <= data.len() {
+            let block = &data[off..data.len().min(off + raw::BLOCK_SIZE)];
+            off += raw::BLOCK_SIZE;
+            let word =
+                |i: usize| u64::from_le_bytes(block[i..i + 8].try_into().unwrap_or_default());
+            if word(0) as u32 != raw::BLOCK_MAGIC {
+                truncated += 1; // reserved but never initialised: the process died then
+                continue;
+            }
+            let tid = (word(0) >> 32) as u32;
+            let body = &block[raw::BLOCK_HEADER_SIZE..];
+            let used = word(8) as usize;
+            if used > body.len() {
+                truncated += 1;
+            }
+            by_tid
+                .entry(tid)
+                .or_default()
+                .push(&body[..used.min(body.len())]);
+        }
+        let streams = by_tid
+            .into_iter()
+            .map(|(tid, blocks)| ThreadStream { tid, blocks })
+            .collect();
+        (streams, truncated)
+    }
+}
+
+/// Definitions an image's events refer to, gathered in a first pass.
+#[derive(Default)]
+struct Definitions {
     strings: HashMap<u64, String>,
     stacks: HashMap<u64, Vec<u64>>,
     modules: Vec<(u64, LoadedModule)>,
     exit_ns: Option<u64>,
     /// Status the program passed to exit/_exit, when the runtime saw it.
     exit_status: Option<i32>,
+    malformed_blocks: u64,
+    last_ns: u64,
+}
+
+fn definitions(streams: &[ThreadStream<'_>]) -> Definitions {
+    let mut d = Definitions::default();
+    for block in streams.iter().flat_map(|s| s.blocks.iter()) {
+        let mut records = Records::new(block);
+        for rec in records.by_ref() {
+            match rec.tag {
+                tag::STRING => {
+                    if let Some(def) = rec.payload::<raw::StringDef>() {
+                        let bytes = rec.trailing::<raw::StringDef>();
+                        let s = &bytes[..(def.len as usize).min(bytes.len())];
+                        d.strings
+                            .insert(def.id, String::from_utf8_lossy(s).into_owned());
+                    }
+                }
+                tag::STACK => {
+                    if let Some(def) = rec.payload::<raw::StackDef>() {
+                        let frames = rec
+                            .trailing::<raw::StackDef>()
+                            .chunks_exact(8)
+                            .take(def.frames as usize)
+                            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+                            .collect();
+                        d.stacks.insert(def.id, frames);
+                    }
+                }
+                tag::MODULE => {
+                    if let Some(m) = rec.payload::<raw::Module>() {
+                        let p = rec.trailing::<raw::Module>();
+                        let path =
+                            String::from_utf8_lossy(&p[..(m.path_len as usize).min(p.len())])
+                                .into_owned();
+                        let module = LoadedModule {
+                            path,
+                            start: m.start,
+                            end: m.end,
+                            bias: m.bias,
+                        };
+                        d.modules.push((m.time, module));
+                    }
+                }
+                tag::PROCESS_EXIT => {
+                    if let Some(e) = rec.payload::<raw::ProcessExit>() {
+                        d.exit_ns = Some(e.time);
+                        d.exit_status = (e.status >= 0).then_some(e.status);
+                    }
+                }
+                _ => {
+                    if let Some(t) = record_time(&rec) {
+                        d.last_ns = d.last_ns.max(t);
+                    }
+                }
+            }
+        }
+        if records.malformed {
+            d.malformed_blocks += 1;
+        }
+    }
+    d.modules.sort_by_key(|m| m.0);
+    d
+}
+
+/// The timed records of all threads of an image, merged in time order.
+struct Merged<'a> {
+    cursors: Vec<(u32, std::slice::Iter<'a, &'a [u8]>, Records<'a>)>,
+    heads: BinaryHeap<Reverse<(u64, usize)>>,
+    pending: Vec<Option<RawRecord<'a>>>,
+}
+
+impl<'a> Merged<'a> {
+    fn new(streams: &'a [ThreadStream<'a>]) -> Self {
+        let mut m = Merged {
+            cursors: Vec::new(),
+            heads: BinaryHeap::new(),
+            pending: Vec::new(),
+        };
+        for s in streams {
+            let mut blocks = s.blocks.iter();
+            let first = Records::new(blocks.next().copied().unwrap_or(&[]));
+            m.cursors.push((s.tid, blocks, first));
+            m.pending.push(None);
+            m.advance(m.cursors.len() - 1);
+        }
+        m
+    }
+
+    /// Loads the next timed record of stream `i` into `pending` and the heap.
+    fn advance(&mut self, i: usize) {
+        let (_, blocks, records) = &mut self.cursors[i];
+        loop {
+            match records.next() {
+                Some(rec) => {
+                    if let Some(t) = record_time(&rec) {
+                        self.heads.push(Reverse((t, i)));
+                        self.pending[i] = Some(rec);
+                        return;
+                    }
+                }
+                None => match blocks.next() {
+                    Some(b) => *records = Records::new(b),
+                    None => return,
+                },
+            }
+        }
+    }
+}
+
+impl<'a> Iterator for Merged<'a> {
+    type Item = (u32, RawRecord<'a>);
+
+    fn next(&mut self) -> Option<(u32, RawRecord<'a>)> {
+        let Reverse((_, i)) = self.heads.pop()?;
+        let rec = self.pending[i].take()?;
+        let tid = self.cursors[i].0;
+        self.advance(i);
+        Some((tid, rec))
+    }
 }
 
 fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
@@ -68,150 +264,31 @@ fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
     }
 }
 
-fn read_image_log(path: &Path) -> Result<Option<ImageLog>> {
-    let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    if data.len() < raw::HEADER_SIZE {
-        return Ok(None);
-    }
-    // SAFETY: FileHeader is plain data (atomics of integers) and the buffer is big
-    // enough; read_unaligned copies it out of the byte buffer.
-    let header: FileHeader =
-        unsafe { std::ptr::read_unaligned(data.as_ptr() as *const FileHeader) };
-    if header.magic != raw::MAGIC {
-        return Ok(None);
-    }
-    let mut log = ImageLog {
-        pid: header.pid,
-        ppid: header.ppid,
-        exec_seq: header.exec_seq,
-        rank: header.rank,
-        start_ns: header.start_ns,
-        settings: header.settings,
-        dropped: header.dropped_events.into_inner(),
-        untracked: header.untracked_allocs.into_inner(),
-        truncated_blocks: 0,
-        data: Vec::new(),
-        events: Vec::new(),
-        strings: HashMap::new(),
-        stacks: HashMap::new(),
-        modules: Vec::new(),
-        exit_ns: None,
-        exit_status: None,
-    };
-    let mut off = raw::HEADER_SIZE;
-    while off + raw::BLOCK_HEADER_SIZE <= data.len() {
-        let block = &data[off..data.len().min(off + raw::BLOCK_SIZE)];
-        off += raw::BLOCK_SIZE;
-        let magic = u32::from_le_bytes(block[0..4].try_into().unwrap_or_default());
-        if magic != raw::BLOCK_MAGIC {
-            // Reserved but never initialised: the process died right then.
-            log.truncated_blocks += 1;
-            continue;
-        }
-        let tid = u32::from_le_bytes(block[4..8].try_into().unwrap_or_default());
-        let used = u64::from_le_bytes(block[8..16].try_into().unwrap_or_default()) as usize;
-        let body = &block[raw::BLOCK_HEADER_SIZE..];
-        if used > body.len() {
-            log.truncated_blocks += 1;
-        }
-        let mut records = raw::Records::new(&body[..used.min(body.len())]);
-        for rec in records.by_ref() {
-            match rec.tag {
-                tag::STRING => {
-                    if let Some(def) = rec.payload::<raw::StringDef>() {
-                        let bytes = rec.trailing::<raw::StringDef>();
-                        let s = &bytes[..(def.len as usize).min(bytes.len())];
-                        log.strings
-                            .insert(def.id, String::from_utf8_lossy(s).into_owned());
-                    }
-                }
-                tag::STACK => {
-                    if let Some(def) = rec.payload::<raw::StackDef>() {
-                        let frames = rec
-                            .trailing::<raw::StackDef>()
-                            .chunks_exact(8)
-                            .take(def.frames as usize)
-                            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-                            .collect();
-                        log.stacks.insert(def.id, frames);
-                    }
-                }
-                tag::MODULE => {
-                    if let Some(m) = rec.payload::<raw::Module>() {
-                        let p = rec.trailing::<raw::Module>();
-                        let path =
-                            String::from_utf8_lossy(&p[..(m.path_len as usize).min(p.len())])
-                                .into_owned();
-                        log.modules.push((
-                            m.time,
-                            LoadedModule {
-                                path,
-                                start: m.start,
-                                end: m.end,
-                                bias: m.bias,
-                            },
-                        ));
-                    }
-                }
-                tag::PROCESS_EXIT => {
-                    if let Some(e) = rec.payload::<raw::ProcessExit>() {
-                        log.exit_ns = Some(e.time);
-                        log.exit_status = (e.status >= 0).then_some(e.status);
-                    }
-                }
-                _ => {
-                    if let Some(time) = record_time(&rec) {
-                        log.events.push(Event {
-                            time,
-                            offset: (rec.body.as_ptr() as usize - data.as_ptr() as usize) as u64,
-                            tid,
-                            tag: rec.tag,
-                            len: rec.body.len() as u16,
-                        });
-                    }
-                }
-            }
-        }
-        if records.malformed {
-            log.truncated_blocks += 1;
-        }
-    }
-    // Each thread's blocks are in time order already: a stable sort is cheap.
-    log.events.sort_by_key(|e| e.time);
-    log.data = data;
-    Ok(Some(log))
-}
-
-impl ImageLog {
-    fn record(&self, e: &Event) -> RawRecord<'_> {
-        let start = e.offset as usize;
-        RawRecord {
-            tag: e.tag,
-            body: &self.data[start..start + e.len as usize],
-        }
-    }
-}
-
-/// Rows built from one image.
+/// Rows of one image that are kept whole (small tables), and counts.
 #[derive(Default)]
 struct Built {
-    allocations: Vec<Allocation>,
     regions: Vec<Region>,
     tags: Vec<TagRange>,
     timeline: Vec<TimelinePoint>,
+    stack_ids: std::collections::BTreeSet<u64>,
     unmatched_frees: u64,
 }
 
-/// Live mapping segments: start -> (end, allocation row).
-type Segments = BTreeMap<u64, (u64, usize)>;
+/// Live mapping segments: start -> (end, mapping id).
+type Segments = BTreeMap<u64, (u64, u64)>;
 
+/// Live mappings by id: the row and how many of its bytes are still mapped.
+type LiveMaps = HashMap<u64, (Allocation, u64)>;
+
+/// Removes [a, b) from the live mappings; a mapping with no byte left is closed
+/// at time `t` and handed to `closed`.
 fn unmap(
     segments: &mut Segments,
-    rows: &mut [Allocation],
-    live: &mut HashMap<usize, u64>,
+    maps: &mut LiveMaps,
     a: u64,
     b: u64,
     t: u64,
+    closed: &mut dyn FnMut(Allocation),
 ) {
     // Segments are disjoint and sorted: walking down from `b`, the overlapping ones
     // come first and the first one ending at or before `a` ends the search.
@@ -222,24 +299,23 @@ fn unmap(
         .map(|(&s, _)| s)
         .collect();
     for s in overlapping {
-        let Some((end, row)) = segments.remove(&s) else {
+        let Some((end, id)) = segments.remove(&s) else {
             continue;
         };
         let (cut_lo, cut_hi) = (s.max(a), end.min(b));
-        if cut_lo >= cut_hi {
-            segments.insert(s, (end, row));
-            continue;
-        }
         if s < cut_lo {
-            segments.insert(s, (cut_lo, row));
+            segments.insert(s, (cut_lo, id));
         }
         if cut_hi < end {
-            segments.insert(cut_hi, (end, row));
+            segments.insert(cut_hi, (end, id));
         }
-        let left = live.entry(row).or_insert(0);
-        *left = left.saturating_sub(cut_hi - cut_lo);
-        if *left == 0 {
-            rows[row].free_ns = Some(t);
+        if let Some((_, left)) = maps.get_mut(&id) {
+            *left = left.saturating_sub(cut_hi.saturating_sub(cut_lo));
+            if *left == 0 {
+                let (mut row, _) = maps.remove(&id).expect("present");
+                row.free_ns = Some(t);
+                closed(row);
+            }
         }
     }
 }
@@ -260,24 +336,37 @@ fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
     (true, 1.0 / p, size as f64 / p)
 }
 
-fn build(log: &ImageLog, t0: u64) -> Built {
+/// Replays one image's events in time order: allocation rows go to `out` as soon
+/// as they are complete; the small tables are returned.
+fn build(
+    log: &ImageHeader,
+    defs: &Definitions,
+    merged: Merged<'_>,
+    t0: u64,
+    out: &mut TableWriter<Allocation>,
+) -> Built {
     let rel = |t: u64| t.saturating_sub(t0);
     let name = |id: u64| {
-        log.strings
+        defs.strings
             .get(&id)
             .cloned()
             .unwrap_or_else(|| format!("#{id:x}"))
     };
-    let mut out = Built::default();
-    let mut live_heap: HashMap<u64, usize> = HashMap::new();
+    let mut built = Built::default();
+    let mut live_heap: HashMap<u64, Allocation> = HashMap::new();
     let mut segments = Segments::new();
-    let mut live_map: HashMap<usize, u64> = HashMap::new();
+    let mut maps = LiveMaps::new();
+    let mut next_map_id = 0u64;
     let mut open_regions: HashMap<u32, Vec<usize>> = HashMap::new();
-    let mut open_stacks: HashMap<u32, usize> = HashMap::new();
+    let mut open_stacks: HashMap<u32, Allocation> = HashMap::new();
     let pid = log.pid;
-    for e in &log.events {
-        let rec = log.record(e);
-        let tid = e.tid;
+    let mut emit = |row: Allocation, built: &mut Built| {
+        if row.stack_id != 0 {
+            built.stack_ids.insert(row.stack_id);
+        }
+        out.push(row);
+    };
+    for (tid, rec) in merged {
         match rec.tag {
             tag::ALLOC => {
                 let Some(a) = rec.payload::<raw::Alloc>() else {
@@ -285,12 +374,7 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 };
                 let (sampled, est_count, est_bytes) =
                     estimate(a.size, a.flags, log.settings.sample_rate);
-                if let Some(old) = live_heap.insert(a.ptr, out.allocations.len()) {
-                    // The block was freed without our seeing it (freed before the
-                    // hook could record it): close it here.
-                    out.allocations[old].free_ns.get_or_insert(rel(a.time));
-                }
-                out.allocations.push(Allocation {
+                let row = Allocation {
                     pid,
                     tid,
                     kind: alloc_kind::NAMES
@@ -310,107 +394,93 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                     prot: None,
                     map_flags: None,
                     fd: None,
-                });
+                };
+                if let Some(mut old) = live_heap.insert(a.ptr, row) {
+                    // Its free was not seen (the block was freed before the hook
+                    // could record it): it ended when its address was reused.
+                    old.free_ns = Some(rel(a.time));
+                    emit(old, &mut built);
+                }
             }
             tag::FREE => {
                 let Some(f) = rec.payload::<raw::Free>() else {
                     continue;
                 };
                 match live_heap.remove(&f.ptr) {
-                    Some(row) => out.allocations[row].free_ns = Some(rel(f.time)),
-                    None => out.unmatched_frees += 1,
+                    Some(mut row) => {
+                        row.free_ns = Some(rel(f.time));
+                        emit(row, &mut built);
+                    }
+                    None => built.unmatched_frees += 1,
                 }
             }
-            tag::MMAP => {
-                let Some(m) = rec.payload::<raw::Mmap>() else {
-                    continue;
+            tag::MMAP | tag::MREMAP => {
+                let (time, addr, len, template) = if rec.tag == tag::MMAP {
+                    let Some(m) = rec.payload::<raw::Mmap>() else {
+                        continue;
+                    };
+                    let row = Allocation {
+                        stack_id: m.stack,
+                        prot: Some(m.prot),
+                        map_flags: Some(m.flags),
+                        fd: Some(m.fd),
+                        ..Default::default()
+                    };
+                    (m.time, m.addr, m.len, row)
+                } else {
+                    let Some(m) = rec.payload::<raw::Mremap>() else {
+                        continue;
+                    };
+                    // The new mapping carries the old one's origin.
+                    let template = segments
+                        .range(..=m.old_addr)
+                        .next_back()
+                        .filter(|(_, &(end, _))| end > m.old_addr)
+                        .and_then(|(_, (_, id))| maps.get(id))
+                        .map(|(row, _)| row.clone())
+                        .unwrap_or_default();
+                    let old_end = m.old_addr.saturating_add(page_round(m.old_len));
+                    unmap(
+                        &mut segments,
+                        &mut maps,
+                        m.old_addr,
+                        old_end,
+                        rel(m.time),
+                        &mut |r| emit(r, &mut built),
+                    );
+                    (m.time, m.new_addr, m.new_len, template)
                 };
-                let (a, b) = (m.addr, m.addr.saturating_add(page_round(m.len)));
-                unmap(
-                    &mut segments,
-                    &mut out.allocations,
-                    &mut live_map,
-                    a,
-                    b,
-                    rel(m.time),
-                );
-                let row = out.allocations.len();
-                segments.insert(a, (b, row));
-                live_map.insert(row, b - a);
-                out.allocations.push(Allocation {
+                let end = addr.saturating_add(page_round(len));
+                // MAP_FIXED replaces whatever was mapped there.
+                unmap(&mut segments, &mut maps, addr, end, rel(time), &mut |r| {
+                    emit(r, &mut built)
+                });
+                let id = next_map_id;
+                next_map_id += 1;
+                segments.insert(addr, (end, id));
+                let row = Allocation {
                     pid,
                     tid,
                     kind: "mmap".into(),
-                    address: m.addr,
-                    size: m.len,
-                    usable_size: b - a,
-                    alloc_ns: rel(m.time),
-                    stack_id: m.stack,
+                    address: addr,
+                    size: len,
+                    usable_size: end - addr,
+                    alloc_ns: rel(time),
+                    free_ns: None,
+                    sampled: false,
                     est_count: 1.0,
-                    est_bytes: m.len as f64,
-                    prot: Some(m.prot),
-                    map_flags: Some(m.flags),
-                    fd: Some(m.fd),
-                    ..Default::default()
-                });
+                    est_bytes: len as f64,
+                    ..template
+                };
+                maps.insert(id, (row, end - addr));
             }
             tag::MUNMAP => {
                 let Some(m) = rec.payload::<raw::Munmap>() else {
                     continue;
                 };
                 let b = m.addr.saturating_add(page_round(m.len));
-                unmap(
-                    &mut segments,
-                    &mut out.allocations,
-                    &mut live_map,
-                    m.addr,
-                    b,
-                    rel(m.time),
-                );
-            }
-            tag::MREMAP => {
-                let Some(m) = rec.payload::<raw::Mremap>() else {
-                    continue;
-                };
-                let old_end = m.old_addr.saturating_add(page_round(m.old_len));
-                let template = segments
-                    .range(..=m.old_addr)
-                    .next_back()
-                    .filter(|(_, &(end, _))| end > m.old_addr)
-                    .map(|(_, &(_, row))| out.allocations[row].clone());
-                unmap(
-                    &mut segments,
-                    &mut out.allocations,
-                    &mut live_map,
-                    m.old_addr,
-                    old_end,
-                    rel(m.time),
-                );
-                let new_end = m.new_addr.saturating_add(page_round(m.new_len));
-                unmap(
-                    &mut segments,
-                    &mut out.allocations,
-                    &mut live_map,
-                    m.new_addr,
-                    new_end,
-                    rel(m.time),
-                );
-                let row = out.allocations.len();
-                segments.insert(m.new_addr, (new_end, row));
-                live_map.insert(row, new_end - m.new_addr);
-                let base = template.unwrap_or_default();
-                out.allocations.push(Allocation {
-                    pid,
-                    tid,
-                    kind: "mmap".into(),
-                    address: m.new_addr,
-                    size: m.new_len,
-                    usable_size: new_end - m.new_addr,
-                    alloc_ns: rel(m.time),
-                    free_ns: None,
-                    est_count: 1.0,
-                    est_bytes: m.new_len as f64,
-                    ..base
+                unmap(&mut segments, &mut maps, m.addr, b, rel(m.time), &mut |r| {
+                    emit(r, &mut built)
                 });
             }
             tag::REGION_BEGIN | tag::REGION_END => {
@@ -419,8 +489,8 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 };
                 let stack = open_regions.entry(tid).or_default();
                 if rec.tag == tag::REGION_BEGIN {
-                    stack.push(out.regions.len());
-                    out.regions.push(Region {
+                    stack.push(built.regions.len());
+                    built.regions.push(Region {
                         pid,
                         tid,
                         name: name(n.name),
@@ -430,9 +500,10 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                     });
                 } else {
                     let wanted = name(n.name);
-                    if let Some(pos) = stack.iter().rposition(|&r| out.regions[r].name == wanted) {
+                    if let Some(pos) = stack.iter().rposition(|&r| built.regions[r].name == wanted)
+                    {
                         let r = stack.remove(pos);
-                        out.regions[r].end_ns = Some(rel(n.time));
+                        built.regions[r].end_ns = Some(rel(n.time));
                     }
                 }
             }
@@ -440,7 +511,7 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 let Some(tg) = rec.payload::<raw::Tag>() else {
                     continue;
                 };
-                out.tags.push(TagRange {
+                built.tags.push(TagRange {
                     pid,
                     tid,
                     name: name(tg.name),
@@ -454,7 +525,7 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                 let Some(u) = rec.payload::<raw::Untag>() else {
                     continue;
                 };
-                if let Some(t) = out
+                if let Some(t) = built
                     .tags
                     .iter_mut()
                     .rev()
@@ -468,9 +539,8 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                     continue;
                 };
                 if t.stack_hi > t.stack_lo {
-                    open_stacks.insert(t.tid as u32, out.allocations.len());
                     let size = t.stack_hi - t.stack_lo;
-                    out.allocations.push(Allocation {
+                    let row = Allocation {
                         pid,
                         tid,
                         kind: "stack".into(),
@@ -481,26 +551,39 @@ fn build(log: &ImageLog, t0: u64) -> Built {
                         est_count: 1.0,
                         est_bytes: size as f64,
                         ..Default::default()
-                    });
+                    };
+                    if let Some(old) = open_stacks.insert(t.tid as u32, row) {
+                        emit(old, &mut built);
+                    }
                 }
             }
             tag::THREAD_EXIT => {
                 let Some(t) = rec.payload::<raw::ThreadEvent>() else {
                     continue;
                 };
-                if let Some(row) = open_stacks.remove(&(t.tid as u32)) {
-                    out.allocations[row].free_ns = Some(rel(t.time));
+                if let Some(mut row) = open_stacks.remove(&(t.tid as u32)) {
+                    row.free_ns = Some(rel(t.time));
+                    emit(row, &mut built);
                 }
             }
             tag::TIMELINE => {
                 if let Some(t) = rec.payload::<raw::Timeline>() {
-                    out.timeline.push(timeline_point(&t, t0));
+                    built.timeline.push(timeline_point(&t, t0));
                 }
             }
             _ => {}
         }
     }
-    out
+    // Whatever is still live was live when the process ended.
+    let still_live: Vec<Allocation> = live_heap
+        .into_values()
+        .chain(maps.into_values().map(|(row, _)| row))
+        .chain(open_stacks.into_values())
+        .collect();
+    for row in still_live {
+        emit(row, &mut built);
+    }
+    built
 }
 
 fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
@@ -557,7 +640,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     let raw_dir = dir.join("raw");
     let mut images = Vec::new();
     for path in raw_logs(&raw_dir)? {
-        images.extend(read_image_log(&path)?);
+        images.extend(read_header(&path)?);
     }
     let (collector_timeline, exits) = read_collector_log(&raw_dir.join(COLLECTOR_LOG));
     if images.is_empty() && collector_timeline.is_empty() {
@@ -574,7 +657,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         .min()
         .unwrap_or(0);
 
-    let mut allocations = Vec::new();
+    let mut allocations = TableWriter::<Allocation>::create(dir)?;
     let mut regions = Vec::new();
     let mut tags = Vec::new();
     let mut timeline: Vec<TimelinePoint> = collector_timeline
@@ -593,27 +676,22 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     let mut last_time = run.end_ns.unwrap_or(0).saturating_sub(t0);
 
     for (i, log) in images.iter().enumerate() {
-        let built = build(log, t0);
+        let image = ImageLog::open(&log.path)?;
+        let (streams, truncated) = image.streams();
+        let defs = definitions(&streams);
+        let built = build(log, &defs, Merged::new(&streams), t0, &mut allocations);
         losses.dropped_events += log.dropped;
         losses.untracked_allocs += log.untracked;
-        losses.truncated_blocks += log.truncated_blocks;
+        losses.truncated_blocks += truncated + defs.malformed_blocks;
         losses.unmatched_frees += built.unmatched_frees;
-        let modules: Vec<LoadedModule> = log.modules.iter().map(|(_, m)| m.clone()).collect();
-        let mut stack_ids: Vec<u64> = built
-            .allocations
-            .iter()
-            .map(|a| a.stack_id)
-            .filter(|&s| s != 0)
-            .collect();
-        stack_ids.sort_unstable();
-        stack_ids.dedup();
-        for id in stack_ids {
-            if let Some(addrs) = log.stacks.get(&id) {
+        let modules: Vec<LoadedModule> = defs.modules.iter().map(|(_, m)| m.clone()).collect();
+        for &id in &built.stack_ids {
+            if let Some(addrs) = defs.stacks.get(&id) {
                 frames.extend(symbolizer.stack_rows(log.pid, id, addrs, &modules));
             }
         }
         let mut seen_paths = std::collections::HashSet::new();
-        for (time, m) in &log.modules {
+        for (time, m) in &defs.modules {
             modules_rows.push(profile::Module {
                 pid: log.pid,
                 path: m.path.clone(),
@@ -627,7 +705,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
                 statics.extend(symbols::static_objects(log.pid, m));
             }
         }
-        last_time = last_time.max(log.events.last().map_or(0, |e| e.time.saturating_sub(t0)));
+        last_time = last_time.max(defs.last_ns.saturating_sub(t0));
         // An image ends at its exit, at the next exec of the same pid, or when the
         // collector saw the pid end.
         let next_exec = images[i + 1..]
@@ -649,20 +727,20 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             start_ns: log.start_ns.saturating_sub(t0),
             end_ns: next_exec
                 .or(exit.map(|e| e.time.saturating_sub(t0)))
-                .or(log.exit_ns.map(|t| t.saturating_sub(t0))),
+                .or(defs.exit_ns.map(|t| t.saturating_sub(t0))),
             exit_code: match exit {
                 Some(e) => (e.signaled == 0).then_some(e.status),
-                None => log.exit_status.filter(|_| last_image),
+                None => defs.exit_status.filter(|_| last_image),
             },
             signal: exit
                 .filter(|e| e.signaled != 0)
                 .map(|e| e.status.wrapping_sub(128)),
         });
-        allocations.extend(built.allocations);
         regions.extend(built.regions);
         tags.extend(built.tags);
         timeline.extend(built.timeline);
     }
+    allocations.finish()?;
     timeline.sort_by_key(|p| (p.pid, p.time_ns));
     last_time = last_time.max(timeline.last().map_or(0, |p| p.time_ns));
 
@@ -695,7 +773,6 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         processes,
         losses,
     };
-    profile::write_table(dir, &allocations)?;
     profile::write_table(dir, &frames)?;
     profile::write_table(dir, &regions)?;
     profile::write_table(dir, &tags)?;
@@ -716,24 +793,38 @@ mod tests {
 
     #[test]
     fn partial_unmaps_end_a_mapping_only_when_all_of_it_is_gone() {
-        let mut rows = vec![Allocation::default(), Allocation::default()];
         let mut segs = Segments::new();
-        let mut live = HashMap::new();
+        let mut maps = LiveMaps::new();
         segs.insert(0x10000, (0x20000, 0));
-        live.insert(0, 0x10000);
+        maps.insert(0, (Allocation::default(), 0x10000));
         segs.insert(0x30000, (0x32000, 1));
-        live.insert(1, 0x2000);
-        unmap(&mut segs, &mut rows, &mut live, 0x14000, 0x18000, 10); // a hole
-        assert_eq!(rows[0].free_ns, None);
-        assert_eq!(live[&0], 0xc000);
-        unmap(&mut segs, &mut rows, &mut live, 0x0, 0x31000, 20); // rest of 0, half of 1
-        assert_eq!(rows[0].free_ns, Some(20));
-        assert_eq!(rows[1].free_ns, None);
-        unmap(&mut segs, &mut rows, &mut live, 0x31000, 0x40000, 30);
-        assert_eq!(rows[1].free_ns, Some(30));
-        assert!(segs.is_empty());
+        maps.insert(
+            1,
+            (
+                Allocation {
+                    address: 0x30000,
+                    ..Default::default()
+                },
+                0x2000,
+            ),
+        );
+        let mut closed = Vec::new();
+        unmap(&mut segs, &mut maps, 0x14000, 0x18000, 10, &mut |r| {
+            closed.push(r)
+        }); // a hole
+        assert!(closed.is_empty());
+        assert_eq!(maps[&0].1, 0xc000);
+        unmap(&mut segs, &mut maps, 0x0, 0x31000, 20, &mut |r| {
+            closed.push(r)
+        }); // rest of 0, half of 1
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].free_ns, Some(20));
+        unmap(&mut segs, &mut maps, 0x31000, 0x40000, 30, &mut |r| {
+            closed.push(r)
+        });
+        assert_eq!((closed[1].address, closed[1].free_ns), (0x30000, Some(30)));
+        assert!(segs.is_empty() && maps.is_empty());
     }
-
     #[test]
     fn sampled_blocks_are_scaled_by_their_selection_probability() {
         let (sampled, count, bytes) = estimate(512, alloc_flags::SAMPLED, 512 * 1024);

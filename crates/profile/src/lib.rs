@@ -49,28 +49,89 @@ pub fn table_path<T: Table>(dir: &Path) -> PathBuf {
     dir.join(format!("{}.parquet", T::NAME))
 }
 
-/// Writes all rows of a table (an empty table still gets its schema).
-pub fn write_table<T: Table>(dir: &Path, rows: &[T]) -> Result<()> {
-    let path = table_path::<T>(dir);
-    let perr = |detail: String| ProfileError::Parquet {
-        path: path.clone(),
-        detail,
-    };
-    let file = File::create(&path).map_err(|source| ProfileError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::SNAPPY)
-        .build();
-    let mut w =
-        ArrowWriter::try_new(file, T::schema(), Some(props)).map_err(|e| perr(e.to_string()))?;
-    for chunk in rows.chunks(1 << 16) {
-        let batch = T::to_batch(chunk).map_err(perr)?;
-        w.write(&batch).map_err(|e| perr(e.to_string()))?;
+/// Writes a table batch by batch, so a finalizer can stream rows out as they are
+/// complete. Errors are kept and returned by [`TableWriter::finish`].
+pub struct TableWriter<T: Table> {
+    path: PathBuf,
+    writer: Option<ArrowWriter<File>>,
+    buf: Vec<T>,
+    error: Option<ProfileError>,
+}
+
+const BATCH_ROWS: usize = 1 << 16;
+
+impl<T: Table> TableWriter<T> {
+    pub fn create(dir: &Path) -> Result<Self> {
+        let path = table_path::<T>(dir);
+        let file = File::create(&path).map_err(|source| ProfileError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .build();
+        let writer = ArrowWriter::try_new(file, T::schema(), Some(props)).map_err(|e| {
+            ProfileError::Parquet {
+                path: path.clone(),
+                detail: e.to_string(),
+            }
+        })?;
+        Ok(TableWriter {
+            path,
+            writer: Some(writer),
+            buf: Vec::with_capacity(BATCH_ROWS),
+            error: None,
+        })
     }
-    w.close().map_err(|e| perr(e.to_string()))?;
-    Ok(())
+
+    pub fn push(&mut self, row: T) {
+        self.buf.push(row);
+        if self.buf.len() >= BATCH_ROWS {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.buf.is_empty() || self.error.is_some() {
+            self.buf.clear();
+            return;
+        }
+        let result = T::to_batch(&self.buf).and_then(|batch| {
+            self.writer
+                .as_mut()
+                .map_or(Ok(()), |w| w.write(&batch).map_err(|e| e.to_string()))
+        });
+        if let Err(detail) = result {
+            self.error = Some(ProfileError::Parquet {
+                path: self.path.clone(),
+                detail,
+            });
+        }
+        self.buf.clear();
+    }
+
+    pub fn finish(mut self) -> Result<()> {
+        self.flush();
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        if let Some(w) = self.writer.take() {
+            w.close().map_err(|e| ProfileError::Parquet {
+                path: self.path.clone(),
+                detail: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes all rows of a table (an empty table still gets its schema).
+pub fn write_table<T: Table + Clone>(dir: &Path, rows: &[T]) -> Result<()> {
+    let mut w = TableWriter::<T>::create(dir)?;
+    for r in rows {
+        w.push(r.clone());
+    }
+    w.finish()
 }
 
 /// Reads every row of a table; a missing file is an empty table.
