@@ -10,8 +10,8 @@
 use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
 use memlens_profile::{
-    self as profile, Allocation, Losses, Meta, Process, Region, TableWriter, TagRange,
-    TimelinePoint,
+    self as profile, AccessSample, Allocation, Losses, Meta, Process, Region, TableWriter,
+    TagRange, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, FileHeader, RawRecord, Records};
 use std::cmp::Reverse;
@@ -42,6 +42,8 @@ struct ImageHeader {
     settings: raw::RuntimeSettings,
     dropped: u64,
     untracked: u64,
+    /// Instrumented code ran in this image (access counts and samples exist).
+    instrumented: bool,
 }
 
 fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
@@ -66,6 +68,7 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
         settings: h.settings,
         dropped: h.dropped_events.into_inner(),
         untracked: h.untracked_allocs.into_inner(),
+        instrumented: h.instrumented.into_inner() != 0,
     }))
 }
 
@@ -271,6 +274,8 @@ struct Built {
     tags: Vec<TagRange>,
     timeline: Vec<TimelinePoint>,
     stack_ids: std::collections::BTreeSet<u64>,
+    /// Code addresses of the samples.
+    pcs: std::collections::BTreeSet<u64>,
     unmatched_frees: u64,
 }
 
@@ -336,15 +341,23 @@ fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
     (true, 1.0 / p, size as f64 / p)
 }
 
-/// Replays one image's events in time order: allocation rows go to `out` as soon
-/// as they are complete; the small tables are returned.
+/// Where one image's streamed rows go.
+struct Sinks {
+    allocations: TableWriter<Allocation>,
+    samples: TableWriter<AccessSample>,
+}
+
+/// Replays one image's events in time order: allocation rows and samples go to
+/// the sinks as soon as they are complete; the small tables are returned.
 fn build(
     log: &ImageHeader,
     defs: &Definitions,
     merged: Merged<'_>,
     t0: u64,
-    out: &mut TableWriter<Allocation>,
+    sinks: &mut Sinks,
 ) -> Built {
+    let out = &mut sinks.allocations;
+    let samples = &mut sinks.samples;
     let rel = |t: u64| t.saturating_sub(t0);
     let name = |id: u64| {
         defs.strings
@@ -358,6 +371,7 @@ fn build(
     let mut maps = LiveMaps::new();
     let mut next_map_id = 0u64;
     let mut open_regions: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut region_start: HashMap<usize, [u64; raw::COUNTS]> = HashMap::new();
     let mut open_stacks: HashMap<u32, Allocation> = HashMap::new();
     let pid = log.pid;
     let mut emit = |row: Allocation, built: &mut Built| {
@@ -484,12 +498,13 @@ fn build(
                 });
             }
             tag::REGION_BEGIN | tag::REGION_END => {
-                let Some(n) = rec.payload::<raw::Named>() else {
+                let Some(n) = rec.payload::<raw::RegionMark>() else {
                     continue;
                 };
                 let stack = open_regions.entry(tid).or_default();
                 if rec.tag == tag::REGION_BEGIN {
                     stack.push(built.regions.len());
+                    region_start.insert(built.regions.len(), n.counts);
                     built.regions.push(Region {
                         pid,
                         tid,
@@ -497,15 +512,45 @@ fn build(
                         begin_ns: rel(n.time),
                         end_ns: None,
                         depth: (stack.len() - 1) as u32,
+                        ..Default::default()
                     });
                 } else {
                     let wanted = name(n.name);
                     if let Some(pos) = stack.iter().rposition(|&r| built.regions[r].name == wanted)
                     {
                         let r = stack.remove(pos);
-                        built.regions[r].end_ns = Some(rel(n.time));
+                        let region = &mut built.regions[r];
+                        region.end_ns = Some(rel(n.time));
+                        if let (true, Some(begin)) = (log.instrumented, region_start.remove(&r)) {
+                            // The thread's exact counts at both ends: their difference is exact.
+                            let diff: [u64; raw::COUNTS] =
+                                std::array::from_fn(|i| n.counts[i].saturating_sub(begin[i]));
+                            let (read, written, loads, stores) =
+                                raw::AccessCounters::traffic(&diff);
+                            region.bytes_read = Some(read);
+                            region.bytes_written = Some(written);
+                            region.loads = Some(loads);
+                            region.stores = Some(stores);
+                        }
                     }
                 }
+            }
+            tag::SAMPLE => {
+                let Some(x) = rec.payload::<raw::Sample>() else {
+                    continue;
+                };
+                let class = x.class as usize % raw::ACCESS_CLASSES;
+                built.pcs.insert(x.pc);
+                samples.push(AccessSample {
+                    pid,
+                    tid,
+                    time_ns: rel(x.time),
+                    cpu: x.cpu,
+                    pc: x.pc,
+                    address: x.addr,
+                    size: raw::class_size(class) as u32,
+                    is_store: raw::class_is_store(class),
+                });
             }
             tag::TAG => {
                 let Some(tg) = rec.payload::<raw::Tag>() else {
@@ -601,6 +646,10 @@ fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
         heap_free_bytes: t.heap_free_bytes,
         heap_allocs: t.heap_allocs,
         heap_frees: t.heap_frees,
+        bytes_read: t.bytes_read,
+        bytes_written: t.bytes_written,
+        loads: t.loads,
+        stores: t.stores,
         numa0: numa(0),
         numa1: numa(1),
         numa2: numa(2),
@@ -657,7 +706,11 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         .min()
         .unwrap_or(0);
 
-    let mut allocations = TableWriter::<Allocation>::create(dir)?;
+    let mut sinks = Sinks {
+        allocations: TableWriter::create(dir)?,
+        samples: TableWriter::create(dir)?,
+    };
+    let mut locations = Vec::new();
     let mut regions = Vec::new();
     let mut tags = Vec::new();
     let mut timeline: Vec<TimelinePoint> = collector_timeline
@@ -679,7 +732,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         let image = ImageLog::open(&log.path)?;
         let (streams, truncated) = image.streams();
         let defs = definitions(&streams);
-        let built = build(log, &defs, Merged::new(&streams), t0, &mut allocations);
+        let built = build(log, &defs, Merged::new(&streams), t0, &mut sinks);
         losses.dropped_events += log.dropped;
         losses.untracked_allocs += log.untracked;
         losses.truncated_blocks += truncated + defs.malformed_blocks;
@@ -689,6 +742,9 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             if let Some(addrs) = defs.stacks.get(&id) {
                 frames.extend(symbolizer.stack_rows(log.pid, id, addrs, &modules));
             }
+        }
+        for &pc in &built.pcs {
+            locations.push(symbolizer.location(log.pid, pc, &modules));
         }
         let mut seen_paths = std::collections::HashSet::new();
         for (time, m) in &defs.modules {
@@ -740,7 +796,8 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         tags.extend(built.tags);
         timeline.extend(built.timeline);
     }
-    allocations.finish()?;
+    sinks.allocations.finish()?;
+    sinks.samples.finish()?;
     timeline.sort_by_key(|p| (p.pid, p.time_ns));
     last_time = last_time.max(timeline.last().map_or(0, |p| p.time_ns));
 
@@ -752,7 +809,11 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         host: crate::sysinfo::hostname(),
         cpu: crate::sysinfo::cpu_model(),
         kernel: crate::sysinfo::kernel(),
-        backend: vec!["preload".into(), "procfs".into()],
+        backend: if images.iter().any(|l| l.instrumented) {
+            vec!["preload".into(), "procfs".into(), "sancov".into()]
+        } else {
+            vec!["preload".into(), "procfs".into()]
+        },
         settings: profile::Settings {
             interval_ms: run.interval_ms,
             min_size: settings.min_size,
@@ -764,6 +825,9 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             }
             .into(),
             max_frames: settings.max_frames,
+            access_period: settings.access_period,
+            sample_loads: settings.access_filter & 1 != 0,
+            sample_stores: settings.access_filter & 2 != 0,
         },
         clock: profile::Clock {
             source: "CLOCK_MONOTONIC".into(),
@@ -774,6 +838,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         losses,
     };
     profile::write_table(dir, &frames)?;
+    profile::write_table(dir, &locations)?;
     profile::write_table(dir, &regions)?;
     profile::write_table(dir, &tags)?;
     profile::write_table(dir, &timeline)?;

@@ -362,13 +362,7 @@ impl Sampler {
             if t.rss == 0 && procfs::kb_field(&self.buf, b"VmRSS").is_none() {
                 continue; // a zombie: it has no memory any more
             }
-            let (ab, fb, ac, fc) = w.header().totals();
-            (
-                t.heap_alloc_bytes,
-                t.heap_free_bytes,
-                t.heap_allocs,
-                t.heap_frees,
-            ) = (ab, fb, ac, fc);
+            w.header().fill_timeline(&mut t);
             if numa_due {
                 t.numa = numa_resident(w.pid);
             }

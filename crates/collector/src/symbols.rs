@@ -2,7 +2,7 @@
 //! addr2line, and static data objects from ELF symbol tables, both with the load
 //! bias the runtime recorded.
 
-use memlens_profile::{Frame, StaticObject};
+use memlens_profile::{CodeLocation, Frame, StaticObject};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
 use std::path::Path;
@@ -78,6 +78,22 @@ impl Symbolizer {
             out = vec![(module, name, file, line, false)];
         }
         out
+    }
+
+    /// The source location of one sampled access (its call site, so no -1).
+    pub fn location(&mut self, pid: u32, pc: u64, modules: &[LoadedModule]) -> CodeLocation {
+        // The callback's return address follows the call: look up the call.
+        let frames = self.frames(modules, pc, true);
+        // The innermost (possibly inlined) frame is where the access is written.
+        let (module, function, file, line, _) = frames.into_iter().next().unwrap_or_default();
+        CodeLocation {
+            pid,
+            pc,
+            module,
+            function,
+            file,
+            line,
+        }
     }
 
     /// Symbolized rows for one stack.

@@ -30,6 +30,13 @@ pub struct Settings {
     pub sample_rate: u64,
     pub unwinder: String,
     pub max_frames: u32,
+    /// Instrumented accesses: one sample per this many accesses of a class.
+    #[serde(default)]
+    pub access_period: u64,
+    #[serde(default)]
+    pub sample_loads: bool,
+    #[serde(default)]
+    pub sample_stores: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

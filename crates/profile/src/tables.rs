@@ -60,6 +60,41 @@ table! {
         /// Null if the region was still open when the process ended.
         end_ns: Option<u64>,
         depth: u32,
+        /// Exact accesses of instrumented code on this thread inside the region
+        /// (null when the program was not instrumented).
+        loads: Option<u64>,
+        stores: Option<u64>,
+        /// Exact bytes, intercepted memcpy/memmove/memset included.
+        bytes_read: Option<u64>,
+        bytes_written: Option<u64>,
+    }
+}
+
+table! {
+    /// One sampled access of instrumented code (one per `period` accesses of its
+    /// class, with jitter).
+    AccessSample = "samples" {
+        pid: u32,
+        tid: u32,
+        time_ns: u64,
+        cpu: u32,
+        /// Call site of the access (return address of the callback).
+        pc: u64,
+        address: u64,
+        size: u32,
+        is_store: bool,
+    }
+}
+
+table! {
+    /// Source location of each code address that samples refer to.
+    CodeLocation = "locations" {
+        pid: u32,
+        pc: u64,
+        module: String,
+        function: String,
+        file: String,
+        line: u32,
     }
 }
 
@@ -93,6 +128,12 @@ table! {
         heap_free_bytes: u64,
         heap_allocs: u64,
         heap_frees: u64,
+        /// Exact bytes read/written and accesses of instrumented code so far
+        /// (cumulative; differences over time give bandwidth).
+        bytes_read: u64,
+        bytes_written: u64,
+        loads: u64,
+        stores: u64,
         numa0: Option<u64>,
         numa1: Option<u64>,
         numa2: Option<u64>,

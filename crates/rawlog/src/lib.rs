@@ -17,7 +17,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMLENS1");
 pub const VERSION: u32 = 1;
-pub const HEADER_SIZE: usize = 64 * 1024;
+pub const HEADER_SIZE: usize = 256 * 1024;
 /// Small enough that a program with thousands of short threads, each holding one
 /// block, stays cheap in disk space; large enough that a busy thread maps a new
 /// block only every ~2000 events.
@@ -38,6 +38,42 @@ pub struct Counters {
     pub frees: AtomicU64,
 }
 
+/// Access classes of the instrumented (sancov) backend: loads of 1, 2, 4, 8 and 16
+/// bytes, then stores of the same sizes.
+pub const ACCESS_CLASSES: usize = 10;
+pub const ACCESS_SIZES: [u64; 5] = [1, 2, 4, 8, 16];
+/// Access counters plus the bytes of intercepted memcpy/memmove/memset.
+pub const COUNTS: usize = ACCESS_CLASSES + 2;
+pub const BULK_READ: usize = ACCESS_CLASSES;
+pub const BULK_WRITTEN: usize = ACCESS_CLASSES + 1;
+
+/// Bytes of one access class.
+pub const fn class_size(class: usize) -> u64 {
+    ACCESS_SIZES[class % 5]
+}
+
+pub const fn class_is_store(class: usize) -> bool {
+    class >= 5
+}
+
+/// Exact access counts of one thread, published by the thread at least every
+/// `PUBLISH_EVERY` accesses of a class (the collector's bandwidth timeline).
+#[repr(C)]
+pub struct AccessCounters {
+    pub counts: [AtomicU64; COUNTS],
+}
+
+impl Default for AccessCounters {
+    fn default() -> Self {
+        AccessCounters {
+            counts: [const { AtomicU64::new(0) }; COUNTS],
+        }
+    }
+}
+
+/// Accesses of a class between two publications of its count.
+pub const PUBLISH_EVERY: u64 = 1 << 16;
+
 #[repr(C)]
 #[derive(Default)]
 pub struct ThreadSlot {
@@ -45,6 +81,7 @@ pub struct ThreadSlot {
     pub tid: AtomicU32,
     pub _pad: u32,
     pub counters: Counters,
+    pub access: AccessCounters,
 }
 
 /// Settings the runtime ran with, copied into the header so a log explains itself.
@@ -58,6 +95,11 @@ pub struct RuntimeSettings {
     pub max_frames: u32,
     /// 0 frame pointers, 1 DWARF (libgcc unwinder), 2 none.
     pub unwinder: u32,
+    /// One access sample per this many accesses of a class (instrumented code).
+    pub access_period: u64,
+    /// Bit 0: sample loads; bit 1: sample stores.
+    pub access_filter: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -82,6 +124,10 @@ pub struct FileHeader {
     pub untracked_allocs: AtomicU64,
     /// Counters of threads that have exited, and of threads beyond `THREAD_SLOTS`.
     pub retired: Counters,
+    pub retired_access: AccessCounters,
+    /// Set once instrumented code made its first access callback.
+    pub instrumented: AtomicU32,
+    pub _pad2: u32,
     pub slots: [ThreadSlot; THREAD_SLOTS],
 }
 
@@ -129,6 +175,7 @@ pub mod tag {
     pub const THREAD_EXIT: u16 = 16;
     pub const TIMELINE: u16 = 17;
     pub const PROCESS_EXIT: u16 = 18;
+    pub const SAMPLE: u16 = 19;
 }
 
 /// How an allocation was made.
@@ -204,7 +251,30 @@ pub struct Mremap {
     pub new_len: u64,
 }
 
-/// Region begin/end and group begin/end.
+/// One sampled access of instrumented code.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    pub time: u64,
+    pub addr: u64,
+    /// Return address of the callback: the instrumented access's call site.
+    pub pc: u64,
+    pub cpu: u32,
+    /// Access class (see `ACCESS_CLASSES`).
+    pub class: u8,
+    pub _pad: [u8; 3],
+}
+
+/// Region begin/end, with the thread's exact access counts at that instant.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RegionMark {
+    pub time: u64,
+    pub name: u64,
+    pub counts: [u64; COUNTS],
+}
+
+/// Group begin/end.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Named {
@@ -284,6 +354,11 @@ pub struct Timeline {
     pub heap_free_bytes: u64,
     pub heap_allocs: u64,
     pub heap_frees: u64,
+    /// Exact bytes read and written by instrumented code so far (with bulk copies).
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub loads: u64,
+    pub stores: u64,
     /// Bytes resident per NUMA node for the first 4 nodes (u64::MAX: not sampled).
     pub numa: [u64; 4],
 }
@@ -315,6 +390,8 @@ macro_rules! payload {
     };
 }
 payload!(
+    Sample,
+    RegionMark,
     Alloc,
     Free,
     Mmap,
@@ -504,7 +581,51 @@ pub mod procfs {
     }
 }
 
+impl AccessCounters {
+    /// (bytes read, bytes written, loads, stores) from the counts.
+    pub fn traffic(counts: &[u64; COUNTS]) -> (u64, u64, u64, u64) {
+        let mut t = (counts[BULK_READ], counts[BULK_WRITTEN], 0, 0);
+        for (c, &n) in counts.iter().take(ACCESS_CLASSES).enumerate() {
+            if class_is_store(c) {
+                t.1 += n * class_size(c);
+                t.3 += n;
+            } else {
+                t.0 += n * class_size(c);
+                t.2 += n;
+            }
+        }
+        t
+    }
+
+    pub fn load(&self) -> [u64; COUNTS] {
+        core::array::from_fn(|i| self.counts[i].load(core::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 impl FileHeader {
+    /// Fills a timeline record's heap and access figures from the live counters.
+    pub fn fill_timeline(&self, t: &mut Timeline) {
+        (
+            t.heap_alloc_bytes,
+            t.heap_free_bytes,
+            t.heap_allocs,
+            t.heap_frees,
+        ) = self.totals();
+        (t.bytes_read, t.bytes_written, t.loads, t.stores) =
+            AccessCounters::traffic(&self.access_totals());
+    }
+
+    /// Exact access counts of every thread, live or exited, as last published.
+    pub fn access_totals(&self) -> [u64; COUNTS] {
+        let mut t = self.retired_access.load();
+        for s in &self.slots {
+            for (i, v) in s.access.load().iter().enumerate() {
+                t[i] = t[i].wrapping_add(*v);
+            }
+        }
+        t
+    }
+
     /// Sum of the exact allocation counters of every thread, live or exited.
     pub fn totals(&self) -> (u64, u64, u64, u64) {
         use core::sync::atomic::Ordering::Relaxed;

@@ -10,6 +10,7 @@
 //! allocations of at least `min_size` bytes, a byte-sampled subset of the smaller
 //! ones, and those inside a group carry an event with time and call stack.
 
+mod access;
 mod log;
 mod modules;
 mod sampler;
@@ -63,17 +64,22 @@ static mut SETTINGS: RuntimeSettings = RuntimeSettings {
     sample_rate: DEFAULT_SAMPLE_RATE,
     max_frames: 64,
     unwinder: unwind::UNWIND_DWARF,
+    access_period: DEFAULT_ACCESS_PERIOD,
+    access_filter: 3,
+    _pad: 0,
 };
 /// Defaults chosen by measurement: see `bench/` and the README.
 pub const DEFAULT_MIN_SIZE: u64 = 64 * 1024;
 pub const DEFAULT_SAMPLE_RATE: u64 = 512 * 1024;
+/// One access sample per this many accesses of a class (instrumented code).
+pub const DEFAULT_ACCESS_PERIOD: u64 = 4099;
 
 static mut DIR: [u8; 4096] = [0; 4096];
 static mut DIR_LEN: usize = 0;
 static mut INTERVAL_MS: u64 = 10;
 static mut OWN_SAMPLER: bool = false;
 
-fn settings() -> &'static RuntimeSettings {
+pub(crate) fn settings() -> &'static RuntimeSettings {
     // SAFETY: written once during init and in the fork child, read-only otherwise.
     unsafe { &*core::ptr::addr_of!(SETTINGS) }
 }
@@ -190,8 +196,23 @@ unsafe fn configure() -> bool {
         Some(b"none") => s.unwinder = unwind::UNWIND_NONE,
         _ => {}
     }
+    if let Some(v) = env(c"MEMLENS_PERIOD").and_then(parse_size) {
+        s.access_period = v;
+    }
+    if env(c"MEMLENS_NO_LOADS").is_some_and(|v| v == b"1") {
+        s.access_filter &= !1;
+    }
+    if env(c"MEMLENS_NO_STORES").is_some_and(|v| v == b"1") {
+        s.access_filter &= !2;
+    }
     if let Some(v) = env(c"MEMLENS_INTERVAL").and_then(parse_size) {
         INTERVAL_MS = v.max(1);
+    }
+    // Linked into a program built by `memlens cc` but run without memlens (no
+    // MEMLENS_DIR, not preloaded): stay idle, the program runs as if we were absent.
+    let preloaded = env(c"LD_PRELOAD").is_some_and(|v| v.windows(7).any(|w| w == b"memlens"));
+    if env(c"MEMLENS_DIR").is_none() && !preloaded {
+        return false;
     }
     // Under `memlens record` the collector samples /proc; alone, we do it ourselves.
     OWN_SAMPLER = env(c"MEMLENS_COLLECTOR").is_none();
@@ -368,6 +389,7 @@ extern "C" fn fork_child() {
         let st = unsafe { &mut *(st as *mut ThreadState) };
         st.writer.release();
         st.counters = core::ptr::null();
+        st.access_counters = core::ptr::null();
     }
     with_orphan(|w| w.release());
     for s in STACK_SEEN.iter().chain(STRING_SEEN.iter()) {
@@ -393,7 +415,8 @@ extern "C" fn fork_child() {
         // SAFETY: as above.
         let st = unsafe { &mut *(st as *mut ThreadState) };
         st.tid = sys::gettid();
-        (st.counters, st.shared_counters) = thread::claim_slot(st.tid);
+        (st.counters, st.access_counters, st.shared_counters) = thread::claim_slot(st.tid);
+        access::reset_after_fork(st);
     }
     record_modules_from_here();
     // SAFETY: read-only after init.
@@ -405,12 +428,12 @@ extern "C" fn fork_child() {
 
 // ---------------------------------------------------------------- hook plumbing
 
-fn errno() -> c_int {
+pub(crate) fn errno() -> c_int {
     // SAFETY: errno location is always valid for the calling thread.
     unsafe { *libc::__errno_location() }
 }
 
-fn set_errno(v: c_int) {
+pub(crate) fn set_errno(v: c_int) {
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = v };
 }
@@ -418,7 +441,7 @@ fn set_errno(v: c_int) {
 /// The calling thread's state with the reentrancy guard taken, or `None` when the
 /// event must pass through unrecorded (not ready, nested, runtime thread, exited).
 #[inline(always)]
-fn enter() -> Option<&'static mut ThreadState> {
+pub(crate) fn enter() -> Option<&'static mut ThreadState> {
     if STATE.load(Ordering::Relaxed) != READY {
         return None;
     }
@@ -445,7 +468,7 @@ fn enter() -> Option<&'static mut ThreadState> {
 }
 
 #[inline(always)]
-fn leave(st: &mut ThreadState) {
+pub(crate) fn leave(st: &mut ThreadState) {
     st.in_hook = false;
 }
 
@@ -495,7 +518,7 @@ fn is_dead_thread() -> bool {
     STATE.load(Ordering::Relaxed) == READY && thread::tls_get() == thread::DEAD
 }
 
-fn next_u64(st: &mut ThreadState) -> u64 {
+pub(crate) fn next_u64(st: &mut ThreadState) -> u64 {
     // xorshift64*
     let mut x = st.rng;
     x ^= x >> 12;
@@ -939,13 +962,16 @@ pub unsafe extern "C" fn mremap(
 
 // ---------------------------------------------------------------- annotation API
 
-fn record_named(tag: u16, name: *const c_char) {
+/// Region begin/end carry the thread's exact access counts at that instant, so
+/// the bytes a region moved are exact differences.
+fn record_region(tag: u16, name: *const c_char) {
     if let Some(st) = enter() {
         let saved = errno();
         let id = intern(st, name);
-        let ev = raw::Named {
+        let ev = raw::RegionMark {
             time: sys::now_ns(),
             name: id,
+            counts: access::exact_counts(st),
         };
         st.writer.write(st.tid, tag, &ev, &[]);
         set_errno(saved);
@@ -959,7 +985,7 @@ fn record_named(tag: u16, name: *const c_char) {
 /// `name` is NUL-terminated or null.
 #[no_mangle]
 pub unsafe extern "C" fn memlens_region_begin(name: *const c_char) {
-    record_named(tag::REGION_BEGIN, name);
+    record_region(tag::REGION_BEGIN, name);
 }
 
 /// Ends the innermost region of that name on the calling thread.
@@ -968,7 +994,7 @@ pub unsafe extern "C" fn memlens_region_begin(name: *const c_char) {
 /// `name` is NUL-terminated or null.
 #[no_mangle]
 pub unsafe extern "C" fn memlens_region_end(name: *const c_char) {
-    record_named(tag::REGION_END, name);
+    record_region(tag::REGION_END, name);
 }
 
 /// Names the address range [start, start+len) as a data object.

@@ -36,12 +36,7 @@ pub fn snapshot() -> raw::Timeline {
     let n = sys::read_file(c"/proc/self/status", &mut buf);
     procfs::fill_from_status(&buf[..n], &mut t);
     if let Some(h) = log::header() {
-        (
-            t.heap_alloc_bytes,
-            t.heap_free_bytes,
-            t.heap_allocs,
-            t.heap_frees,
-        ) = h.totals();
+        h.fill_timeline(&mut t);
     }
     t
 }

@@ -7,7 +7,7 @@
 use crate::log::Writer;
 use crate::sys;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use memlens_rawlog::Counters;
+use memlens_rawlog::{AccessCounters, Counters};
 
 pub const MAX_GROUP_DEPTH: usize = 16;
 
@@ -18,6 +18,8 @@ pub struct ThreadState {
     pub counters: *const Counters,
     /// The counters are the shared overflow slot: update them atomically.
     pub shared_counters: bool,
+    pub access_counters: *const AccessCounters,
+    pub access: crate::access::AccessState,
     pub writer: Writer,
     /// Bytes left until the next sampled small allocation.
     pub countdown: i64,
@@ -96,6 +98,15 @@ pub fn tls_set(v: usize) {
     SLOT.with(|s| s.set(v))
 }
 
+/// The calling thread's state, if it has one (whatever its guard says).
+pub fn current() -> Option<&'static mut ThreadState> {
+    match tls_get() {
+        NONE | DEAD | INTERNAL => None,
+        // SAFETY: a state is only used by its own thread.
+        p => unsafe { (p as *mut ThreadState).as_mut() },
+    }
+}
+
 static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 
 /// Registers the destructor that retires a thread's state when the thread exits.
@@ -119,7 +130,7 @@ pub fn create() -> *mut ThreadState {
     }
     let tid = sys::gettid();
     let (stack_lo, stack_hi) = stack_bounds();
-    let (counters, shared_counters) = claim_slot(tid);
+    let (counters, access_counters, shared_counters) = claim_slot(tid);
     // SAFETY: fresh zeroed mapping of sufficient size.
     unsafe {
         p.write(ThreadState {
@@ -127,6 +138,8 @@ pub fn create() -> *mut ThreadState {
             in_hook: false,
             counters,
             shared_counters,
+            access_counters,
+            access: crate::access::AccessState::new(),
             writer: Writer::new(),
             countdown: 0,
             rng: (tid as u64) ^ sys::now_ns().rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15,
@@ -148,9 +161,9 @@ pub fn create() -> *mut ThreadState {
 
 /// A thread slot in the header for exact per-thread counters, or the shared
 /// "retired" counters when all slots are taken.
-pub fn claim_slot(tid: u32) -> (*const Counters, bool) {
+pub fn claim_slot(tid: u32) -> (*const Counters, *const AccessCounters, bool) {
     let Some(h) = crate::log::header() else {
-        return (core::ptr::null(), false);
+        return (core::ptr::null(), core::ptr::null(), false);
     };
     for slot in &h.slots {
         if slot.tid.load(Ordering::Relaxed) == 0
@@ -160,10 +173,13 @@ pub fn claim_slot(tid: u32) -> (*const Counters, bool) {
                 .is_ok()
         {
             reset(&slot.counters);
-            return (&slot.counters, false);
+            for v in &slot.access.counts {
+                v.store(0, Ordering::Relaxed);
+            }
+            return (&slot.counters, &slot.access, false);
         }
     }
-    (&h.retired, true)
+    (&h.retired, &h.retired_access, true)
 }
 
 fn reset(c: &Counters) {
@@ -172,12 +188,18 @@ fn reset(c: &Counters) {
     }
 }
 
-/// Folds a thread's counters into the retired ones and frees its slot.
-pub fn retire_slot(counters: *const Counters) {
+/// Folds a thread's counters (and its exact access counts) into the retired ones
+/// and frees its slot.
+pub fn retire_slot(st: &ThreadState) {
     let Some(h) = crate::log::header() else {
         return;
     };
-    if counters.is_null() || core::ptr::eq(counters, &h.retired) {
+    let access = crate::access::exact_counts(st);
+    for (to, n) in h.retired_access.counts.iter().zip(access) {
+        to.fetch_add(n, Ordering::Relaxed);
+    }
+    let counters = st.counters;
+    if counters.is_null() || st.shared_counters {
         return;
     }
     // SAFETY: points into the mapped header.
@@ -194,6 +216,9 @@ pub fn retire_slot(counters: *const Counters) {
     }
     for slot in &h.slots {
         if core::ptr::eq(&slot.counters, c) {
+            for v in &slot.access.counts {
+                v.store(0, Ordering::Relaxed);
+            }
             slot.tid.store(0, Ordering::Release);
         }
     }
@@ -207,7 +232,7 @@ unsafe extern "C" fn on_thread_exit(value: *mut libc::c_void) {
     // A signal handler that allocates now must not write to the block we retire.
     (*st).in_hook = true;
     crate::record_thread_exit(&mut *st);
-    retire_slot((*st).counters);
+    retire_slot(&*st);
     (*st).writer.release();
     tls_set(DEAD);
     let size = core::mem::size_of::<ThreadState>().next_multiple_of(4096);

@@ -1,0 +1,265 @@
+//! The callbacks of clang's `-fsanitize-coverage=trace-loads,trace-stores`: exact
+//! access counts per thread and a sample every `access_period` accesses of a class.
+//!
+//! Fast path (hand-written: one instruction of real work): each of the ten access
+//! classes (load/store x 1,2,4,8,16 bytes) has a countdown in initial-exec TLS. The
+//! callback subtracts one; only the subtraction that borrows (from 0) takes the
+//! slow path, which credits the accesses counted down since the last reset, takes a
+//! sample when one is due, publishes the exact count for the collector, and sets
+//! the next countdown. Exact count at any instant = credited + (reset - remaining).
+
+use crate::thread::{self, ThreadState};
+use crate::{enter, errno, leave, log, set_errno, settings, sys};
+use core::sync::atomic::Ordering;
+use memlens_rawlog::{self as raw, tag, ACCESS_CLASSES, COUNTS, PUBLISH_EVERY};
+
+/// Per-thread access bookkeeping that is not on the fast path.
+pub struct AccessState {
+    /// Accesses accounted for at the last reset of each class.
+    pub credited: [u64; ACCESS_CLASSES],
+    /// Value the countdown was last reset to.
+    pub reset: [u64; ACCESS_CLASSES],
+    /// Accesses left until the next sample of each class.
+    pub until_sample: [u64; ACCESS_CLASSES],
+    /// Bytes of intercepted memcpy/memmove (read) and memcpy/memmove/memset (written).
+    pub bulk: [u64; 2],
+}
+
+impl AccessState {
+    pub const fn new() -> Self {
+        AccessState {
+            credited: [0; ACCESS_CLASSES],
+            reset: [0; ACCESS_CLASSES],
+            until_sample: [0; ACCESS_CLASSES],
+            bulk: [0; 2],
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".section .tbss.memlens_access_countdown,\"awT\",@nobits",
+    ".p2align 6",
+    ".globl memlens_access_countdown",
+    ".hidden memlens_access_countdown",
+    ".type memlens_access_countdown, @object",
+    ".size memlens_access_countdown, 80",
+    "memlens_access_countdown:",
+    ".zero 80",
+    ".text",
+);
+
+#[cfg(target_arch = "x86_64")]
+fn countdowns() -> *mut [u64; ACCESS_CLASSES] {
+    let base: usize;
+    // SAFETY: computes the address of our own TLS block (fs base + offset).
+    unsafe {
+        core::arch::asm!(
+            "mov {b}, qword ptr fs:[0]",
+            "add {b}, qword ptr [rip + memlens_access_countdown@GOTTPOFF]",
+            b = out(reg) base,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    base as *mut [u64; ACCESS_CLASSES]
+}
+
+/// One exported callback per class: subtract, and on borrow tail-call the slow path
+/// with (address, class, return address) so it returns straight to the caller.
+#[cfg(target_arch = "x86_64")]
+macro_rules! callback {
+    ($name:ident, $class:literal) => {
+        /// sancov access callback.
+        ///
+        /// # Safety
+        /// Called by instrumented code only.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(_addr: *const u8) {
+            core::arch::naked_asm!(
+                "mov rax, qword ptr [rip + memlens_access_countdown@GOTTPOFF]",
+                concat!("sub qword ptr fs:[rax + ", $class, " * 8], 1"),
+                "jb 2f",
+                "ret",
+                "2:",
+                concat!("mov esi, ", $class),
+                "mov rdx, qword ptr [rsp]",
+                "jmp {slow}",
+                slow = sym slow_path,
+            )
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod callbacks {
+    use super::slow_path;
+    callback!(__sanitizer_cov_load1, 0);
+    callback!(__sanitizer_cov_load2, 1);
+    callback!(__sanitizer_cov_load4, 2);
+    callback!(__sanitizer_cov_load8, 3);
+    callback!(__sanitizer_cov_load16, 4);
+    callback!(__sanitizer_cov_store1, 5);
+    callback!(__sanitizer_cov_store2, 6);
+    callback!(__sanitizer_cov_store4, 7);
+    callback!(__sanitizer_cov_store8, 8);
+    callback!(__sanitizer_cov_store16, 9);
+}
+
+/// Countdown used while the runtime is not recording: the fast path then borrows
+/// once every 2^62 accesses, i.e. never.
+const IDLE: u64 = 1 << 62;
+
+fn jittered_period(st: &mut ThreadState, class: usize) -> u64 {
+    let s = settings();
+    let wanted = if class < 5 {
+        s.access_filter & 1 != 0
+    } else {
+        s.access_filter & 2 != 0
+    };
+    if !wanted || s.access_period == 0 {
+        return u64::MAX;
+    }
+    // Uniform jitter of +-1/8 of the period, as SPE perturbs its interval, so a
+    // loop whose trip matches the period is not always sampled at the same access.
+    let p = s.access_period;
+    let span = (p / 4).max(1);
+    p - p / 8 + crate::next_u64(st) % span
+}
+
+/// The exact access counts of the calling thread now.
+pub fn exact_counts(st: &ThreadState) -> [u64; COUNTS] {
+    // SAFETY: our own TLS block.
+    let remaining = unsafe { &*countdowns() };
+    let a = &st.access;
+    let mut out = [0u64; COUNTS];
+    for c in 0..ACCESS_CLASSES {
+        // Just after a borrow the countdown wrapped: nothing is pending then.
+        let pending = a.reset[c].saturating_sub(remaining[c].min(a.reset[c]));
+        out[c] = a.credited[c] + pending;
+    }
+    out[raw::BULK_READ] = a.bulk[0];
+    out[raw::BULK_WRITTEN] = a.bulk[1];
+    out
+}
+
+/// Publishes the thread's exact counts to its own header slot (a thread on the
+/// shared overflow slot publishes only when it exits).
+pub fn publish(st: &ThreadState) {
+    if st.shared_counters {
+        return;
+    }
+    // SAFETY: points into the mapped header, or is null in a fork child before it
+    // has its own slot.
+    if let Some(slot) = unsafe { st.access_counters.as_ref() } {
+        for (v, n) in slot.counts.iter().zip(exact_counts(st)) {
+            v.store(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A forked child starts counting from zero (its parent's accesses are the
+/// parent's).
+pub fn reset_after_fork(st: &mut ThreadState) {
+    // SAFETY: our own TLS block.
+    let remaining = unsafe { &*countdowns() };
+    st.access.credited = [0; ACCESS_CLASSES];
+    st.access.reset = *remaining;
+    st.access.bulk = [0; 2];
+}
+
+extern "C" fn slow_path(addr: u64, class: u32, pc: u64) {
+    let class = class as usize % ACCESS_CLASSES;
+    // SAFETY: our own TLS block.
+    let remaining = unsafe { &mut *countdowns() };
+    let Some(st) = enter() else {
+        match thread::current() {
+            // Nested in one of our hooks (instrumented code in a signal handler):
+            // count the accesses so far and look again at the next access.
+            Some(st) => {
+                st.access.credited[class] += st.access.reset[class] + 1;
+                st.access.reset[class] = 0;
+                remaining[class] = 0;
+            }
+            // Not recording on this thread (runtime idle, exited thread): park.
+            None => remaining[class] = IDLE,
+        }
+        return;
+    };
+    let saved = errno();
+    if let Some(h) = log::header() {
+        if h.instrumented.load(Ordering::Relaxed) == 0 {
+            h.instrumented.store(1, Ordering::Relaxed);
+        }
+    }
+    // Everything since the last reset, plus this access.
+    let consumed = st.access.reset[class] + 1;
+    st.access.credited[class] += consumed;
+    if st.access.until_sample[class] == 0 {
+        // First access of this class on this thread.
+        st.access.until_sample[class] = jittered_period(st, class);
+    }
+    let until = st.access.until_sample[class].saturating_sub(consumed);
+    st.access.until_sample[class] = until;
+    if until == 0 {
+        let ev = raw::Sample {
+            time: sys::now_ns(),
+            addr,
+            pc,
+            // SAFETY: plain libc call (vDSO getcpu).
+            cpu: unsafe { libc::sched_getcpu() }.max(0) as u32,
+            class: class as u8,
+            _pad: [0; 3],
+        };
+        st.writer.write(st.tid, tag::SAMPLE, &ev, &[]);
+        st.access.until_sample[class] = jittered_period(st, class);
+    }
+    let next = st.access.until_sample[class].min(PUBLISH_EVERY);
+    st.access.reset[class] = next - 1;
+    remaining[class] = next - 1;
+    publish(st);
+    set_errno(saved);
+    leave(st);
+}
+
+/// Counts bytes moved by an intercepted bulk call of instrumented code.
+fn count_bulk(read: usize, written: usize) {
+    if let Some(st) = enter() {
+        st.access.bulk[0] += read as u64;
+        st.access.bulk[1] += written as u64;
+        leave(st);
+    }
+}
+
+extern "C" {
+    fn memcpy(d: *mut u8, s: *const u8, n: usize) -> *mut u8;
+    fn memmove(d: *mut u8, s: *const u8, n: usize) -> *mut u8;
+    fn memset(d: *mut u8, c: i32, n: usize) -> *mut u8;
+}
+
+/// `memlens cc` links instrumented code with `--wrap=memcpy` (and memmove, memset):
+/// its calls land here, are counted, and go on to libc.
+///
+/// # Safety
+/// memcpy contract.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_memcpy(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    count_bulk(n, n);
+    memcpy(d, s, n)
+}
+
+/// # Safety
+/// memmove contract.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_memmove(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    count_bulk(n, n);
+    memmove(d, s, n)
+}
+
+/// # Safety
+/// memset contract.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_memset(d: *mut u8, c: i32, n: usize) -> *mut u8 {
+    count_bulk(0, n);
+    memset(d, c, n)
+}
