@@ -1,6 +1,8 @@
 //! memlens: a memory-centric profiler for Linux. The CLI is thin: it turns flags
 //! into the collector's and the reports' plain config structs.
 
+mod compile;
+
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use memlens_analysis::Profile;
@@ -29,6 +31,20 @@ enum Command {
     Plot {
         #[command(subcommand)]
         kind: PlotKind,
+    },
+    /// Compile C with clang and the access instrumentation (use as CC).
+    #[command(disable_help_flag = true)]
+    Cc {
+        /// Arguments for clang.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Compile C++ with clang++ and the access instrumentation (use as CXX).
+    #[command(name = "c++", disable_help_flag = true)]
+    Cxx {
+        /// Arguments for clang++.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
     },
     /// Turn the raw logs of a transparent-mode run (LD_PRELOAD alone) into a profile.
     Finalize {
@@ -129,6 +145,8 @@ fn run(cli: Cli) -> Result<i32> {
             eprintln!("memlens: wrote {}", output.display());
             Ok(0)
         }
+        Command::Cc { args } => compile::compile(false, args, &runtime_path()),
+        Command::Cxx { args } => compile::compile(true, args, &runtime_path()),
         Command::Finalize { dir } => {
             finalize_if_needed(&dir)?;
             eprintln!(
@@ -234,8 +252,17 @@ fn record(args: RecordArgs) -> Result<i32> {
         Some(o) => eprintln!("  top object {} ({} peak)", o.name, h(o.peak_bytes)),
         None => eprintln!("  top object none recorded"),
     }
+    let access = if p.meta.backend.iter().any(|b| b == "sancov") {
+        let n = memlens_profile::table_rows::<memlens_profile::AccessSample>(&outcome.dir)?;
+        format!(
+            "{n} access samples (sancov, 1 per {} accesses)",
+            p.meta.settings.access_period
+        )
+    } else {
+        "no access samples (build with `memlens cc` for them)".to_string()
+    };
     eprintln!(
-        "  recorded   {} blocks with events, {} timeline samples, {} lost",
+        "  recorded   {} blocks with events, {access}, {} timeline samples, {} lost",
         p.allocations.len(),
         p.timeline.len(),
         lost

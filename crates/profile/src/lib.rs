@@ -134,6 +134,20 @@ pub fn write_table<T: Table + Clone>(dir: &Path, rows: &[T]) -> Result<()> {
     w.finish()
 }
 
+/// Number of rows of a table, from the Parquet footer (0 if absent).
+pub fn table_rows<T: Table>(dir: &Path) -> Result<u64> {
+    let path = table_path::<T>(dir);
+    let Ok(file) = File::open(&path) else {
+        return Ok(0);
+    };
+    let meta =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| ProfileError::Parquet {
+            path: path.clone(),
+            detail: e.to_string(),
+        })?;
+    Ok(meta.metadata().file_metadata().num_rows().max(0) as u64)
+}
+
 /// Reads every row of a table; a missing file is an empty table.
 pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
     let path = table_path::<T>(dir);
