@@ -68,16 +68,107 @@ fn wide_vectors(args: &[OsString]) -> bool {
     })
 }
 
+/// The fast path of the access callbacks, compiled to bitcode and linked into
+/// executables so that link-time optimization inlines it into the loops.
+const FASTPATH: &str = include_str!("../crates/runtime/sancov/fastpath.c");
+
+/// ld.lld next to clang (clang-16 -> ld.lld-16) or on PATH: LTO needs it.
+fn find_lld(clang: &Path) -> Option<PathBuf> {
+    let name = clang.file_name()?.to_str()?;
+    let version = name
+        .rsplit_once('-')
+        .map(|(_, v)| v)
+        .filter(|v| v.chars().all(|c| c.is_ascii_digit()));
+    let wanted = match version {
+        Some(v) => format!("ld.lld-{v}"),
+        None => "ld.lld".to_string(),
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(&wanted))
+        .find(|p| p.is_file())
+}
+
+fn is_shared(args: &[OsString]) -> bool {
+    args.iter().any(|a| a == "-shared")
+}
+
+/// Compiles the fast path to a bitcode object in a fresh temporary directory.
+fn fastpath_object(clang: &Path) -> Result<(tempdir::Dir, PathBuf)> {
+    let dir = tempdir::Dir::new()?;
+    let src = dir.path().join("memlens_fastpath.c");
+    std::fs::write(&src, FASTPATH)?;
+    let obj = dir.path().join("memlens_fastpath.o");
+    let st = Command::new(clang)
+        .args(["-O2", "-flto", "-fPIC", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .status()?;
+    if !st.success() {
+        bail!(
+            "{} could not compile the memlens fast path",
+            clang.display()
+        );
+    }
+    Ok((dir, obj))
+}
+
+/// A temporary directory removed on drop (the fast path object lives there during
+/// the link).
+mod tempdir {
+    use std::path::{Path, PathBuf};
+
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        pub fn new() -> std::io::Result<Dir> {
+            let base = std::env::temp_dir();
+            for n in 0..1000u32 {
+                let p = base.join(format!("memlens-cc-{}-{n}", std::process::id()));
+                match std::fs::create_dir(&p) {
+                    Ok(()) => return Ok(Dir(p)),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(std::io::Error::other("no free temporary directory name"))
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
 pub fn compile(cxx: bool, args: Vec<OsString>, runtime: &Path) -> Result<i32> {
     let clang = find_clang(cxx)?;
+    let lld = find_lld(&clang).filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"));
     let mut cmd = Command::new(&clang);
     cmd.args(INSTRUMENT);
+    // With LTO the fast path is inlined into instrumented loops (1.2x instead of
+    // 1.4x on STREAM); without lld, every access calls into the runtime.
+    if let Some(lld) = &lld {
+        cmd.arg("-flto").arg(format!("-fuse-ld={}", lld.display()));
+    }
     if !has_debug_info(&args) {
         // Line tables symbolize sampled accesses to file:line.
         cmd.arg("-gline-tables-only");
     }
     cmd.args(&args);
+    let mut _fastpath_dir = None;
     if is_link(&args) {
+        if lld.is_some() && !is_shared(&args) {
+            let (dir, obj) = fastpath_object(&clang)?;
+            cmd.arg(obj);
+            _fastpath_dir = Some(dir);
+        }
         let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
             bail!(
                 "runtime library not found at {}; build it with `cargo build --release` or set MEMLENS_RUNTIME",

@@ -84,8 +84,12 @@ impl Symbolizer {
     pub fn location(&mut self, pid: u32, pc: u64, modules: &[LoadedModule]) -> CodeLocation {
         // The callback's return address follows the call: look up the call.
         let frames = self.frames(modules, pc, true);
-        // The innermost (possibly inlined) frame is where the access is written.
-        let (module, function, file, line, _) = frames.into_iter().next().unwrap_or_default();
+        // The innermost frame outside the inlined callback is where the access is
+        // written in the program.
+        let (module, function, file, line, _) = frames
+            .into_iter()
+            .find(|f| !f.1.starts_with("__sanitizer_cov_"))
+            .unwrap_or_default();
         CodeLocation {
             pid,
             pc,

@@ -13,26 +13,45 @@ use crate::{enter, errno, leave, log, set_errno, settings, sys};
 use core::sync::atomic::Ordering;
 use memlens_rawlog::{self as raw, tag, ACCESS_CLASSES, COUNTS, PUBLISH_EVERY};
 
-/// Per-thread access bookkeeping that is not on the fast path.
-pub struct AccessState {
+/// Bookkeeping of one countdown array (not on the fast path).
+#[derive(Clone, Copy)]
+pub struct Counting {
     /// Accesses accounted for at the last reset of each class.
     pub credited: [u64; ACCESS_CLASSES],
     /// Value the countdown was last reset to.
     pub reset: [u64; ACCESS_CLASSES],
     /// Accesses left until the next sample of each class.
     pub until_sample: [u64; ACCESS_CLASSES],
+}
+
+/// A thread's access bookkeeping. Two countdown arrays can feed it: the runtime's
+/// own TLS (the exported callbacks, used by instrumented shared libraries) and the
+/// executable's (the fast path `memlens cc` links in and LTO inlines).
+pub struct AccessState {
+    pub sources: [Counting; 2],
+    /// The executable's countdown array for this thread, once it has called in.
+    pub exe_countdowns: *mut [u64; ACCESS_CLASSES],
     /// Bytes of intercepted memcpy/memmove (read) and memcpy/memmove/memset (written).
     pub bulk: [u64; 2],
 }
 
 impl AccessState {
     pub const fn new() -> Self {
-        AccessState {
+        let zero = Counting {
             credited: [0; ACCESS_CLASSES],
             reset: [0; ACCESS_CLASSES],
             until_sample: [0; ACCESS_CLASSES],
+        };
+        AccessState {
+            sources: [zero; 2],
+            exe_countdowns: core::ptr::null_mut(),
             bulk: [0; 2],
         }
+    }
+
+    /// The countdown array of each source, if it exists on this thread.
+    fn arrays(&self) -> [*mut [u64; ACCESS_CLASSES]; 2] {
+        [countdowns(), self.exe_countdowns]
     }
 }
 
@@ -129,14 +148,18 @@ fn jittered_period(st: &mut ThreadState, class: usize) -> u64 {
 
 /// The exact access counts of the calling thread now.
 pub fn exact_counts(st: &ThreadState) -> [u64; COUNTS] {
-    // SAFETY: our own TLS block.
-    let remaining = unsafe { &*countdowns() };
     let a = &st.access;
     let mut out = [0u64; COUNTS];
-    for c in 0..ACCESS_CLASSES {
-        // Just after a borrow the countdown wrapped: nothing is pending then.
-        let pending = a.reset[c].saturating_sub(remaining[c].min(a.reset[c]));
-        out[c] = a.credited[c] + pending;
+    for (src, array) in a.sources.iter().zip(a.arrays()) {
+        // SAFETY: TLS arrays of this thread (ours, or the executable's).
+        let Some(remaining) = (unsafe { array.as_ref() }) else {
+            continue;
+        };
+        for c in 0..ACCESS_CLASSES {
+            // Just after a borrow the countdown wrapped: nothing is pending then.
+            let pending = src.reset[c].saturating_sub(remaining[c].min(src.reset[c]));
+            out[c] += src.credited[c] + pending;
+        }
     }
     out[raw::BULK_READ] = a.bulk[0];
     out[raw::BULK_WRITTEN] = a.bulk[1];
@@ -161,24 +184,49 @@ pub fn publish(st: &ThreadState) {
 /// A forked child starts counting from zero (its parent's accesses are the
 /// parent's).
 pub fn reset_after_fork(st: &mut ThreadState) {
-    // SAFETY: our own TLS block.
-    let remaining = unsafe { &*countdowns() };
-    st.access.credited = [0; ACCESS_CLASSES];
-    st.access.reset = *remaining;
+    let arrays = st.access.arrays();
+    for (src, array) in st.access.sources.iter_mut().zip(arrays) {
+        // SAFETY: TLS arrays of this thread.
+        if let Some(remaining) = unsafe { array.as_ref() } {
+            src.credited = [0; ACCESS_CLASSES];
+            src.reset = *remaining;
+        }
+    }
     st.access.bulk = [0; 2];
 }
 
 extern "C" fn slow_path(addr: u64, class: u32, pc: u64) {
-    let class = class as usize % ACCESS_CLASSES;
     // SAFETY: our own TLS block.
-    let remaining = unsafe { &mut *countdowns() };
+    slow(addr, class, pc, unsafe { &mut *countdowns() });
+}
+
+/// The slow path of the executable's inlined fast path (`sancov/fastpath.c`).
+///
+/// # Safety
+/// `countdowns` is the calling thread's own array of ten countdowns.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_access_slow(
+    addr: u64,
+    class: u32,
+    pc: u64,
+    countdowns: *mut [u64; ACCESS_CLASSES],
+) {
+    if let Some(remaining) = countdowns.as_mut() {
+        slow(addr, class, pc, remaining);
+    }
+}
+
+fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
+    let class = class as usize % ACCESS_CLASSES;
+    let own = core::ptr::eq(remaining, countdowns());
     let Some(st) = enter() else {
         match thread::current() {
             // Nested in one of our hooks (instrumented code in a signal handler):
             // count the accesses so far and look again at the next access.
             Some(st) => {
-                st.access.credited[class] += st.access.reset[class] + 1;
-                st.access.reset[class] = 0;
+                let src = &mut st.access.sources[!own as usize];
+                src.credited[class] += src.reset[class] + 1;
+                src.reset[class] = 0;
                 remaining[class] = 0;
             }
             // Not recording on this thread (runtime idle, exited thread): park.
@@ -192,15 +240,19 @@ extern "C" fn slow_path(addr: u64, class: u32, pc: u64) {
             h.instrumented.store(1, Ordering::Relaxed);
         }
     }
-    // Everything since the last reset, plus this access.
-    let consumed = st.access.reset[class] + 1;
-    st.access.credited[class] += consumed;
-    if st.access.until_sample[class] == 0 {
-        // First access of this class on this thread.
-        st.access.until_sample[class] = jittered_period(st, class);
+    if !own {
+        st.access.exe_countdowns = remaining;
     }
-    let until = st.access.until_sample[class].saturating_sub(consumed);
-    st.access.until_sample[class] = until;
+    let src = !own as usize;
+    // Everything since the last reset, plus this access.
+    let consumed = st.access.sources[src].reset[class] + 1;
+    st.access.sources[src].credited[class] += consumed;
+    if st.access.sources[src].until_sample[class] == 0 {
+        // First access of this class from this source on this thread.
+        st.access.sources[src].until_sample[class] = jittered_period(st, class);
+    }
+    let until = st.access.sources[src].until_sample[class].saturating_sub(consumed);
+    st.access.sources[src].until_sample[class] = until;
     if until == 0 {
         let ev = raw::Sample {
             time: sys::now_ns(),
@@ -212,10 +264,10 @@ extern "C" fn slow_path(addr: u64, class: u32, pc: u64) {
             _pad: [0; 3],
         };
         st.writer.write(st.tid, tag::SAMPLE, &ev, &[]);
-        st.access.until_sample[class] = jittered_period(st, class);
+        st.access.sources[src].until_sample[class] = jittered_period(st, class);
     }
-    let next = st.access.until_sample[class].min(PUBLISH_EVERY);
-    st.access.reset[class] = next - 1;
+    let next = st.access.sources[src].until_sample[class].min(PUBLISH_EVERY);
+    st.access.sources[src].reset[class] = next - 1;
     remaining[class] = next - 1;
     publish(st);
     set_errno(saved);
