@@ -73,6 +73,15 @@ struct RecordArgs {
     /// Deepest call stack kept.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=128))]
     max_frames: Option<u32>,
+    /// Instrumented programs: one access sample per this many accesses of a class.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    period: Option<u64>,
+    /// Instrumented programs: sample stores only (loads are still counted exactly).
+    #[arg(long)]
+    no_loads: bool,
+    /// Instrumented programs: sample loads only (stores are still counted exactly).
+    #[arg(long)]
+    no_stores: bool,
     /// Keep the raw event logs next to the tables.
     #[arg(long)]
     keep_raw: bool,
@@ -219,6 +228,9 @@ fn record(args: RecordArgs) -> Result<i32> {
             .to_string()
         }),
         max_frames: args.max_frames,
+        period: args.period,
+        no_loads: args.no_loads,
+        no_stores: args.no_stores,
         keep_raw: args.keep_raw,
     };
     let outcome = memlens_collector::record(&cfg)?;

@@ -86,17 +86,7 @@ fn period_and_filters_are_honoured() {
     let dir = tempdir();
     let app = stream_example(dir.path(), &["-DN=200000L", "-DCHASE=4096L"]);
     let p = dir.path().join("p");
-    let out = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .env("MEMLENS_PERIOD", "1000")
-        .env("MEMLENS_NO_STORES", "1")
-        .arg("record")
-        .arg("-o")
-        .arg(&p)
-        .arg("--")
-        .arg(&app)
-        .output()
-        .unwrap();
+    let out = record(&p, &["--period", "1000", "--no-stores"], &[&app]);
     assert!(out.status.success());
     let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
     assert!(
@@ -111,4 +101,66 @@ fn period_and_filters_are_honoured() {
         "period 1000: {} samples for {loads} loads",
         samples.len()
     );
+}
+
+#[test]
+fn samples_are_attributed_to_the_objects_and_regions_they_touch() {
+    let dir = tempdir();
+    let app = stream_example(dir.path(), &["-DN=500000L", "-DCHASE=65536L"]);
+    let p = dir.path().join("p");
+    assert!(record(&p, &[], &[&app]).status.success());
+    let r = report_json(&p);
+    let a = &r["access"];
+    assert_eq!(a["available"], true);
+    assert!(a["accuracy"].as_f64().unwrap() >= 0.995);
+    // The three arrays (allocated at lines 33, 34, 35) and the chase's cycle.
+    let names: Vec<String> = a["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect();
+    for line in ["stream.c:33", "stream.c:34", "stream.c:35", "stream.c:19"] {
+        assert!(
+            names.iter().any(|n| n.contains(line)),
+            "{line} missing from {names:?}"
+        );
+    }
+    let chase = a["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "chase")
+        .unwrap();
+    assert!(chase["objects"][0][0]
+        .as_str()
+        .unwrap()
+        .starts_with("make_cycle (stream.c:19)"));
+    // The triad reads b and c and writes a: all three are touched, nothing else.
+    let triad = a["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "triad")
+        .unwrap();
+    assert_eq!(triad["objects"].as_array().unwrap().len(), 3, "{triad}");
+    assert_eq!(triad["bytes_read"].as_u64().unwrap(), 5 * 500_000 * 16);
+    assert!(triad["read_bandwidth"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn uninstrumented_programs_say_how_to_get_access_samples() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert!(record(&p, &[], &[&program("torture"), "exit", "0"])
+        .status
+        .success());
+    assert_eq!(report_json(&p)["access"]["available"], false);
+    let text = Command::new(memlens())
+        .arg("report")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout)
+        .contains("access sampling unavailable: the program was not built with `memlens cc`"));
 }

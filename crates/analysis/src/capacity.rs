@@ -163,7 +163,11 @@ pub fn capacity_series(p: &Profile, top: usize) -> CapacitySeries {
         e.1 += t.heap_live;
     }
     let time_ns: Vec<u64> = sums.keys().copied().collect();
-    let (objects, series) = crate::data_objects(p);
+    let crate::Objects {
+        list: objects,
+        series,
+        ..
+    } = crate::data_objects(p);
     let dynamic = |o: &crate::DataObject| {
         matches!(
             o.kind,

@@ -1,14 +1,17 @@
 //! Analyses over a loaded profile. Pure functions of the tables: no I/O beyond
 //! [`Profile::load`], so every report (text, JSON, plots) reads the same answers.
 
+mod access;
 mod capacity;
 mod objects;
 
+pub use access::*;
 pub use capacity::*;
 pub use objects::*;
 
 use memlens_profile::{
-    self as profile, Allocation, Frame, Meta, Region, StaticObject, TagRange, TimelinePoint,
+    self as profile, AccessSample, Allocation, CodeLocation, Frame, Meta, Region, StaticObject,
+    TagRange, TimelinePoint,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,8 @@ pub struct Profile {
     pub tags: Vec<TagRange>,
     pub timeline: Vec<TimelinePoint>,
     pub statics: Vec<StaticObject>,
+    pub samples: Vec<AccessSample>,
+    pub locations: HashMap<(u32, u64), CodeLocation>,
 }
 
 impl Profile {
@@ -44,6 +49,11 @@ impl Profile {
             tags: profile::read_table(dir)?,
             timeline,
             statics: profile::read_table(dir)?,
+            samples: profile::read_table(dir)?,
+            locations: profile::read_table::<CodeLocation>(dir)?
+                .into_iter()
+                .map(|l| ((l.pid, l.pc), l))
+                .collect(),
             meta,
         })
     }
@@ -139,6 +149,8 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
         tags: Vec::new(),
         timeline: Vec::new(),
         statics: Vec::new(),
+        samples: Vec::new(),
+        locations: HashMap::new(),
     };
     out.meta.processes.clear();
     out.meta.losses = Default::default();
@@ -178,6 +190,11 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
             out.timeline.push(t);
         }
         out.statics.append(&mut p.statics);
+        for mut s in p.samples.drain(..) {
+            span(&mut s.time_ns, &mut None);
+            out.samples.push(s);
+        }
+        out.locations.extend(p.locations.drain());
         out.stacks.extend(p.stacks.drain());
     }
     out.timeline.sort_by_key(|p| (p.pid, p.time_ns));

@@ -72,8 +72,18 @@ fn key_of(a: &memlens_profile::Allocation) -> (u32, ObjectKind, String, u64) {
     }
 }
 
-/// All data objects of the profile, with the live-bytes series of the dynamic ones.
-pub fn data_objects(p: &Profile) -> (Vec<DataObject>, Vec<ObjectSeries>) {
+/// All data objects of the profile, the live-bytes series of the dynamic ones, and
+/// which object each allocation row, tag and static symbol belongs to.
+pub struct Objects {
+    pub list: Vec<DataObject>,
+    pub series: Vec<ObjectSeries>,
+    pub of_allocation: Vec<usize>,
+    pub of_tag: Vec<usize>,
+    pub of_static: Vec<usize>,
+}
+
+pub fn data_objects(p: &Profile) -> Objects {
+    let mut of_allocation = Vec::with_capacity(p.allocations.len());
     let mut index: HashMap<(u32, ObjectKind, String, u64), usize> = HashMap::new();
     let mut objects: Vec<DataObject> = Vec::new();
     let mut events: Vec<Vec<(u64, f64)>> = Vec::new();
@@ -109,6 +119,7 @@ pub fn data_objects(p: &Profile) -> (Vec<DataObject>, Vec<ObjectSeries>) {
             events.push(Vec::new());
             objects.len() - 1
         });
+        of_allocation.push(i);
         let o = &mut objects[i];
         // Mappings count pages; heap blocks count the bytes asked for.
         let bytes = if a.kind == "mmap" {
@@ -150,7 +161,9 @@ pub fn data_objects(p: &Profile) -> (Vec<DataObject>, Vec<ObjectSeries>) {
         }
         series.push(ObjectSeries { object: i, points });
     }
+    let mut of_tag = Vec::with_capacity(p.tags.len());
     for t in &p.tags {
+        of_tag.push(objects.len());
         objects.push(DataObject {
             pid: t.pid,
             name: t.name.clone(),
@@ -167,7 +180,9 @@ pub fn data_objects(p: &Profile) -> (Vec<DataObject>, Vec<ObjectSeries>) {
             stack_id: 0,
         });
     }
+    let mut of_static = Vec::with_capacity(p.statics.len());
     for s in &p.statics {
+        of_static.push(objects.len());
         objects.push(DataObject {
             pid: s.pid,
             name: format!("{} [{}]", s.name, s.module),
@@ -184,7 +199,13 @@ pub fn data_objects(p: &Profile) -> (Vec<DataObject>, Vec<ObjectSeries>) {
             stack_id: 0,
         });
     }
-    (objects, series)
+    Objects {
+        list: objects,
+        series,
+        of_allocation,
+        of_tag,
+        of_static,
+    }
 }
 
 /// Indices of the `n` largest objects by a key.

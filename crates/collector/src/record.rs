@@ -24,6 +24,9 @@ pub struct RecordConfig {
     pub sample_rate: Option<u64>,
     pub unwinder: Option<String>,
     pub max_frames: Option<u32>,
+    pub period: Option<u64>,
+    pub no_loads: bool,
+    pub no_stores: bool,
     pub keep_raw: bool,
 }
 
@@ -153,6 +156,15 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
     if let Some(v) = cfg.max_frames {
         cmd.env("MEMLENS_MAX_FRAMES", v.to_string());
+    }
+    if let Some(v) = cfg.period {
+        cmd.env("MEMLENS_PERIOD", v.to_string());
+    }
+    if cfg.no_loads {
+        cmd.env("MEMLENS_NO_LOADS", "1");
+    }
+    if cfg.no_stores {
+        cmd.env("MEMLENS_NO_STORES", "1");
     }
 
     // Orphaned descendants are re-parented to us, so we can wait for all of them.

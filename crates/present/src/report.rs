@@ -23,6 +23,8 @@ pub struct Report {
     pub regions: Vec<RegionCapacity>,
     /// Capacity over time: every tick, summed over processes, with the top objects.
     pub timeline: analysis::CapacitySeries,
+    /// Access profiling (instrumented builds): hot objects, region traffic, accuracy.
+    pub access: analysis::AccessReport,
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
@@ -61,7 +63,8 @@ pub struct PidBytes {
 }
 
 pub fn build_report(p: &Profile, top: usize) -> Report {
-    let (objects, _) = analysis::data_objects(p);
+    let all = analysis::data_objects(p);
+    let objects = &all.list;
     let pick = |idx: Vec<usize>| {
         idx.into_iter()
             .map(|i| objects[i].clone())
@@ -69,7 +72,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
     };
     // Thread stacks are reserved address space, mostly not resident: they are
     // summarized apart instead of crowding the top list.
-    let by_peak = pick(analysis::top_by(&objects, top, |o| {
+    let by_peak = pick(analysis::top_by(objects, top, |o| {
         if o.kind == ObjectKind::Stack {
             0.0
         } else {
@@ -84,7 +87,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         threads: stacks.len(),
         reserved_bytes: stacks.iter().map(|o| o.peak_bytes).sum(),
     };
-    let by_allocated = pick(analysis::top_by(&objects, top, |o| {
+    let by_allocated = pick(analysis::top_by(objects, top, |o| {
         if matches!(
             o.kind,
             ObjectKind::Static | ObjectKind::Tag | ObjectKind::Stack
@@ -94,7 +97,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
             o.allocated_bytes
         }
     }));
-    let leak_sites = pick(analysis::top_by(&objects, top, |o| {
+    let leak_sites = pick(analysis::top_by(objects, top, |o| {
         if o.kind == ObjectKind::Heap || o.kind == ObjectKind::Group {
             o.leaked_bytes
         } else {
@@ -129,6 +132,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         },
         regions: analysis::region_capacity(p),
         timeline: analysis::capacity_series(p, top.min(10)),
+        access: analysis::access_report(p, &all, top),
         losses: m.losses.clone(),
         provenance: vec![
             ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms")),
@@ -143,6 +147,10 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
             ),
             ("statics".into(), "ELF symbol tables of the program and its libraries, with load bias".into()),
             ("stacks".into(), "thread stack ranges (reserved size) from pthread_getattr_np at each thread's first event".into()),
+            (
+                "accesses".into(),
+                "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
+            ),
         ],
     }
 }
@@ -297,6 +305,7 @@ pub fn render_text(r: &Report) -> String {
             );
         }
     }
+    render_access(&mut out, &r.access);
     let _ = writeln!(out, "\nHOW OBTAINED");
     for (what, how) in &r.provenance {
         let _ = writeln!(out, "  {what:<10} {how}");
@@ -317,4 +326,89 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(out, "  {n} {what}");
     }
     out
+}
+
+fn rate(bytes_per_s: f64) -> String {
+    format!("{}/s", human_bytes(bytes_per_s))
+}
+
+fn render_access(out: &mut String, a: &analysis::AccessReport) {
+    let _ = writeln!(out, "\nACCESS PROFILE");
+    if !a.available {
+        let _ = writeln!(
+            out,
+            "  access sampling unavailable: the program was not built with `memlens cc`/`memlens c++`\n  (rebuild with CC=\"memlens cc\" or CXX=\"memlens c++\"; see README, Access profiling)"
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {} samples, 1 per {} accesses of a class; {} read and {} written exactly",
+        a.samples,
+        a.period,
+        human_bytes(a.bytes_read as f64),
+        human_bytes(a.bytes_written as f64)
+    );
+    if let Some(acc) = a.accuracy {
+        let _ = writeln!(
+            out,
+            "  sampling accuracy {:.3}% (NMO eq. 1: samples x period against {} counted accesses)",
+            acc * 100.0,
+            a.counted
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n  TOP OBJECTS BY ESTIMATED ACCESSES (samples x period)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:>12} {:>9} {:>9}  object / hottest lines",
+        "est. access", "loads", "stores"
+    );
+    for o in &a.objects {
+        let _ = writeln!(
+            out,
+            "  {:>12.0} {:>8.0}% {:>8.0}%  {}",
+            o.est_accesses,
+            100.0 * o.load_samples as f64 / o.samples.max(1) as f64,
+            100.0 * o.store_samples as f64 / o.samples.max(1) as f64,
+            o.name
+        );
+        for l in o.lines.iter().take(3) {
+            let _ = writeln!(out, "  {:>34}  {} samples at {}", "", l.samples, l.location);
+        }
+    }
+    if a.unattributed > 0 {
+        let _ = writeln!(out, "  ({} samples hit no recorded object: small unsampled heap blocks, or code outside memlens' view)", a.unattributed);
+    }
+    let _ = writeln!(
+        out,
+        "\n  REGIONS (bytes exact; bandwidth = bytes / time in region)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<16} {:>5} {:>9} {:>11} {:>11} {:>12} {:>12}  objects touched (samples)",
+        "region", "runs", "time", "read", "written", "read bw", "write bw"
+    );
+    for r in &a.regions {
+        let objs: Vec<String> = r
+            .objects
+            .iter()
+            .take(3)
+            .map(|(n, k)| format!("{n} ({k})"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>5} {:>9} {:>11} {:>11} {:>12} {:>12}  {}",
+            r.name,
+            r.instances,
+            seconds(r.total_ns),
+            human_bytes(r.bytes_read as f64),
+            human_bytes(r.bytes_written as f64),
+            rate(r.read_bandwidth),
+            rate(r.write_bandwidth),
+            objs.join(", ")
+        );
+    }
 }

@@ -1,0 +1,358 @@
+//! Access profiling from the instrumented backend: every sample attributed to the
+//! data object live at its address at its time, per-region exact traffic and
+//! achieved bandwidth, and the sampling accuracy against the exact counts.
+
+use crate::{ObjectKind, Objects, Profile};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceLine {
+    /// `function (file:line)`.
+    pub location: String,
+    pub samples: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ObjectAccess {
+    /// Object name as in the object lists (or "unknown" / "stack").
+    pub name: String,
+    pub kind: Option<ObjectKind>,
+    pub pid: u32,
+    pub samples: u64,
+    pub load_samples: u64,
+    pub store_samples: u64,
+    /// samples x period: sampled and scaled.
+    pub est_accesses: f64,
+    pub est_loads: f64,
+    pub est_stores: f64,
+    /// Hottest source lines touching the object, by samples.
+    pub lines: Vec<SourceLine>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RegionAccess {
+    pub name: String,
+    pub pid: u32,
+    pub instances: u64,
+    pub total_ns: u64,
+    /// Exact, from the thread's counters at both ends of every instance.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub loads: u64,
+    pub stores: u64,
+    /// Achieved bandwidth: exact bytes over the region's summed time, bytes/s.
+    pub read_bandwidth: f64,
+    pub write_bandwidth: f64,
+    /// Objects whose samples fell inside the region, most sampled first.
+    pub objects: Vec<(String, u64)>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AccessReport {
+    /// False when the program was not built with `memlens cc`.
+    pub available: bool,
+    pub period: u64,
+    pub samples: u64,
+    /// Exact loads and stores of instrumented code (from the counters).
+    pub counted: u64,
+    /// Bytes read and written exactly (intercepted memcpy/memmove/memset included).
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// NMO eq. 1: 1 - |counted - samples x period| / counted.
+    pub accuracy: Option<f64>,
+    /// Samples that fell in no known object.
+    pub unattributed: u64,
+    pub objects: Vec<ObjectAccess>,
+    pub regions: Vec<RegionAccess>,
+}
+
+enum Event {
+    Begin {
+        addr: u64,
+        end: u64,
+        key: Key,
+        tag: bool,
+    },
+    End {
+        addr: u64,
+        tag: bool,
+    },
+    RegionBegin {
+        tid: u32,
+        region: usize,
+    },
+    RegionEnd {
+        tid: u32,
+        region: usize,
+    },
+    Sample(usize),
+}
+
+/// Object an address range belongs to: an object index, or a thread stack.
+type Key = usize;
+
+fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
+    match p.locations.get(&(pid, pc)) {
+        Some(l) if !l.file.is_empty() => {
+            let file = l.file.rsplit('/').next().unwrap_or(&l.file);
+            format!("{} ({}:{})", l.function, file, l.line)
+        }
+        Some(l) => format!("{} [{}]", l.function, l.module),
+        None => format!("{pc:#x}"),
+    }
+}
+
+pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
+    let available = p.meta.backend.iter().any(|b| b == "sancov");
+    let period = p.meta.settings.access_period;
+    let mut out = AccessReport {
+        available,
+        period,
+        samples: p.samples.len() as u64,
+        ..Default::default()
+    };
+    if !available {
+        return out;
+    }
+    // Exact totals: the last timeline point of each process.
+    let mut last: BTreeMap<u32, &memlens_profile::TimelinePoint> = BTreeMap::new();
+    for t in &p.timeline {
+        last.insert(t.pid, t);
+    }
+    for t in last.values() {
+        out.counted += t.loads + t.stores;
+        out.bytes_read += t.bytes_read;
+        out.bytes_written += t.bytes_written;
+    }
+    if out.counted > 0 {
+        let est = out.samples as f64 * period as f64;
+        out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);
+    }
+
+    // One sweep in time order: live ranges (blocks, mappings, stacks, tags),
+    // open region instances per thread, and samples.
+    let mut events: Vec<(u64, u8, u32, Event)> = Vec::new();
+    for (i, a) in p.allocations.iter().enumerate() {
+        let key = objects.of_allocation[i];
+        let end = a.address.saturating_add(a.usable_size.max(a.size).max(1));
+        events.push((
+            a.alloc_ns,
+            1,
+            a.pid,
+            Event::Begin {
+                addr: a.address,
+                end,
+                key,
+                tag: false,
+            },
+        ));
+        if let Some(t) = a.free_ns {
+            events.push((
+                t,
+                0,
+                a.pid,
+                Event::End {
+                    addr: a.address,
+                    tag: false,
+                },
+            ));
+        }
+    }
+    for (i, t) in p.tags.iter().enumerate() {
+        let end = t.address.saturating_add(t.size.max(1));
+        let key = objects.of_tag[i];
+        events.push((
+            t.begin_ns,
+            1,
+            t.pid,
+            Event::Begin {
+                addr: t.address,
+                end,
+                key,
+                tag: true,
+            },
+        ));
+        if let Some(e) = t.end_ns {
+            events.push((
+                e,
+                0,
+                t.pid,
+                Event::End {
+                    addr: t.address,
+                    tag: true,
+                },
+            ));
+        }
+    }
+    for (i, r) in p.regions.iter().enumerate() {
+        events.push((
+            r.begin_ns,
+            1,
+            r.pid,
+            Event::RegionBegin {
+                tid: r.tid,
+                region: i,
+            },
+        ));
+        let end = r.end_ns.unwrap_or(u64::MAX);
+        events.push((
+            end,
+            0,
+            r.pid,
+            Event::RegionEnd {
+                tid: r.tid,
+                region: i,
+            },
+        ));
+    }
+    for (i, s) in p.samples.iter().enumerate() {
+        events.push((s.time_ns, 2, s.pid, Event::Sample(i)));
+    }
+    // Ends before begins before samples at one instant.
+    events.sort_by_key(|e| (e.0, e.1));
+
+    // Statics never move: a sorted list per process.
+    let mut statics: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
+    for (i, s) in p.statics.iter().enumerate().filter(|(_, s)| s.size > 0) {
+        statics.insert(
+            (s.pid, s.address),
+            (s.address + s.size, objects.of_static[i]),
+        );
+    }
+    let find = |map: &BTreeMap<(u32, u64), (u64, usize)>, pid: u32, addr: u64| {
+        map.range(..=(pid, addr))
+            .next_back()
+            .filter(|(&(p2, _), &(end, _))| p2 == pid && end > addr)
+            .map(|(_, &(_, key))| key)
+    };
+    let mut live: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
+    let mut tags: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
+    let mut open: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
+    let mut per_object: HashMap<Option<usize>, (u64, u64, HashMap<u64, u64>)> = HashMap::new();
+    let mut per_region: HashMap<usize, HashMap<Option<usize>, u64>> = HashMap::new();
+    for (_, _, pid, ev) in events {
+        match ev {
+            Event::Begin {
+                addr,
+                end,
+                key,
+                tag,
+            } => {
+                let map = if tag { &mut tags } else { &mut live };
+                map.insert((pid, addr), (end, key));
+            }
+            Event::End { addr, tag } => {
+                let map = if tag { &mut tags } else { &mut live };
+                map.remove(&(pid, addr));
+            }
+            Event::RegionBegin { tid, region } => open.entry((pid, tid)).or_default().push(region),
+            Event::RegionEnd { tid, region } => {
+                if let Some(v) = open.get_mut(&(pid, tid)) {
+                    v.retain(|&r| r != region);
+                }
+            }
+            Event::Sample(i) => {
+                let s = &p.samples[i];
+                // A tag names a range inside whatever holds it: it wins.
+                let key = find(&tags, pid, s.address)
+                    .or_else(|| find(&live, pid, s.address))
+                    .or_else(|| find(&statics, pid, s.address));
+                let e = per_object.entry(key).or_default();
+                if s.is_store {
+                    e.1 += 1;
+                } else {
+                    e.0 += 1;
+                }
+                *e.2.entry(s.pc).or_default() += 1;
+                for &r in open.get(&(pid, s.tid)).into_iter().flatten() {
+                    *per_region.entry(r).or_default().entry(key).or_default() += 1;
+                }
+            }
+        }
+    }
+    let name_of = |key: Option<usize>| match key {
+        Some(k) => objects.list[k].name.clone(),
+        None => "unknown (no recorded object)".to_string(),
+    };
+    out.unattributed = per_object.get(&None).map_or(0, |e| e.0 + e.1);
+    let mut list: Vec<ObjectAccess> = per_object
+        .into_iter()
+        .map(|(key, (loads, stores, pcs))| {
+            let pid = key.map_or(0, |k| objects.list[k].pid);
+            let mut lines: Vec<(String, u64)> = Vec::new();
+            let mut by_label: HashMap<String, u64> = HashMap::new();
+            for (pc, n) in pcs {
+                *by_label.entry(location_label(p, pid, pc)).or_default() += n;
+            }
+            lines.extend(by_label);
+            lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            lines.truncate(5);
+            ObjectAccess {
+                name: name_of(key),
+                kind: key.map(|k| objects.list[k].kind),
+                pid,
+                samples: loads + stores,
+                load_samples: loads,
+                store_samples: stores,
+                est_accesses: ((loads + stores) * period) as f64,
+                est_loads: (loads * period) as f64,
+                est_stores: (stores * period) as f64,
+                lines: lines
+                    .into_iter()
+                    .map(|(location, samples)| SourceLine { location, samples })
+                    .collect(),
+            }
+        })
+        .collect();
+    list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
+    list.truncate(top);
+    out.objects = list;
+
+    // Regions: exact traffic summed over instances, objects from the samples.
+    let mut by_name: BTreeMap<(u32, String), RegionAccess> = BTreeMap::new();
+    let mut touched: BTreeMap<(u32, String), HashMap<Option<usize>, u64>> = BTreeMap::new();
+    for (i, r) in p.regions.iter().enumerate() {
+        let key = (r.pid, r.name.clone());
+        let e = by_name.entry(key.clone()).or_insert_with(|| RegionAccess {
+            name: r.name.clone(),
+            pid: r.pid,
+            ..Default::default()
+        });
+        e.instances += 1;
+        e.total_ns += r
+            .end_ns
+            .unwrap_or(p.meta.clock.duration_ns)
+            .saturating_sub(r.begin_ns);
+        e.bytes_read += r.bytes_read.unwrap_or(0);
+        e.bytes_written += r.bytes_written.unwrap_or(0);
+        e.loads += r.loads.unwrap_or(0);
+        e.stores += r.stores.unwrap_or(0);
+        for (k, n) in per_region.remove(&i).unwrap_or_default() {
+            *touched
+                .entry(key.clone())
+                .or_default()
+                .entry(k)
+                .or_default() += n;
+        }
+    }
+    for (key, r) in by_name.iter_mut() {
+        let secs = r.total_ns as f64 / 1e9;
+        if secs > 0.0 {
+            r.read_bandwidth = r.bytes_read as f64 / secs;
+            r.write_bandwidth = r.bytes_written as f64 / secs;
+        }
+        let mut objs: Vec<(String, u64)> = touched
+            .remove(key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, n)| (name_of(k), n))
+            .collect();
+        objs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        objs.truncate(5);
+        r.objects = objs;
+    }
+    out.regions = by_name.into_values().collect();
+    out.regions.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+    out
+}
