@@ -12,18 +12,7 @@ cargo build --release --quiet
 memlens=target/release/memlens
 clang=$(command -v clang-16 || command -v clang)
 
-median_ms() {
-    local times=()
-    for _ in $(seq "$repeats"); do
-        rm -rf "$out/prof"
-        local t0 t1
-        t0=$(date +%s%N)
-        "$@" >/dev/null 2>&1
-        t1=$(date +%s%N)
-        times+=($(( (t1 - t0) / 1000000 )))
-    done
-    printf '%s\n' "${times[@]}" | sort -n | sed -n "$(( (repeats + 1) / 2 ))p"
-}
+source bench/lib.sh
 
 printf '%-10s %-40s %8s %8s\n' kernel configuration ms ratio
 for kernel in stream chase; do

@@ -11,18 +11,7 @@ cargo build --release --quiet
 gcc -O2 -g bench/malloc_heavy.c -o "$out/malloc_heavy"
 memlens=target/release/memlens
 
-median_ms() { # command... ; prints the median wall time in ms over $repeats runs
-    local times=()
-    for _ in $(seq "$repeats"); do
-        rm -rf "$out/prof" "$out"/heaptrack.*
-        local t0 t1
-        t0=$(date +%s%N)
-        "$@" >/dev/null 2>&1
-        t1=$(date +%s%N)
-        times+=($(( (t1 - t0) / 1000000 )))
-    done
-    printf '%s\n' "${times[@]}" | sort -n | sed -n "$(( (repeats + 1) / 2 ))p"
-}
+source bench/lib.sh
 
 native=$(median_ms "$out/malloc_heavy")
 printf '%-44s %8s %8s\n' "configuration" "ms" "ratio"

@@ -77,7 +77,7 @@ fn countdowns() -> *mut [u64; ACCESS_CLASSES] {
             "mov {b}, qword ptr fs:[0]",
             "add {b}, qword ptr [rip + memlens_access_countdown@GOTTPOFF]",
             b = out(reg) base,
-            options(nostack, readonly, preserves_flags)
+            options(nostack, readonly)
         );
     }
     base as *mut [u64; ACCESS_CLASSES]
@@ -113,6 +113,54 @@ macro_rules! callback {
 #[cfg(target_arch = "x86_64")]
 mod callbacks {
     use super::slow_path;
+    callback!(__sanitizer_cov_load1, 0);
+    callback!(__sanitizer_cov_load2, 1);
+    callback!(__sanitizer_cov_load4, 2);
+    callback!(__sanitizer_cov_load8, 3);
+    callback!(__sanitizer_cov_load16, 4);
+    callback!(__sanitizer_cov_store1, 5);
+    callback!(__sanitizer_cov_store2, 6);
+    callback!(__sanitizer_cov_store4, 7);
+    callback!(__sanitizer_cov_store8, 8);
+    callback!(__sanitizer_cov_store16, 9);
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+std::thread_local! {
+    static COUNTDOWNS: core::cell::UnsafeCell<[u64; ACCESS_CLASSES]> =
+        const { core::cell::UnsafeCell::new([0; ACCESS_CLASSES]) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn countdowns() -> *mut [u64; ACCESS_CLASSES] {
+    COUNTDOWNS.with(|c| c.get())
+}
+
+/// Portable callbacks (through `thread_local!`, slower than the x86_64 ones).
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! callback {
+    ($name:ident, $class:literal) => {
+        /// sancov access callback.
+        ///
+        /// # Safety
+        /// Called by instrumented code only.
+        #[no_mangle]
+        #[inline(never)]
+        pub unsafe extern "C" fn $name(addr: *const u8) {
+            let c = &mut (*countdowns())[$class];
+            let (next, borrow) = c.overflowing_sub(1);
+            *c = next;
+            if borrow {
+                let pc = crate::unwind::return_address();
+                slow_path(addr as u64, $class, pc);
+            }
+        }
+    };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod callbacks {
+    use super::{countdowns, slow_path};
     callback!(__sanitizer_cov_load1, 0);
     callback!(__sanitizer_cov_load2, 1);
     callback!(__sanitizer_cov_load4, 2);

@@ -47,6 +47,15 @@ fn frame_address() -> u64 {
     fp
 }
 
+/// The caller's return address (frame pointers are forced on in this crate).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub fn return_address() -> u64 {
+    let fp = frame_address();
+    // SAFETY: our own frame: the saved link register sits above the saved fp.
+    unsafe { *((fp + 8) as *const u64) }
+}
+
 fn frame_pointers(st: &ThreadState, out: &mut [u64]) -> usize {
     let (lo, hi) = (st.stack_lo, st.stack_hi);
     let mut fp = frame_address();
