@@ -20,3 +20,5 @@ $memlens plot capacity examples/out/profile -o examples/out/capacity.png
 $memlens cc -O2 -Iinclude examples/stream.c -o examples/out/stream
 $memlens record -o examples/out/stream-profile -- examples/out/stream
 $memlens report examples/out/stream-profile
+$memlens plot scatter examples/out/stream-profile -o examples/out/scatter.png
+$memlens plot bandwidth examples/out/stream-profile -o examples/out/bandwidth.png

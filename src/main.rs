@@ -126,6 +126,20 @@ enum PlotKind {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Sampled address against time, one band per data object (instrumented builds).
+    Scatter {
+        dir: PathBuf,
+        /// Output image: .png or .svg.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Read and write bandwidth over time from exact byte counts (instrumented builds).
+    Bandwidth {
+        dir: PathBuf,
+        /// Output image: .png or .svg.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
 }
 
 fn main() {
@@ -146,11 +160,18 @@ fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Record(args) => record(args),
         Command::Report(args) => report(args),
-        Command::Plot {
-            kind: PlotKind::Capacity { dir, output },
-        } => {
-            let p = load(&dir)?;
-            memlens_present::plot_capacity(&p, &output)?;
+        Command::Plot { kind } => {
+            let (dir, output) = match &kind {
+                PlotKind::Capacity { dir, output }
+                | PlotKind::Scatter { dir, output }
+                | PlotKind::Bandwidth { dir, output } => (dir, output),
+            };
+            let p = load(dir)?;
+            match kind {
+                PlotKind::Capacity { .. } => memlens_present::plot_capacity(&p, output)?,
+                PlotKind::Scatter { .. } => memlens_present::plot_scatter(&p, output)?,
+                PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(&p, output)?,
+            }
             eprintln!("memlens: wrote {}", output.display());
             Ok(0)
         }

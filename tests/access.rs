@@ -164,3 +164,42 @@ fn uninstrumented_programs_say_how_to_get_access_samples() {
     assert!(String::from_utf8_lossy(&text.stdout)
         .contains("access sampling unavailable: the program was not built with `memlens cc`"));
 }
+
+#[test]
+fn scatter_and_bandwidth_plots() {
+    let dir = tempdir();
+    let app = stream_example(dir.path(), &["-DN=300000L", "-DCHASE=65536L"]);
+    let p = dir.path().join("p");
+    assert!(record(&p, &[], &[&app]).status.success());
+    for kind in ["scatter", "bandwidth"] {
+        for ext in ["png", "svg"] {
+            let img = dir.path().join(format!("{kind}.{ext}"));
+            let st = Command::new(memlens())
+                .args(["plot", kind])
+                .arg(&p)
+                .arg("-o")
+                .arg(&img)
+                .status()
+                .unwrap();
+            assert!(st.success());
+            assert!(
+                std::fs::metadata(&img).unwrap().len() > 10_000,
+                "{kind}.{ext}"
+            );
+        }
+    }
+    // Without instrumentation there is nothing to draw, and memlens says why.
+    let plain = dir.path().join("plain");
+    assert!(record(&plain, &[], &[&program("torture"), "exit", "0"])
+        .status
+        .success());
+    let out = Command::new(memlens())
+        .args(["plot", "scatter"])
+        .arg(&plain)
+        .arg("-o")
+        .arg(dir.path().join("x.png"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("build the program with `memlens cc`"));
+}

@@ -130,6 +130,123 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);
     }
 
+    let Attribution {
+        hits,
+        mut per_region,
+    } = attribute(p, objects);
+    let mut per_object: HashMap<Option<usize>, (u64, u64, HashMap<u64, u64>)> = HashMap::new();
+    for (s, hit) in p.samples.iter().zip(&hits) {
+        let e = per_object.entry(hit.map(|h| h.object)).or_default();
+        if s.is_store {
+            e.1 += 1;
+        } else {
+            e.0 += 1;
+        }
+        *e.2.entry(s.pc).or_default() += 1;
+    }
+    let name_of = |key: Option<usize>| match key {
+        Some(k) => objects.list[k].name.clone(),
+        None => "unknown (no recorded object)".to_string(),
+    };
+    out.unattributed = per_object.get(&None).map_or(0, |e| e.0 + e.1);
+    let mut list: Vec<ObjectAccess> = per_object
+        .into_iter()
+        .map(|(key, (loads, stores, pcs))| {
+            let pid = key.map_or(0, |k| objects.list[k].pid);
+            let mut lines: Vec<(String, u64)> = Vec::new();
+            let mut by_label: HashMap<String, u64> = HashMap::new();
+            for (pc, n) in pcs {
+                *by_label.entry(location_label(p, pid, pc)).or_default() += n;
+            }
+            lines.extend(by_label);
+            lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            lines.truncate(5);
+            ObjectAccess {
+                name: name_of(key),
+                kind: key.map(|k| objects.list[k].kind),
+                pid,
+                samples: loads + stores,
+                load_samples: loads,
+                store_samples: stores,
+                est_accesses: ((loads + stores) * period) as f64,
+                est_loads: (loads * period) as f64,
+                est_stores: (stores * period) as f64,
+                lines: lines
+                    .into_iter()
+                    .map(|(location, samples)| SourceLine { location, samples })
+                    .collect(),
+            }
+        })
+        .collect();
+    list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
+    list.truncate(top);
+    out.objects = list;
+
+    // Regions: exact traffic summed over instances, objects from the samples.
+    let mut by_name: BTreeMap<(u32, String), RegionAccess> = BTreeMap::new();
+    let mut touched: BTreeMap<(u32, String), HashMap<Option<usize>, u64>> = BTreeMap::new();
+    for (i, r) in p.regions.iter().enumerate() {
+        let key = (r.pid, r.name.clone());
+        let e = by_name.entry(key.clone()).or_insert_with(|| RegionAccess {
+            name: r.name.clone(),
+            pid: r.pid,
+            ..Default::default()
+        });
+        e.instances += 1;
+        e.total_ns += r
+            .end_ns
+            .unwrap_or(p.meta.clock.duration_ns)
+            .saturating_sub(r.begin_ns);
+        e.bytes_read += r.bytes_read.unwrap_or(0);
+        e.bytes_written += r.bytes_written.unwrap_or(0);
+        e.loads += r.loads.unwrap_or(0);
+        e.stores += r.stores.unwrap_or(0);
+        for (k, n) in per_region.remove(&i).unwrap_or_default() {
+            *touched
+                .entry(key.clone())
+                .or_default()
+                .entry(k)
+                .or_default() += n;
+        }
+    }
+    for (key, r) in by_name.iter_mut() {
+        let secs = r.total_ns as f64 / 1e9;
+        if secs > 0.0 {
+            r.read_bandwidth = r.bytes_read as f64 / secs;
+            r.write_bandwidth = r.bytes_written as f64 / secs;
+        }
+        let mut objs: Vec<(String, u64)> = touched
+            .remove(key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, n)| (name_of(k), n))
+            .collect();
+        objs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        objs.truncate(5);
+        r.objects = objs;
+    }
+    out.regions = by_name.into_values().collect();
+    out.regions.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+    out
+}
+
+/// Where a sample landed: its object and that object's address range then.
+#[derive(Clone, Copy, Debug)]
+pub struct Hit {
+    pub object: usize,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Every sample attributed to the data object live at its address at its time
+/// (a tag first, then a heap block, mapping or thread stack, then a static), and
+/// the samples of each region instance by object.
+pub struct Attribution {
+    pub hits: Vec<Option<Hit>>,
+    pub per_region: HashMap<usize, HashMap<Option<usize>, u64>>,
+}
+
+pub fn attribute(p: &Profile, objects: &Objects) -> Attribution {
     // One sweep in time order: live ranges (blocks, mappings, stacks, tags),
     // open region instances per thread, and samples.
     let mut events: Vec<(u64, u8, u32, Event)> = Vec::new();
@@ -224,13 +341,15 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         map.range(..=(pid, addr))
             .next_back()
             .filter(|(&(p2, _), &(end, _))| p2 == pid && end > addr)
-            .map(|(_, &(_, key))| key)
+            .map(|(&(_, start), &(end, object))| Hit { object, start, end })
     };
     let mut live: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
     let mut tags: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
     let mut open: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
-    let mut per_object: HashMap<Option<usize>, (u64, u64, HashMap<u64, u64>)> = HashMap::new();
-    let mut per_region: HashMap<usize, HashMap<Option<usize>, u64>> = HashMap::new();
+    let mut out = Attribution {
+        hits: vec![None; p.samples.len()],
+        per_region: HashMap::new(),
+    };
     for (_, _, pid, ev) in events {
         match ev {
             Event::Begin {
@@ -255,104 +374,19 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             Event::Sample(i) => {
                 let s = &p.samples[i];
                 // A tag names a range inside whatever holds it: it wins.
-                let key = find(&tags, pid, s.address)
+                let hit = find(&tags, pid, s.address)
                     .or_else(|| find(&live, pid, s.address))
                     .or_else(|| find(&statics, pid, s.address));
-                let e = per_object.entry(key).or_default();
-                if s.is_store {
-                    e.1 += 1;
-                } else {
-                    e.0 += 1;
-                }
-                *e.2.entry(s.pc).or_default() += 1;
+                out.hits[i] = hit;
                 for &r in open.get(&(pid, s.tid)).into_iter().flatten() {
-                    *per_region.entry(r).or_default().entry(key).or_default() += 1;
+                    *out.per_region
+                        .entry(r)
+                        .or_default()
+                        .entry(hit.map(|h| h.object))
+                        .or_default() += 1;
                 }
             }
         }
     }
-    let name_of = |key: Option<usize>| match key {
-        Some(k) => objects.list[k].name.clone(),
-        None => "unknown (no recorded object)".to_string(),
-    };
-    out.unattributed = per_object.get(&None).map_or(0, |e| e.0 + e.1);
-    let mut list: Vec<ObjectAccess> = per_object
-        .into_iter()
-        .map(|(key, (loads, stores, pcs))| {
-            let pid = key.map_or(0, |k| objects.list[k].pid);
-            let mut lines: Vec<(String, u64)> = Vec::new();
-            let mut by_label: HashMap<String, u64> = HashMap::new();
-            for (pc, n) in pcs {
-                *by_label.entry(location_label(p, pid, pc)).or_default() += n;
-            }
-            lines.extend(by_label);
-            lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            lines.truncate(5);
-            ObjectAccess {
-                name: name_of(key),
-                kind: key.map(|k| objects.list[k].kind),
-                pid,
-                samples: loads + stores,
-                load_samples: loads,
-                store_samples: stores,
-                est_accesses: ((loads + stores) * period) as f64,
-                est_loads: (loads * period) as f64,
-                est_stores: (stores * period) as f64,
-                lines: lines
-                    .into_iter()
-                    .map(|(location, samples)| SourceLine { location, samples })
-                    .collect(),
-            }
-        })
-        .collect();
-    list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
-    list.truncate(top);
-    out.objects = list;
-
-    // Regions: exact traffic summed over instances, objects from the samples.
-    let mut by_name: BTreeMap<(u32, String), RegionAccess> = BTreeMap::new();
-    let mut touched: BTreeMap<(u32, String), HashMap<Option<usize>, u64>> = BTreeMap::new();
-    for (i, r) in p.regions.iter().enumerate() {
-        let key = (r.pid, r.name.clone());
-        let e = by_name.entry(key.clone()).or_insert_with(|| RegionAccess {
-            name: r.name.clone(),
-            pid: r.pid,
-            ..Default::default()
-        });
-        e.instances += 1;
-        e.total_ns += r
-            .end_ns
-            .unwrap_or(p.meta.clock.duration_ns)
-            .saturating_sub(r.begin_ns);
-        e.bytes_read += r.bytes_read.unwrap_or(0);
-        e.bytes_written += r.bytes_written.unwrap_or(0);
-        e.loads += r.loads.unwrap_or(0);
-        e.stores += r.stores.unwrap_or(0);
-        for (k, n) in per_region.remove(&i).unwrap_or_default() {
-            *touched
-                .entry(key.clone())
-                .or_default()
-                .entry(k)
-                .or_default() += n;
-        }
-    }
-    for (key, r) in by_name.iter_mut() {
-        let secs = r.total_ns as f64 / 1e9;
-        if secs > 0.0 {
-            r.read_bandwidth = r.bytes_read as f64 / secs;
-            r.write_bandwidth = r.bytes_written as f64 / secs;
-        }
-        let mut objs: Vec<(String, u64)> = touched
-            .remove(key)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, n)| (name_of(k), n))
-            .collect();
-        objs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        objs.truncate(5);
-        r.objects = objs;
-    }
-    out.regions = by_name.into_values().collect();
-    out.regions.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
     out
 }

@@ -3,7 +3,7 @@
 mod plot;
 mod report;
 
-pub use plot::{plot_capacity, PlotError};
+pub use plot::{bandwidth_series, plot_bandwidth, plot_capacity, plot_scatter, PlotError};
 pub use report::{build_report, render_text, Report};
 
 /// 1536 -> "1.5 KiB".

@@ -2,6 +2,7 @@
 //! objects stacked, annotated regions shaded. SVG or PNG by file extension.
 
 use memlens_analysis::{self as analysis, CapacitySeries, Profile};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -42,23 +43,303 @@ fn register_font() {
     });
 }
 
+/// Draws with the backend the file name asks for: `$draw(area, args...)`.
+macro_rules! render {
+    ($out:expr, $draw:ident ( $($arg:expr),* )) => {{
+        register_font();
+        let size = (1200, 700);
+        let ext = $out
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        match ext.as_str() {
+            "svg" => $draw(SVGBackend::new($out, size).into_drawing_area(), $($arg),*),
+            "png" => $draw(BitMapBackend::new($out, size).into_drawing_area(), $($arg),*),
+            _ => Err(PlotError(format!(
+                "{}: unknown image type; use a .png or .svg file name",
+                $out.display()
+            ))),
+        }
+    }};
+}
+
 pub fn plot_capacity(p: &Profile, out: &Path) -> Result<(), PlotError> {
-    register_font();
     let data = analysis::capacity_series(p, 5);
-    let size = (1200, 700);
-    let ext = out
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match ext.as_str() {
-        "svg" => draw(SVGBackend::new(out, size).into_drawing_area(), &data, p),
-        "png" => draw(BitMapBackend::new(out, size).into_drawing_area(), &data, p),
-        _ => Err(PlotError(format!(
-            "{}: unknown image type; use a .png or .svg file name",
-            out.display()
-        ))),
+    render!(out, draw(&data, p))
+}
+
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+fn drawing_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> PlotError {
+    PlotError(format!("drawing failed: {e}"))
+}
+
+/// Top-level regions as shaded bands with their names at the top.
+fn shade_regions<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    regions: &[(String, u64, u64)],
+    y_max: f64,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let mut colors: BTreeMap<&str, RGBColor> = BTreeMap::new();
+    for (name, b, e) in regions {
+        let n = colors.len();
+        let color = *colors
+            .entry(name)
+            .or_insert(PALETTE[(n + 3) % PALETTE.len()]);
+        let band = Rectangle::new(
+            [(secs(*b), 0.0), (secs(*e), y_max)],
+            color.mix(0.12).filled(),
+        );
+        chart
+            .draw_series(std::iter::once(band))
+            .map_err(drawing_error)?;
     }
+    for (name, b, _) in regions.iter().take(40) {
+        let label = Text::new(name.clone(), (secs(*b), y_max * 0.97), ("sans-serif", 12));
+        chart
+            .draw_series(std::iter::once(label))
+            .map_err(drawing_error)?;
+    }
+    Ok(())
+}
+
+fn top_level_regions(p: &Profile) -> Vec<(String, u64, u64)> {
+    let end = p.meta.clock.duration_ns;
+    p.regions
+        .iter()
+        .filter(|r| r.depth == 0)
+        .map(|r| (r.name.clone(), r.begin_ns, r.end_ns.unwrap_or(end)))
+        .collect()
+}
+
+fn title(what: &str, p: &Profile) -> String {
+    let program = p
+        .meta
+        .command
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c))
+        .unwrap_or("");
+    format!("{what}: {program}")
+}
+
+fn legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(drawing_error)
+}
+
+/// `memlens plot scatter`: sampled address against time, one band per data object
+/// (the address scaled within the object), loads and stores in two colours.
+pub fn plot_scatter(p: &Profile, out: &Path) -> Result<(), PlotError> {
+    if p.samples.is_empty() {
+        return Err(PlotError(
+            "this profile has no access samples: build the program with `memlens cc` and record it again".into(),
+        ));
+    }
+    let objects = analysis::data_objects(p);
+    let attribution = analysis::attribute(p, &objects);
+    render!(out, draw_scatter(p, &objects, &attribution))
+}
+
+const MAX_BANDS: usize = 10;
+
+fn draw_scatter<DB: DrawingBackend>(
+    area: DrawingArea<DB, Shift>,
+    p: &Profile,
+    objects: &analysis::Objects,
+    attribution: &analysis::Attribution,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    // The most sampled objects get a band each, from the bottom up.
+    let mut counts: BTreeMap<usize, u64> = BTreeMap::new();
+    for h in attribution.hits.iter().flatten() {
+        *counts.entry(h.object).or_default() += 1;
+    }
+    let mut ranked: Vec<(usize, u64)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked.truncate(MAX_BANDS);
+    let band: BTreeMap<usize, usize> = ranked
+        .iter()
+        .enumerate()
+        .map(|(i, &(o, _))| (o, i))
+        .collect();
+    let names: Vec<String> = ranked
+        .iter()
+        .map(|&(o, n)| {
+            format!(
+                "{} ({n})",
+                objects.list[o].name.chars().take(48).collect::<String>()
+            )
+        })
+        .collect();
+    let bands = names.len().max(1) as f64;
+    let x_max = (p.meta.clock.duration_ns as f64 / 1e9).max(1e-3);
+    area.fill(&WHITE).map_err(drawing_error)?;
+    let (left, right) = area.split_horizontally(280);
+    let mut chart = ChartBuilder::on(&right)
+        .caption(
+            title("sampled accesses by data object", p),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(10)
+        .build_cartesian_2d(0.0..x_max, 0.0..bands)
+        .map_err(drawing_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .disable_y_mesh()
+        .y_labels(0)
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(drawing_error)?;
+    shade_regions(&mut chart, &top_level_regions(p), bands)?;
+    for i in 1..names.len() {
+        let line = PathElement::new(vec![(0.0, i as f64), (x_max, i as f64)], BLACK.mix(0.3));
+        chart
+            .draw_series(std::iter::once(line))
+            .map_err(drawing_error)?;
+    }
+    // Band names on the left panel, level with their bands.
+    let plot_h = right.dim_in_pixel().1 as f64 - 12.0 * 2.0 - 40.0 - 30.0;
+    for (i, name) in names.iter().enumerate() {
+        let y = 12.0 + 30.0 + plot_h * (1.0 - (i as f64 + 0.5) / bands);
+        left.draw(&Text::new(name.clone(), (8, y as i32), ("sans-serif", 13)))
+            .map_err(drawing_error)?;
+    }
+    for (is_store, color, label) in [
+        (false, RGBColor(31, 119, 180), "loads"),
+        (true, RGBColor(214, 39, 40), "stores"),
+    ] {
+        let points = p
+            .samples
+            .iter()
+            .zip(&attribution.hits)
+            .filter_map(|(s, h)| {
+                let h = h.as_ref()?;
+                let b = *band.get(&h.object)?;
+                (s.is_store == is_store).then(|| {
+                    let span = h.end.saturating_sub(h.start).max(1) as f64;
+                    let y = b as f64
+                        + (s.address.saturating_sub(h.start) as f64 / span).clamp(0.0, 0.999);
+                    (s.time_ns as f64 / 1e9, y)
+                })
+            });
+        chart
+            .draw_series(points.map(|c| Circle::new(c, 1, color.mix(0.5).filled())))
+            .map_err(drawing_error)?
+            .label(label)
+            .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
+    }
+    legend(&mut chart)?;
+    area.present().map_err(drawing_error)?;
+    Ok(())
+}
+
+/// `memlens plot bandwidth`: read and write bandwidth over time (exact byte
+/// counts differentiated between ticks), regions shaded.
+pub fn plot_bandwidth(p: &Profile, out: &Path) -> Result<(), PlotError> {
+    if !p.meta.backend.iter().any(|b| b == "sancov") {
+        return Err(PlotError(
+            "this profile has no byte counts: build the program with `memlens cc` and record it again".into(),
+        ));
+    }
+    render!(out, draw_bandwidth(p))
+}
+
+/// (seconds, GiB/s read, GiB/s written) between consecutive ticks, all processes.
+pub fn bandwidth_series(p: &Profile) -> Vec<(f64, f64, f64)> {
+    let mut per_pid: BTreeMap<u32, Vec<&memlens_profile::TimelinePoint>> = BTreeMap::new();
+    for t in &p.timeline {
+        per_pid.entry(t.pid).or_default().push(t);
+    }
+    let mut rates: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
+    for points in per_pid.values() {
+        for w in points.windows(2) {
+            let dt = w[1].time_ns.saturating_sub(w[0].time_ns) as f64 / 1e9;
+            if dt <= 0.0 {
+                continue;
+            }
+            let gib = (1u64 << 30) as f64;
+            let e = rates.entry(w[1].time_ns).or_default();
+            e.0 += w[1].bytes_read.saturating_sub(w[0].bytes_read) as f64 / dt / gib;
+            e.1 += w[1].bytes_written.saturating_sub(w[0].bytes_written) as f64 / dt / gib;
+        }
+    }
+    rates
+        .into_iter()
+        .map(|(t, (r, w))| (t as f64 / 1e9, r, w))
+        .collect()
+}
+
+fn draw_bandwidth<DB: DrawingBackend>(
+    area: DrawingArea<DB, Shift>,
+    p: &Profile,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let series = bandwidth_series(p);
+    let x_max = (p.meta.clock.duration_ns as f64 / 1e9).max(1e-3);
+    let y_max = series
+        .iter()
+        .map(|s| s.1.max(s.2))
+        .fold(0.0f64, f64::max)
+        .max(1e-3)
+        * 1.15;
+    area.fill(&WHITE).map_err(drawing_error)?;
+    let mut chart = ChartBuilder::on(&area)
+        .caption(
+            title("achieved bandwidth (exact byte counts)", p),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(drawing_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("GiB/s")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(drawing_error)?;
+    shade_regions(&mut chart, &top_level_regions(p), y_max)?;
+    for (pick, color, label) in [
+        (0usize, RGBColor(31, 119, 180), "read"),
+        (1, RGBColor(214, 39, 40), "written"),
+    ] {
+        let line = series
+            .iter()
+            .map(|s| (s.0, if pick == 0 { s.1 } else { s.2 }));
+        chart
+            .draw_series(LineSeries::new(line, color.stroke_width(2)))
+            .map_err(drawing_error)?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
+            });
+    }
+    legend(&mut chart)?;
+    area.present().map_err(drawing_error)?;
+    Ok(())
 }
 
 fn draw<DB: DrawingBackend>(
@@ -105,23 +386,7 @@ where
         .draw()
         .map_err(err)?;
 
-    // Regions: shaded bands with their names at the top.
-    let mut region_colors: BTreeMap<&str, RGBColor> = BTreeMap::new();
-    for (name, b, e) in &c.regions {
-        let n = region_colors.len();
-        let color = *region_colors
-            .entry(name)
-            .or_insert(PALETTE[(n + 3) % PALETTE.len()]);
-        let band = Rectangle::new(
-            [(secs(*b), 0.0), (secs(*e), y_max)],
-            color.mix(0.12).filled(),
-        );
-        chart.draw_series(std::iter::once(band)).map_err(err)?;
-    }
-    for (name, b, _) in c.regions.iter().take(40) {
-        let label = Text::new(name.clone(), (secs(*b), y_max * 0.97), ("sans-serif", 12));
-        chart.draw_series(std::iter::once(label)).map_err(err)?;
-    }
+    shade_regions(&mut chart, &c.regions, y_max)?;
 
     // Largest objects stacked: each band is drawn from the sum below it.
     let mut times: Vec<u64> = c
@@ -180,14 +445,7 @@ where
         .map_err(err)?
         .label("live heap (measured, exact counters)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], RED.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart)?;
     area.present().map_err(err)?;
     Ok(())
 }

@@ -327,6 +327,8 @@ fn count_bulk(read: usize, written: usize) {
     if let Some(st) = enter() {
         st.access.bulk[0] += read as u64;
         st.access.bulk[1] += written as u64;
+        // Bulk copies take no slow path: publish here for the bandwidth timeline.
+        publish(st);
         leave(st);
     }
 }
