@@ -86,7 +86,6 @@ enum Event {
         tid: u32,
         region: usize,
     },
-    Sample(usize),
 }
 
 /// Object an address range belongs to: an object index, or a thread stack.
@@ -130,20 +129,22 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);
     }
 
-    let Attribution {
-        hits,
-        mut per_region,
-    } = attribute(p, objects);
     let mut per_object: HashMap<Option<usize>, (u64, u64, HashMap<u64, u64>)> = HashMap::new();
-    for (s, hit) in p.samples.iter().zip(&hits) {
-        let e = per_object.entry(hit.map(|h| h.object)).or_default();
+    let mut per_region: HashMap<usize, HashMap<Option<usize>, u64>> = HashMap::new();
+    attribute(p, objects, |i, hit, regions| {
+        let s = &p.samples[i];
+        let object = hit.map(|h| h.object);
+        let e = per_object.entry(object).or_default();
         if s.is_store {
             e.1 += 1;
         } else {
             e.0 += 1;
         }
         *e.2.entry(s.pc).or_default() += 1;
-    }
+        for &r in regions {
+            *per_region.entry(r).or_default().entry(object).or_default() += 1;
+        }
+    });
     let name_of = |key: Option<usize>| match key {
         Some(k) => objects.list[k].name.clone(),
         None => "unknown (no recorded object)".to_string(),
@@ -238,15 +239,15 @@ pub struct Hit {
     pub end: u64,
 }
 
-/// Every sample attributed to the data object live at its address at its time
-/// (a tag first, then a heap block, mapping or thread stack, then a static), and
-/// the samples of each region instance by object.
-pub struct Attribution {
-    pub hits: Vec<Option<Hit>>,
-    pub per_region: HashMap<usize, HashMap<Option<usize>, u64>>,
-}
-
-pub fn attribute(p: &Profile, objects: &Objects) -> Attribution {
+/// Attributes every sample to the data object live at its address at its time (a
+/// tag first, then a heap block, mapping or thread stack, then a static) and hands
+/// it to `visit` in time order, with the region instances open on its thread. One
+/// sweep; nothing per sample is kept, so memory stays with the profile itself.
+pub fn attribute(
+    p: &Profile,
+    objects: &Objects,
+    mut visit: impl FnMut(usize, Option<Hit>, &[usize]),
+) {
     // One sweep in time order: live ranges (blocks, mappings, stacks, tags),
     // open region instances per thread, and samples.
     let mut events: Vec<(u64, u8, u32, Event)> = Vec::new();
@@ -323,10 +324,7 @@ pub fn attribute(p: &Profile, objects: &Objects) -> Attribution {
             },
         ));
     }
-    for (i, s) in p.samples.iter().enumerate() {
-        events.push((s.time_ns, 2, s.pid, Event::Sample(i)));
-    }
-    // Ends before begins before samples at one instant.
+    // Ends before begins at one instant; samples come after both.
     events.sort_by_key(|e| (e.0, e.1));
 
     // Statics never move: a sorted list per process.
@@ -346,47 +344,48 @@ pub fn attribute(p: &Profile, objects: &Objects) -> Attribution {
     let mut live: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
     let mut tags: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
     let mut open: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
-    let mut out = Attribution {
-        hits: vec![None; p.samples.len()],
-        per_region: HashMap::new(),
-    };
-    for (_, _, pid, ev) in events {
-        match ev {
-            Event::Begin {
-                addr,
-                end,
-                key,
-                tag,
-            } => {
-                let map = if tag { &mut tags } else { &mut live };
-                map.insert((pid, addr), (end, key));
-            }
-            Event::End { addr, tag } => {
-                let map = if tag { &mut tags } else { &mut live };
-                map.remove(&(pid, addr));
-            }
-            Event::RegionBegin { tid, region } => open.entry((pid, tid)).or_default().push(region),
-            Event::RegionEnd { tid, region } => {
-                if let Some(v) = open.get_mut(&(pid, tid)) {
-                    v.retain(|&r| r != region);
+    // Each process's samples are in time order; several processes' are not.
+    let order: Box<dyn Iterator<Item = usize>> =
+        if p.samples.windows(2).all(|w| w[0].time_ns <= w[1].time_ns) {
+            Box::new(0..p.samples.len())
+        } else {
+            let mut o: Vec<u32> = (0..p.samples.len() as u32).collect();
+            o.sort_by_key(|&i| p.samples[i as usize].time_ns);
+            Box::new(o.into_iter().map(|i| i as usize))
+        };
+    let mut events = events.into_iter().peekable();
+    let no_regions: Vec<usize> = Vec::new();
+    for i in order {
+        let s = &p.samples[i];
+        while let Some((_, _, pid, ev)) = events.next_if(|e| e.0 <= s.time_ns) {
+            match ev {
+                Event::Begin {
+                    addr,
+                    end,
+                    key,
+                    tag,
+                } => {
+                    let map = if tag { &mut tags } else { &mut live };
+                    map.insert((pid, addr), (end, key));
                 }
-            }
-            Event::Sample(i) => {
-                let s = &p.samples[i];
-                // A tag names a range inside whatever holds it: it wins.
-                let hit = find(&tags, pid, s.address)
-                    .or_else(|| find(&live, pid, s.address))
-                    .or_else(|| find(&statics, pid, s.address));
-                out.hits[i] = hit;
-                for &r in open.get(&(pid, s.tid)).into_iter().flatten() {
-                    *out.per_region
-                        .entry(r)
-                        .or_default()
-                        .entry(hit.map(|h| h.object))
-                        .or_default() += 1;
+                Event::End { addr, tag } => {
+                    let map = if tag { &mut tags } else { &mut live };
+                    map.remove(&(pid, addr));
+                }
+                Event::RegionBegin { tid, region } => {
+                    open.entry((pid, tid)).or_default().push(region)
+                }
+                Event::RegionEnd { tid, region } => {
+                    if let Some(v) = open.get_mut(&(pid, tid)) {
+                        v.retain(|&r| r != region);
+                    }
                 }
             }
         }
+        // A tag names a range inside whatever holds it: it wins.
+        let hit = find(&tags, s.pid, s.address)
+            .or_else(|| find(&live, s.pid, s.address))
+            .or_else(|| find(&statics, s.pid, s.address));
+        visit(i, hit, open.get(&(s.pid, s.tid)).unwrap_or(&no_regions));
     }
-    out
 }

@@ -150,25 +150,34 @@ pub fn plot_scatter(p: &Profile, out: &Path) -> Result<(), PlotError> {
         ));
     }
     let objects = analysis::data_objects(p);
-    let attribution = analysis::attribute(p, &objects);
-    render!(out, draw_scatter(p, &objects, &attribution))
+    // Per sample: its object and where in the object it fell (0..1).
+    let mut placed: Vec<Option<(u32, f32)>> = vec![None; p.samples.len()];
+    analysis::attribute(p, &objects, |i, hit, _| {
+        placed[i] = hit.map(|h| {
+            let span = h.end.saturating_sub(h.start).max(1) as f64;
+            let frac = p.samples[i].address.saturating_sub(h.start) as f64 / span;
+            (h.object as u32, frac.clamp(0.0, 0.999) as f32)
+        });
+    });
+    render!(out, draw_scatter(p, &objects, &placed))
 }
 
 const MAX_BANDS: usize = 10;
+const MAX_DOTS: usize = 300_000;
 
 fn draw_scatter<DB: DrawingBackend>(
     area: DrawingArea<DB, Shift>,
     p: &Profile,
     objects: &analysis::Objects,
-    attribution: &analysis::Attribution,
+    placed: &[Option<(u32, f32)>],
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
     // The most sampled objects get a band each, from the bottom up.
     let mut counts: BTreeMap<usize, u64> = BTreeMap::new();
-    for h in attribution.hits.iter().flatten() {
-        *counts.entry(h.object).or_default() += 1;
+    for &(o, _) in placed.iter().flatten() {
+        *counts.entry(o as usize).or_default() += 1;
     }
     let mut ranked: Vec<(usize, u64)> = counts.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -227,19 +236,17 @@ where
         (false, RGBColor(31, 119, 180), "loads"),
         (true, RGBColor(214, 39, 40), "stores"),
     ] {
+        // A few hundred thousand dots show the pattern; more only slow the drawing.
+        let stride = (p.samples.len() / MAX_DOTS).max(1);
         let points = p
             .samples
             .iter()
-            .zip(&attribution.hits)
+            .zip(placed)
+            .step_by(stride)
             .filter_map(|(s, h)| {
-                let h = h.as_ref()?;
-                let b = *band.get(&h.object)?;
-                (s.is_store == is_store).then(|| {
-                    let span = h.end.saturating_sub(h.start).max(1) as f64;
-                    let y = b as f64
-                        + (s.address.saturating_sub(h.start) as f64 / span).clamp(0.0, 0.999);
-                    (s.time_ns as f64 / 1e9, y)
-                })
+                let (o, frac) = (*h)?;
+                let b = *band.get(&(o as usize))?;
+                (s.is_store == is_store).then(|| (s.time_ns as f64 / 1e9, b as f64 + frac as f64))
             });
         chart
             .draw_series(points.map(|c| Circle::new(c, 1, color.mix(0.5).filled())))

@@ -190,8 +190,9 @@ fn jittered_period(st: &mut ThreadState, class: usize) -> u64 {
     // Uniform jitter of +-1/8 of the period, as SPE perturbs its interval, so a
     // loop whose trip matches the period is not always sampled at the same access.
     let p = s.access_period;
-    let span = (p / 4).max(1);
-    p - p / 8 + crate::next_u64(st) % span
+    let j = p / 8;
+    // Uniform in [p - j, p + j]: the mean stays exactly p.
+    p - j + crate::next_u64(st) % (2 * j + 1)
 }
 
 /// The exact access counts of the calling thread now.

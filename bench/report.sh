@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Analysis at scale: record examples/stream.c (built with memlens cc) at period 10,
+# about 9-10 million access samples, then time `memlens report` and measure its peak
+# memory (GNU time's maximum resident set). Usage: bash bench/report.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=bench/out
+mkdir -p "$out"
+cargo build --release --quiet
+memlens=target/release/memlens
+$memlens cc -O2 -Iinclude examples/stream.c -o "$out/stream-memlens"
+rm -rf "$out/big"
+$memlens record -o "$out/big" --period 10 -- "$out/stream-memlens" >/dev/null
+samples=$(grep -o '[0-9]* samples, 1 per' <($memlens report "$out/big") | cut -d' ' -f1)
+/usr/bin/time -f "%e %M" -o "$out/report.time" $memlens report "$out/big" >/dev/null
+read -r secs kb < "$out/report.time"
+echo "samples: $samples"
+echo "report: $secs s, peak RSS $((kb / 1024)) MiB"
+echo "per million samples: $(echo "$secs / ($samples / 1000000)" | bc -l | cut -c1-5) s"
