@@ -216,3 +216,77 @@ fn a_short_period_stays_unbiased() {
     let accuracy = r["access"]["accuracy"].as_f64().unwrap();
     assert!(accuracy >= 0.995, "accuracy {accuracy}");
 }
+
+#[test]
+fn mixed_instrumented_and_plain_libraries() {
+    let dir = tempdir();
+    let d = dir.path();
+    let src = root().join("tests/programs");
+    let inc = format!("-I{}", root().join("include").display());
+    let cc = |args: &[&str]| {
+        let st = Command::new(memlens())
+            .env("MEMLENS_RUNTIME", runtime())
+            .arg("cc")
+            .args(args)
+            .current_dir(d)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{args:?}");
+    };
+    let lib = src.join("mixed_lib.c").to_string_lossy().into_owned();
+    cc(&[
+        "-O1",
+        "-fPIC",
+        "-shared",
+        "-DSUM=sum_instrumented",
+        &lib,
+        "-o",
+        "libinstr.so",
+    ]);
+    let st = Command::new("gcc")
+        .args([
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-DSUM=sum_plain",
+            &lib,
+            "-o",
+            "libplain.so",
+        ])
+        .current_dir(d)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let main = src.join("mixed_main.c").to_string_lossy().into_owned();
+    cc(&[
+        "-O1",
+        &inc,
+        &main,
+        "-o",
+        "mixed",
+        "-L.",
+        "-Wl,-rpath,$ORIGIN",
+        "-linstr",
+        "-lplain",
+    ]);
+    let app = d.join("mixed").to_string_lossy().into_owned();
+    same_behaviour(&[&app]);
+    let p = d.join("p");
+    assert!(record(&p, &[], &[&app]).status.success());
+    let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
+    let get = |name: &str| regions.iter().find(|r| r.name == name).unwrap();
+    let n = 1u64 << 20;
+    // -O1 keeps the loops scalar: one 8-byte access per element.
+    assert_eq!(
+        (get("fill").stores, get("fill").bytes_written),
+        (Some(n), Some(8 * n))
+    );
+    assert_eq!(
+        (
+            get("instrumented lib").loads,
+            get("instrumented lib").bytes_read
+        ),
+        (Some(n), Some(8 * n))
+    );
+    assert_eq!(get("plain lib").loads, Some(0));
+}
