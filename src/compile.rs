@@ -17,17 +17,11 @@ const INSTRUMENT: &[&str] = &[
     "-mprefer-vector-width=128",
 ];
 
-/// clang from MEMLENS_CLANG / MEMLENS_CLANGXX, or the newest clang[-N] on PATH.
-fn find_clang(cxx: bool) -> Result<PathBuf> {
-    let var = if cxx {
-        "MEMLENS_CLANGXX"
-    } else {
-        "MEMLENS_CLANG"
-    };
+/// A tool from its environment variable, or the newest `base[-N]` on PATH.
+fn find_tool(var: &str, base: &str, package: &str) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(var) {
         return Ok(PathBuf::from(p));
     }
-    let base = if cxx { "clang++" } else { "clang" };
     let path = std::env::var_os("PATH").unwrap_or_default();
     let candidates =
         std::iter::once(base.to_string()).chain((14..=21).rev().map(|v| format!("{base}-{v}")));
@@ -39,7 +33,15 @@ fn find_clang(cxx: bool) -> Result<PathBuf> {
             return Ok(found);
         }
     }
-    bail!("no {base} found on PATH: install clang (e.g. `apt-get install clang-16`) or set {var}")
+    bail!("no {base} found on PATH: install it (e.g. `apt-get install {package}`) or set {var}")
+}
+
+fn find_clang(cxx: bool) -> Result<PathBuf> {
+    if cxx {
+        find_tool("MEMLENS_CLANGXX", "clang++", "clang-16")
+    } else {
+        find_tool("MEMLENS_CLANG", "clang", "clang-16")
+    }
 }
 
 fn is_link(args: &[OsString]) -> bool {
@@ -148,14 +150,100 @@ mod tempdir {
 }
 
 pub fn compile(cxx: bool, args: Vec<OsString>, runtime: &Path) -> Result<i32> {
-    let clang = find_clang(cxx)?;
+    compile_with(find_clang(cxx)?, args, runtime, &[])
+}
+
+fn is_fortran(arg: &OsString) -> bool {
+    let ext = Path::new(arg)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("");
+    matches!(
+        ext,
+        "f" | "F" | "f90" | "F90" | "f95" | "F95" | "f03" | "F03" | "f08" | "F08" | "for"
+    )
+}
+
+/// `memlens fc`: flang has no sanitizer-coverage option, so each Fortran source
+/// goes through flang to LLVM IR, and clang instruments and compiles the IR; the
+/// link adds flang's runtime libraries.
+pub fn compile_fortran(args: Vec<OsString>, runtime: &Path) -> Result<i32> {
+    let flang = find_tool("MEMLENS_FLANG", "flang-new", "flang-16")?;
+    let clang = find_clang(false)?;
+    let ir_dir = tempdir::Dir::new()?;
+    // Flags flang understands for the front end; output, linking and inputs stay
+    // with the clang step.
+    let mut front: Vec<&OsString> = Vec::new();
+    let mut iter = args.iter().peekable();
+    while let Some(a) = iter.next() {
+        let s = a.to_str().unwrap_or("");
+        if s == "-o" {
+            iter.next();
+        } else if (s.starts_with("-O")
+            || s.starts_with("-I")
+            || s.starts_with("-D")
+            || s.starts_with("-J")
+            || s.starts_with("-f"))
+            && !is_fortran(a)
+        {
+            front.push(a);
+        }
+    }
+    let mut clang_args = Vec::new();
+    for (k, a) in args.iter().enumerate() {
+        if !is_fortran(a) {
+            clang_args.push(a.clone());
+            continue;
+        }
+        let stem = Path::new(a)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("src");
+        let ll = ir_dir.path().join(format!("{stem}.{k}.ll"));
+        let st = Command::new(&flang)
+            .args(&front)
+            .args(["-S", "-emit-llvm"])
+            .arg(a)
+            .arg("-o")
+            .arg(&ll)
+            .status()?;
+        if !st.success() {
+            return Ok(st.code().unwrap_or(1));
+        }
+        clang_args.push(ll.into_os_string());
+    }
+    // flang-new-16 lives in /usr/lib/llvm-16/bin; its runtime in ../lib.
+    let flang_lib = std::fs::canonicalize(&flang)?
+        .parent()
+        .map(|b| b.join("../lib"))
+        .unwrap_or_default();
+    let link: Vec<OsString> = vec![
+        format!("-L{}", flang_lib.display()).into(),
+        "-lFortran_main".into(),
+        "-lFortranRuntime".into(),
+        "-lFortranDecimal".into(),
+        "-lstdc++".into(),
+        "-lm".into(),
+    ];
+    compile_with(clang, clang_args, runtime, &link)
+}
+
+fn compile_with(
+    clang: PathBuf,
+    args: Vec<OsString>,
+    runtime: &Path,
+    link_extra: &[OsString],
+) -> Result<i32> {
     let lld = find_lld(&clang).filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"));
     let mut cmd = Command::new(&clang);
     cmd.args(INSTRUMENT);
     // With LTO the fast path is inlined into instrumented loops (1.2x instead of
     // 1.4x on STREAM); without lld, every access calls into the runtime.
     if let Some(lld) = &lld {
-        cmd.arg("-flto").arg(format!("-fuse-ld={}", lld.display()));
+        cmd.arg("-flto");
+        if is_link(&args) {
+            cmd.arg(format!("-fuse-ld={}", lld.display()));
+        }
     }
     if !has_debug_info(&args) {
         // Line tables symbolize sampled accesses to file:line.
@@ -180,7 +268,8 @@ pub fn compile(cxx: bool, args: Vec<OsString>, runtime: &Path) -> Result<i32> {
         cmd.arg(format!("-L{}", dir.display()))
             .arg(format!("-Wl,-rpath,{}", dir.display()))
             .arg("-lmemlens_runtime")
-            .arg("-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset");
+            .arg("-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset")
+            .args(link_extra);
     }
     if wide_vectors(&args) {
         eprintln!(

@@ -46,6 +46,13 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// Compile Fortran with flang (through LLVM IR) and the access instrumentation.
+    #[command(disable_help_flag = true)]
+    Fc {
+        /// Arguments for the compiler.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Turn the raw logs of a transparent-mode run (LD_PRELOAD alone) into a profile.
     Finalize {
         /// Profile directory holding raw/ logs.
@@ -177,6 +184,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Cc { args } => compile::compile(false, args, &runtime_path()),
         Command::Cxx { args } => compile::compile(true, args, &runtime_path()),
+        Command::Fc { args } => compile::compile_fortran(args, &runtime_path()),
         Command::Finalize { dir } => {
             finalize_if_needed(&dir)?;
             eprintln!(

@@ -290,3 +290,37 @@ fn mixed_instrumented_and_plain_libraries() {
     );
     assert_eq!(get("plain lib").loads, Some(0));
 }
+
+#[test]
+fn fortran_through_flang() {
+    // Two sizes: what main touches besides the arrays (I/O setup) is the same in
+    // both, so the difference is exactly 24 bytes read and written per element.
+    let dir = tempdir();
+    let mut totals = Vec::new();
+    for n in [1_000_000u64, 2_000_000] {
+        let app = dir.path().join(format!("triad{n}"));
+        let st = Command::new(memlens())
+            .env("MEMLENS_RUNTIME", runtime())
+            .args(["fc", "-O2", &format!("-DN={n}")])
+            .arg(root().join("tests/programs/triad.F90"))
+            .arg("-o")
+            .arg(&app)
+            .current_dir(dir.path())
+            .status()
+            .expect("memlens fc (.ci/run installs flang-16)");
+        assert!(st.success());
+        let app = app.to_string_lossy().into_owned();
+        same_behaviour(&[&app]);
+        let p = dir.path().join(format!("p{n}"));
+        assert!(record(&p, &[], &[&app]).status.success());
+        let timeline: Vec<TimelinePoint> = memlens_profile::read_table(&p).unwrap();
+        let last = timeline.iter().max_by_key(|t| t.time_ns).unwrap();
+        totals.push((last.bytes_read, last.bytes_written));
+    }
+    let n = 1_000_000u64;
+    assert_eq!(
+        (totals[1].0 - totals[0].0, totals[1].1 - totals[0].1),
+        (24 * n, 24 * n),
+        "{totals:?}"
+    );
+}
