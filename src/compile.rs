@@ -281,3 +281,26 @@ fn compile_with(
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", clang.display()))?;
     Ok(status.code().unwrap_or(1))
 }
+
+/// `memlens rustflags`: the RUSTFLAGS that instrument a Rust crate's loads and
+/// stores and link the runtime (build with `codegen-units = 1`).
+pub fn rustflags(runtime: &Path) -> Result<String> {
+    let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
+        bail!(
+            "runtime library not found at {}; build it with `cargo build --release` or set MEMLENS_RUNTIME",
+            runtime.display()
+        );
+    };
+    let dir = std::fs::canonicalize(dir)?;
+    Ok([
+        "-Cpasses=sancov-module".to_string(),
+        "-Cllvm-args=-sanitizer-coverage-level=1".into(),
+        "-Cllvm-args=-sanitizer-coverage-trace-loads".into(),
+        "-Cllvm-args=-sanitizer-coverage-trace-stores".into(),
+        "-Cforce-frame-pointers=yes".into(),
+        format!("-Clink-arg=-L{}", dir.display()),
+        "-Clink-arg=-lmemlens_runtime".into(),
+        format!("-Clink-arg=-Wl,-rpath,{}", dir.display()),
+    ]
+    .join(" "))
+}

@@ -53,6 +53,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// Print the RUSTFLAGS that instrument a Rust crate (use with codegen-units = 1).
+    Rustflags,
     /// Turn the raw logs of a transparent-mode run (LD_PRELOAD alone) into a profile.
     Finalize {
         /// Profile directory holding raw/ logs.
@@ -185,6 +187,10 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Cc { args } => compile::compile(false, args, &runtime_path()),
         Command::Cxx { args } => compile::compile(true, args, &runtime_path()),
         Command::Fc { args } => compile::compile_fortran(args, &runtime_path()),
+        Command::Rustflags => {
+            println!("{}", compile::rustflags(&runtime_path())?);
+            Ok(0)
+        }
         Command::Finalize { dir } => {
             finalize_if_needed(&dir)?;
             eprintln!(

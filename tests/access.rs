@@ -324,3 +324,42 @@ fn fortran_through_flang() {
         "{totals:?}"
     );
 }
+
+#[test]
+fn rust_crate_through_rustflags() {
+    let dir = tempdir();
+    let flags = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg("rustflags")
+        .output()
+        .unwrap();
+    assert!(flags.status.success());
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(root().join("tests/programs/rust_triad/Cargo.toml"))
+        .env("RUSTFLAGS", String::from_utf8(flags.stdout).unwrap().trim())
+        .env("CARGO_TARGET_DIR", dir.path().join("target"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let app = dir
+        .path()
+        .join("target/release/rust_triad")
+        .to_string_lossy()
+        .into_owned();
+    let mut totals = Vec::new();
+    for n in ["1000000", "2000000"] {
+        same_behaviour(&[&app, n]);
+        let p = dir.path().join(format!("p{n}"));
+        assert!(record(&p, &[], &[&app, n]).status.success());
+        let timeline: Vec<TimelinePoint> = memlens_profile::read_table(&p).unwrap();
+        let last = timeline.iter().max_by_key(|t| t.time_ns).unwrap();
+        totals.push((last.bytes_read, last.bytes_written));
+    }
+    // Two sizes: the difference is exactly 24 bytes read and written per element.
+    assert_eq!(
+        (totals[1].0 - totals[0].0, totals[1].1 - totals[0].1),
+        (24_000_000, 24_000_000),
+        "{totals:?}"
+    );
+}

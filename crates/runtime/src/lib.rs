@@ -281,6 +281,8 @@ extern "C" fn fini() {
     if let Some(st) = enter() {
         let saved = errno();
         // A last capacity sample: the collector's next tick may come too late.
+        // The exiting thread publishes its exact counts, then a last sample.
+        access::publish(st);
         let last = sampler::snapshot();
         st.writer.write(st.tid, tag::TIMELINE, &last, &[]);
         record_exit(st, EXIT_STATUS.load(Ordering::Relaxed));
