@@ -167,6 +167,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         cmd.env("MEMLENS_NO_STORES", "1");
     }
 
+    // SIGCHLD stays blocked here so that the loop can sleep in sigtimedwait and
+    // wake the moment a child ends (children start with an empty signal mask).
+    block_sigchld(true);
     // Orphaned descendants are re-parented to us, so we can wait for all of them.
     // SAFETY: plain prctl.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
@@ -198,7 +201,15 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     let mut missed_ticks = 0u64;
     let mut main_exit = None;
     loop {
-        sampler.tick();
+        let now = std::time::Instant::now();
+        if now >= next {
+            sampler.tick();
+            next += interval;
+            if now > next + interval {
+                missed_ticks += ((now - next).as_nanos() / interval.as_nanos()) as u64;
+                next = now + interval;
+            }
+        }
         match FORWARD_SIGNAL.swap(0, Ordering::Relaxed) {
             0 | libc::SIGINT => {}
             // SAFETY: signal to our own child.
@@ -207,24 +218,20 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
             },
         }
         match reap(&mut sampler)? {
-            Reaped::Exits(exits) => {
+            Reaped::Exits(exits) if !exits.is_empty() => {
                 for (pid, exit) in exits {
                     if pid == child_pid {
                         main_exit = Some(exit);
                     }
                 }
+                continue; // maybe that was the last one: look again at once
             }
+            Reaped::Exits(_) => {}
             Reaped::NoChildren => break,
         }
-        next += interval;
-        let now = std::time::Instant::now();
-        if now > next + interval {
-            missed_ticks += ((now - next).as_nanos() / interval.as_nanos()) as u64;
-            next = now;
-        } else if next > now {
-            std::thread::sleep(next - now);
-        }
+        wait_for_child(next.saturating_duration_since(std::time::Instant::now()));
     }
+    block_sigchld(false);
     sampler.out.flush().map_err(|e| Error::io(&log_path, e))?;
     drop(sampler);
     // SAFETY: restore default dispositions.
@@ -250,6 +257,38 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
         meta,
     })
+}
+
+fn sigchld_set() -> libc::sigset_t {
+    // SAFETY: initialising a local signal set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        set
+    }
+}
+
+fn block_sigchld(block: bool) {
+    let set = sigchld_set();
+    let how = if block {
+        libc::SIG_BLOCK
+    } else {
+        libc::SIG_UNBLOCK
+    };
+    // SAFETY: changes this thread's mask only.
+    unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) };
+}
+
+/// Sleeps until `timeout` passes or a child changes state.
+fn wait_for_child(timeout: Duration) {
+    let set = sigchld_set();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: valid set and timeout; the signal information is not needed.
+    unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
 }
 
 enum Reaped {
