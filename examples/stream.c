@@ -12,7 +12,9 @@
 #ifndef CHASE
 #define CHASE (1L << 20)
 #endif
-#define REPEAT 5
+#ifndef REPEAT
+#define REPEAT 10 /* STREAM's NTIMES */
+#endif
 
 static long *make_cycle(long n) {
     /* One random cycle through all n slots (Sattolo's algorithm). */
