@@ -381,3 +381,39 @@ fn rust_crate_through_rustflags() {
         "{totals:?}"
     );
 }
+
+#[test]
+fn openmp_threads_each_count_their_share() {
+    let dir = tempdir();
+    let app = dir.path().join("omp");
+    let st = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["cc", "-O2", "-fopenmp"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join("tests/programs/omp_triad.c"))
+        .arg("-o")
+        .arg(&app)
+        .status()
+        .expect("memlens cc -fopenmp (.ci/run installs libomp-16-dev)");
+    assert!(st.success());
+    let app = app.to_string_lossy().into_owned();
+    same_behaviour(&[&app]);
+    let p = dir.path().join("p");
+    assert!(record(&p, &[], &[&app]).status.success());
+    let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
+    let mut tids: Vec<u32> = regions.iter().map(|r| r.tid).collect();
+    tids.sort();
+    tids.dedup();
+    assert_eq!(tids.len(), 2, "one instance per OpenMP thread: {regions:?}");
+    let n = 1u64 << 22;
+    let read: u64 = regions.iter().map(|r| r.bytes_read.unwrap()).sum();
+    let written: u64 = regions.iter().map(|r| r.bytes_written.unwrap()).sum();
+    // Each thread's loop-bounds bookkeeping adds a handful of 8-byte accesses.
+    assert!((16 * n..16 * n + 256).contains(&read), "read {read}");
+    assert!((8 * n..8 * n + 256).contains(&written), "written {written}");
+    let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
+    let mut sampled: Vec<u32> = samples.iter().map(|s| s.tid).collect();
+    sampled.sort();
+    sampled.dedup();
+    assert!(sampled.len() >= 2, "both threads are sampled");
+}
