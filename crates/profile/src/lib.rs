@@ -67,9 +67,16 @@ impl<T: Table> TableWriter<T> {
             path: path.clone(),
             source,
         })?;
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_compression(parquet::basic::Compression::SNAPPY)
-            .build();
+        // Dictionaries pay only for repetitive columns; timestamps and addresses
+        // are nearly unique, and interning them dominated the finalizer's time.
+        let mut props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY);
+        for unique in [
+            "time_ns", "address", "alloc_ns", "free_ns", "begin_ns", "end_ns",
+        ] {
+            props = props.set_column_dictionary_enabled(unique.into(), false);
+        }
+        let props = props.build();
         let writer = ArrowWriter::try_new(file, T::schema(), Some(props)).map_err(|e| {
             ProfileError::Parquet {
                 path: path.clone(),
