@@ -93,11 +93,13 @@ type Key = usize;
 
 fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
     match p.locations.get(&(pid, pc)) {
-        Some(l) if !l.file.is_empty() => {
-            let file = l.file.rsplit('/').next().unwrap_or(&l.file);
-            format!("{} ({}:{})", l.function, file, l.line)
+        Some(l) => crate::Site {
+            function: l.function.clone(),
+            file: l.file.clone(),
+            line: l.line,
+            module: l.module.clone(),
         }
-        Some(l) => format!("{} [{}]", l.function, l.module),
+        .label(),
         None => format!("{pc:#x}"),
     }
 }

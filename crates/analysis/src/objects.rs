@@ -161,43 +161,52 @@ pub fn data_objects(p: &Profile) -> Objects {
         }
         series.push(ObjectSeries { object: i, points });
     }
+    // Tags and statics have one fixed size for their whole life.
+    let fixed = |pid, name, kind, size: u64, address, first_ns, last_ns, provenance| DataObject {
+        pid,
+        name,
+        kind,
+        site: None,
+        peak_bytes: size as f64,
+        allocated_bytes: size as f64,
+        allocations: 1.0,
+        leaked_bytes: 0.0,
+        first_ns,
+        last_ns,
+        provenance,
+        address: Some(address),
+        stack_id: 0,
+    };
     let mut of_tag = Vec::with_capacity(p.tags.len());
     for t in &p.tags {
         of_tag.push(objects.len());
-        objects.push(DataObject {
-            pid: t.pid,
-            name: t.name.clone(),
-            kind: ObjectKind::Tag,
-            site: None,
-            peak_bytes: t.size as f64,
-            allocated_bytes: t.size as f64,
-            allocations: 1.0,
-            leaked_bytes: 0.0,
-            first_ns: t.begin_ns,
-            last_ns: t.end_ns.unwrap_or_else(|| p.process_end(t.pid)),
-            provenance: Provenance::Measured,
-            address: Some(t.address),
-            stack_id: 0,
-        });
+        let last = t.end_ns.unwrap_or_else(|| p.process_end(t.pid));
+        objects.push(fixed(
+            t.pid,
+            t.name.clone(),
+            ObjectKind::Tag,
+            t.size,
+            t.address,
+            t.begin_ns,
+            last,
+            Provenance::Measured,
+        ));
     }
     let mut of_static = Vec::with_capacity(p.statics.len());
     for s in &p.statics {
         of_static.push(objects.len());
-        objects.push(DataObject {
-            pid: s.pid,
-            name: format!("{} [{}]", s.name, s.module),
-            kind: ObjectKind::Static,
-            site: None,
-            peak_bytes: s.size as f64,
-            allocated_bytes: s.size as f64,
-            allocations: 1.0,
-            leaked_bytes: 0.0,
-            first_ns: p.process_start(s.pid),
-            last_ns: p.process_end(s.pid),
-            provenance: Provenance::SymbolTable,
-            address: Some(s.address),
-            stack_id: 0,
-        });
+        let name = format!("{} [{}]", s.name, s.module);
+        let (first, last) = (p.process_start(s.pid), p.process_end(s.pid));
+        objects.push(fixed(
+            s.pid,
+            name,
+            ObjectKind::Static,
+            s.size,
+            s.address,
+            first,
+            last,
+            Provenance::SymbolTable,
+        ));
     }
     Objects {
         list: objects,
