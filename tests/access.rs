@@ -23,6 +23,21 @@ fn stream_example(dir: &std::path::Path, defines: &[&str]) -> String {
     out.to_string_lossy().into_owned()
 }
 
+/// Builds the stream example with `defines`, records it with `flags`; returns the
+/// temporary directory (keep it alive) and the profile.
+fn recorded_stream(defines: &[&str], flags: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempdir();
+    let app = stream_example(dir.path(), defines);
+    let p = dir.path().join("p");
+    let out = record(&p, flags, &[&app]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, p)
+}
+
 #[test]
 fn region_bytes_are_exact_and_sampling_is_accurate() {
     let dir = tempdir();
@@ -83,11 +98,10 @@ fn region_bytes_are_exact_and_sampling_is_accurate() {
 
 #[test]
 fn period_and_filters_are_honoured() {
-    let dir = tempdir();
-    let app = stream_example(dir.path(), &["-DN=200000L", "-DCHASE=4096L"]);
-    let p = dir.path().join("p");
-    let out = record(&p, &["--period", "1000", "--no-stores"], &[&app]);
-    assert!(out.status.success());
+    let (_dir, p) = recorded_stream(
+        &["-DN=200000L", "-DCHASE=4096L"],
+        &["--period", "1000", "--no-stores"],
+    );
     let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
     assert!(
         !samples.is_empty() && samples.iter().all(|s| !s.is_store),
@@ -105,10 +119,7 @@ fn period_and_filters_are_honoured() {
 
 #[test]
 fn samples_are_attributed_to_the_objects_and_regions_they_touch() {
-    let dir = tempdir();
-    let app = stream_example(dir.path(), &["-DN=500000L", "-DCHASE=65536L"]);
-    let p = dir.path().join("p");
-    assert!(record(&p, &[], &[&app]).status.success());
+    let (_dir, p) = recorded_stream(&["-DN=500000L", "-DCHASE=65536L"], &[]);
     let r = report_json(&p);
     let a = &r["access"];
     assert_eq!(a["available"], true);
@@ -132,12 +143,7 @@ fn samples_are_attributed_to_the_objects_and_regions_they_touch() {
     .iter()
     .map(|n| line_of(n))
     .collect();
-    let names: Vec<String> = a["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["name"].as_str().unwrap().to_string())
-        .collect();
+    let names = names(&a["objects"]);
     for site in &sites {
         assert!(
             names.iter().any(|n| n.contains(site.as_str())),
@@ -185,10 +191,7 @@ fn uninstrumented_programs_say_how_to_get_access_samples() {
 
 #[test]
 fn scatter_and_bandwidth_plots() {
-    let dir = tempdir();
-    let app = stream_example(dir.path(), &["-DN=300000L", "-DCHASE=65536L"]);
-    let p = dir.path().join("p");
-    assert!(record(&p, &[], &[&app]).status.success());
+    let (dir, p) = recorded_stream(&["-DN=300000L", "-DCHASE=65536L"], &[]);
     for kind in ["scatter", "bandwidth"] {
         for ext in ["png", "svg"] {
             let img = dir.path().join(format!("{kind}.{ext}"));
@@ -226,10 +229,7 @@ fn scatter_and_bandwidth_plots() {
 fn a_short_period_stays_unbiased() {
     // The jitter is symmetric around the period, so even at period 16 the
     // estimate samples x period matches the exact count (NMO eq. 1 >= 99.5%).
-    let dir = tempdir();
-    let app = stream_example(dir.path(), &["-DN=100000L", "-DCHASE=4096L"]);
-    let p = dir.path().join("p");
-    assert!(record(&p, &["--period", "16"], &[&app]).status.success());
+    let (_dir, p) = recorded_stream(&["-DN=100000L", "-DCHASE=4096L"], &["--period", "16"]);
     let r = report_json(&p);
     let accuracy = r["access"]["accuracy"].as_f64().unwrap();
     assert!(accuracy >= 0.995, "accuracy {accuracy}");

@@ -53,12 +53,7 @@ fn example_report_has_objects_regions_and_leak() {
         leaks[0]["leaked_bytes"].as_f64().unwrap(),
         (1u64 << 20) as f64
     );
-    let regions: Vec<_> = r["regions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["name"].as_str().unwrap().to_string())
-        .collect();
+    let regions = names(&r["regions"]);
     for name in ["init", "list", "mapped", "teardown"] {
         assert!(regions.contains(&name.to_string()), "{regions:?}");
     }
@@ -199,6 +194,20 @@ fn rank_blocks(r: &serde_json::Value) -> Vec<(u64, f64)> {
 fn mpi_ranks_write_per_rank_profiles_read_together() {
     let dir = tempdir();
     let app = mpi_program(dir.path());
+    // Both ways of running, the same answer: rank r owns an (r + 1) MiB block.
+    let check = |out: std::process::Output, profile: &std::path::Path| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("sum of ranks 1"));
+        let r = report_json(profile);
+        assert_eq!(
+            rank_blocks(&r),
+            [(0, (1u64 << 20) as f64), (1, (2u64 << 20) as f64)]
+        );
+    };
     let job = dir.path().join("job");
     let out = mpirun()
         .env("MEMLENS_RUNTIME", runtime())
@@ -208,18 +217,8 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
         .args(["--", &app])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("sum of ranks 1"));
     assert!(job.join("rank-0/meta.json").exists() && job.join("rank-1/meta.json").exists());
-    let r = report_json(&job);
-    assert_eq!(
-        rank_blocks(&r),
-        [(0, (1u64 << 20) as f64), (1, (2u64 << 20) as f64)]
-    );
+    check(out, &job);
 
     // Transparent mode: every rank preloads the runtime into one directory.
     let shared = dir.path().join("shared");
@@ -231,16 +230,7 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
         .arg(&app)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = report_json(&shared);
-    assert_eq!(
-        rank_blocks(&r),
-        [(0, (1u64 << 20) as f64), (1, (2u64 << 20) as f64)]
-    );
+    check(out, &shared);
 }
 
 #[test]

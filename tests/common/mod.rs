@@ -166,3 +166,14 @@ pub fn shell_status(o: &Output) -> i32 {
 pub fn objects(report: &serde_json::Value, list: &str) -> Vec<serde_json::Value> {
     report[list].as_array().cloned().unwrap_or_default()
 }
+
+/// The `name` field of every element of a JSON array.
+pub fn names(list: &serde_json::Value) -> Vec<String> {
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|o| o["name"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
