@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Overhead of the instrumented access backend: an uninstrumented clang -O2 build
-# against the `memlens cc` build under `memlens record` (default period), for the
-# STREAM kernels and for the pointer chase of examples/stream.c, measured in one
-# run as ratios of median wall times. Usage: bash bench/access.sh [repeats]
+# against the `memlens cc` build, idle and under `memlens record` (default period),
+# for the STREAM kernels and for the pointer chase of examples/stream.c. The three
+# configurations run interleaved in one run; ratios of median wall times.
+# Usage: bash bench/access.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=${1:-7}
@@ -19,10 +20,10 @@ for kernel in stream chase; do
     if [ $kernel = stream ]; then defs=(-DN=8000000L -DCHASE=1024L); else defs=(-DN=1024L -DCHASE=4194304L); fi
     "$clang" -O2 -Iinclude "${defs[@]}" examples/stream.c -o "$out/$kernel-plain"
     $memlens cc -O2 -Iinclude "${defs[@]}" examples/stream.c -o "$out/$kernel-memlens"
-    base=$(median_ms "$out/$kernel-plain")
-    printf '%-10s %-40s %8d %8s\n' $kernel "clang -O2 (uninstrumented)" "$base" 1.00
-    ms=$(median_ms "$out/$kernel-memlens")
-    printf '%-10s %-40s %8d %8.2f\n' $kernel "memlens cc build, not recording" "$ms" "$(echo "$ms / $base" | bc -l)"
-    ms=$(median_ms $memlens record -o "$out/prof" -- "$out/$kernel-memlens")
-    printf '%-10s %-40s %8d %8.2f\n' $kernel "memlens record (period 4099)" "$ms" "$(echo "$ms / $base" | bc -l)"
+    interleaved_medians "$out/$kernel-plain" "$out/$kernel-memlens" \
+        "$memlens record -o $out/prof -- $out/$kernel-memlens"
+    names=("clang -O2 (uninstrumented)" "memlens cc build, not recording" "memlens record (period 4099)")
+    for i in 0 1 2; do
+        printf '%-10s %-40s %8d %8s\n' $kernel "${names[i]}" "${medians[i]}" "$(ratio "${medians[i]}" "${medians[0]}")"
+    done
 done

@@ -1,14 +1,31 @@
-# Shared by the benchmark scripts: median wall time of a command over $repeats runs,
-# in ms, removing $out/prof (and heaptrack files) before each run.
-median_ms() {
-    local times=()
-    for _ in $(seq "$repeats"); do
-        rm -rf "$out/prof" "$out"/heaptrack.*
-        local t0 t1
-        t0=$(date +%s%N)
-        "$@" >/dev/null 2>&1
-        t1=$(date +%s%N)
-        times+=($(( (t1 - t0) / 1000000 )))
+# Shared by the benchmark scripts.
+#
+# interleaved_medians CMD...: runs each command (a string, split on spaces) once
+# per round for $repeats rounds, round-robin so that drift in the machine's speed
+# (frequent in a VM) hits every configuration alike, removing $out/prof (and
+# heaptrack files) before each run. Sets the array `medians` to each command's
+# median wall time in ms.
+interleaved_medians() {
+    local n=$# r i t0 t1
+    local -a cmds=("$@")
+    local -A times=()
+    for r in $(seq "$repeats"); do
+        for ((i = 0; i < n; i++)); do
+            rm -rf "$out/prof" "$out"/heaptrack.*
+            t0=$(date +%s%N)
+            # shellcheck disable=SC2086 # each command is a space-separated string
+            ${cmds[i]} >/dev/null 2>&1
+            t1=$(date +%s%N)
+            times[$i]+="$(((t1 - t0) / 1000000)) "
+        done
     done
-    printf '%s\n' "${times[@]}" | sort -n | sed -n "$(( (repeats + 1) / 2 ))p"
+    medians=()
+    for ((i = 0; i < n; i++)); do
+        medians+=("$(printf '%s\n' ${times[$i]} | sort -n | sed -n "$(((repeats + 1) / 2))p")")
+    done
+}
+
+# ratio MS BASE: MS / BASE with two decimals.
+ratio() {
+    printf '%.2f' "$(echo "$1 / $2" | bc -l)"
 }

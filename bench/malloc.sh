@@ -13,20 +13,19 @@ memlens=target/release/memlens
 
 source bench/lib.sh
 
-native=$(median_ms "$out/malloc_heavy")
-printf '%-44s %8s %8s\n' "configuration" "ms" "ratio"
-printf '%-44s %8d %8s\n' "native" "$native" "1.00"
-row() {
-    local name=$1; shift
-    local ms; ms=$(median_ms "$@")
-    printf '%-44s %8d %8.2f\n' "$name" "$ms" "$(echo "$ms / $native" | bc -l)"
-}
-row "memlens record (defaults)" $memlens record -o "$out/prof" -- "$out/malloc_heavy"
-row "memlens record --unwind fp" $memlens record -o "$out/prof" --unwind fp -- "$out/malloc_heavy"
-row "memlens record --sample-rate 64K" $memlens record -o "$out/prof" --sample-rate 65536 -- "$out/malloc_heavy"
-row "memlens record --sample-rate 1 (every block)" $memlens record -o "$out/prof" --sample-rate 1 -- "$out/malloc_heavy"
+configs=("native" "memlens record (defaults)" "memlens record --unwind fp"
+    "memlens record --sample-rate 64K" "memlens record --sample-rate 1 (every block)")
+record="$memlens record -o $out/prof"
+cmds=("$out/malloc_heavy" "$record -- $out/malloc_heavy" "$record --unwind fp -- $out/malloc_heavy"
+    "$record --sample-rate 65536 -- $out/malloc_heavy" "$record --sample-rate 1 -- $out/malloc_heavy")
 if command -v heaptrack >/dev/null; then
-    row "heaptrack" heaptrack -o "$out/heaptrack" "$out/malloc_heavy"
+    configs+=("heaptrack")
+    cmds+=("heaptrack -o $out/heaptrack $out/malloc_heavy")
 else
     echo "heaptrack: not installed (apt-get install heaptrack) - skipped"
 fi
+interleaved_medians "${cmds[@]}"
+printf '%-44s %8s %8s\n' "configuration" "ms" "ratio"
+for i in "${!configs[@]}"; do
+    printf '%-44s %8d %8s\n' "${configs[i]}" "${medians[i]}" "$(ratio "${medians[i]}" "${medians[0]}")"
+done

@@ -269,7 +269,9 @@ fn record(args: RecordArgs) -> Result<i32> {
         keep_raw: args.keep_raw,
     };
     let outcome = memlens_collector::record(&cfg)?;
-    let p = Profile::load(&outcome.dir).context("reading the profile just written")?;
+    // The summary needs no samples: do not read back what may be millions of them.
+    let p =
+        Profile::load_without_samples(&outcome.dir).context("reading the profile just written")?;
     let r = memlens_present::build_report(&p, 1);
     let status = match outcome.exit {
         memlens_collector::TargetExit::Code(c) => format!("exited with {c}"),

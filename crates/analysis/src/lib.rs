@@ -31,6 +31,16 @@ pub struct Profile {
 
 impl Profile {
     pub fn load(dir: &Path) -> profile::Result<Profile> {
+        Self::load_parts(dir, true)
+    }
+
+    /// The profile without its access samples and code locations: enough for
+    /// capacity figures, and cheap however many samples the run took.
+    pub fn load_without_samples(dir: &Path) -> profile::Result<Profile> {
+        Self::load_parts(dir, false)
+    }
+
+    fn load_parts(dir: &Path, with_samples: bool) -> profile::Result<Profile> {
         let meta = Meta::read(dir)?;
         let mut stacks: HashMap<(u32, u64), Vec<Frame>> = HashMap::new();
         for f in profile::read_table::<Frame>(dir)? {
@@ -49,11 +59,19 @@ impl Profile {
             tags: profile::read_table(dir)?,
             timeline,
             statics: profile::read_table(dir)?,
-            samples: profile::read_table(dir)?,
-            locations: profile::read_table::<CodeLocation>(dir)?
-                .into_iter()
-                .map(|l| ((l.pid, l.pc), l))
-                .collect(),
+            samples: if with_samples {
+                profile::read_table(dir)?
+            } else {
+                Vec::new()
+            },
+            locations: if with_samples {
+                profile::read_table::<CodeLocation>(dir)?
+                    .into_iter()
+                    .map(|l| ((l.pid, l.pc), l))
+                    .collect()
+            } else {
+                HashMap::new()
+            },
             meta,
         })
     }

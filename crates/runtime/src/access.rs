@@ -234,19 +234,25 @@ extern "C" fn slow_path(addr: u64, class: u32, pc: u64) {
     slow(addr, class, pc, unsafe { &mut *countdowns() });
 }
 
-/// The slow path of the executable's inlined fast path (`sancov/fastpath.c`).
+/// The slow path of the executable's inlined fast path (`sancov/fastpath.ll.in`):
+/// returns the class's next countdown, which the caller keeps (perhaps in a
+/// register).
 ///
 /// # Safety
 /// `countdowns` is the calling thread's own array of ten countdowns.
 #[no_mangle]
-pub unsafe extern "C" fn memlens_access_slow(
+pub unsafe extern "C" fn memlens_access_refill(
     addr: u64,
     class: u32,
     pc: u64,
     countdowns: *mut [u64; ACCESS_CLASSES],
-) {
-    if let Some(remaining) = countdowns.as_mut() {
-        slow(addr, class, pc, remaining);
+) -> u64 {
+    match countdowns.as_mut() {
+        Some(remaining) => {
+            slow(addr, class, pc, remaining);
+            remaining[class as usize % ACCESS_CLASSES]
+        }
+        None => IDLE,
     }
 }
 
