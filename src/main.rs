@@ -60,6 +60,25 @@ enum Command {
         /// Profile directory holding raw/ logs.
         dir: PathBuf,
     },
+    /// Turn a perf.data with PEBS, IBS or Arm SPE samples into a memlens profile.
+    Import {
+        /// perf.data written by `perf record` or `perf mem record`.
+        file: PathBuf,
+        /// Profile directory to write [default: memlens.import.<file name>].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Write a profile's samples in another format.
+    Export {
+        /// Profile directory.
+        dir: PathBuf,
+        /// Arm spe-parser's load/store CSV columns.
+        #[arg(long, required = true)]
+        csv: bool,
+        /// Output file [default: standard output].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -191,6 +210,22 @@ fn run(cli: Cli) -> Result<i32> {
             println!("{}", compile::rustflags(&runtime_path())?);
             Ok(0)
         }
+        Command::Import { file, output } => import(&file, output),
+        Command::Export { dir, output, .. } => {
+            finalize_if_needed(&dir)?;
+            let rows = match &output {
+                Some(path) => {
+                    let f = std::fs::File::create(path)
+                        .with_context(|| format!("cannot create {}", path.display()))?;
+                    memlens_import::export_csv(&dir, &mut std::io::BufWriter::new(f))?
+                }
+                None => memlens_import::export_csv(&dir, &mut std::io::stdout().lock())?,
+            };
+            if let Some(path) = output {
+                eprintln!("memlens: wrote {rows} samples to {}", path.display());
+            }
+            Ok(0)
+        }
         Command::Finalize { dir } => {
             finalize_if_needed(&dir)?;
             eprintln!(
@@ -318,6 +353,37 @@ fn record(args: RecordArgs) -> Result<i32> {
     );
     eprintln!("  next       memlens report {}", outcome.dir.display());
     Ok(outcome.exit.shell_status())
+}
+
+fn import(file: &Path, output: Option<PathBuf>) -> Result<i32> {
+    let out = output.unwrap_or_else(|| {
+        let name = file
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        PathBuf::from(format!("memlens.import.{name}"))
+    });
+    let s = memlens_import::import(file, &out)?;
+    eprintln!("memlens: profile written to {}", out.display());
+    eprintln!(
+        "  imported   {} load/store samples ({}) from {}",
+        s.samples,
+        s.backends.join(", "),
+        file.display()
+    );
+    if s.spe.records > 0 {
+        eprintln!(
+            "  spe        {} records decoded, {} bad bytes skipped, {} cut records",
+            s.spe.records, s.spe.bad_bytes, s.spe.partial_records
+        );
+    }
+    eprintln!(
+        "  skipped    {} samples that were not loads or stores; {} lost or damaged",
+        s.skipped,
+        s.losses.total()
+    );
+    eprintln!("  next       memlens report {}", out.display());
+    Ok(0)
 }
 
 /// A transparent-mode directory has raw/ logs but no tables yet.

@@ -48,10 +48,28 @@ pub struct RegionAccess {
     pub objects: Vec<(String, u64)>,
 }
 
+/// Samples served by one memory level (hardware samples; modelled levels come
+/// with the cache model).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LevelRow {
+    pub level: String,
+    pub samples: u64,
+    pub loads: u64,
+    pub stores: u64,
+    /// Mean latency in cycles of the samples that carry one.
+    pub mean_latency: Option<f64>,
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct AccessReport {
-    /// False when the program was not built with `memlens cc`.
+    /// False when the profile has no access samples.
     pub available: bool,
+    /// What took the samples: "sancov" (instrumented build), "pebs", "ibs",
+    /// "spe" (live or imported).
+    pub sources: Vec<String>,
+    /// Samples per memory level, as the hardware reported it (empty for
+    /// instrumented builds).
+    pub levels: Vec<LevelRow>,
     pub period: u64,
     pub samples: u64,
     /// Exact loads and stores of instrumented code (from the counters).
@@ -104,13 +122,59 @@ fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
     }
 }
 
+fn level_rows(p: &Profile) -> Vec<LevelRow> {
+    use memlens_decoders::MemLevel;
+    let hardware = p
+        .meta
+        .backend
+        .iter()
+        .any(|b| ["pebs", "ibs", "spe"].contains(&b.as_str()));
+    if !hardware {
+        return Vec::new();
+    }
+    // (samples, loads, stores, latency sum, samples with a latency)
+    let mut by_level: BTreeMap<u8, (u64, u64, u64, f64, u64)> = BTreeMap::new();
+    for s in &p.samples {
+        let e = by_level.entry(s.level).or_default();
+        e.0 += 1;
+        if s.is_store {
+            e.2 += 1;
+        } else {
+            e.1 += 1;
+        }
+        if let Some(l) = s.latency {
+            e.3 += f64::from(l);
+            e.4 += 1;
+        }
+    }
+    by_level
+        .into_iter()
+        .map(|(code, (samples, loads, stores, sum, with))| LevelRow {
+            level: MemLevel::from_code(code).name().to_string(),
+            samples,
+            loads,
+            stores,
+            mean_latency: (with > 0).then(|| sum / with as f64),
+        })
+        .collect()
+}
+
 pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
-    let available = p.meta.backend.iter().any(|b| b == "sancov");
+    let sources: Vec<String> = p
+        .meta
+        .backend
+        .iter()
+        .filter(|b| ["sancov", "pebs", "ibs", "spe"].contains(&b.as_str()))
+        .cloned()
+        .collect();
+    let available = !sources.is_empty();
     let period = p.meta.settings.access_period;
     let mut out = AccessReport {
         available,
+        sources,
         period,
         samples: p.samples.len() as u64,
+        levels: level_rows(p),
         ..Default::default()
     };
     if !available {

@@ -550,6 +550,7 @@ fn build(
                     address: x.addr,
                     size: raw::class_size(class) as u32,
                     is_store: raw::class_is_store(class),
+                    ..AccessSample::default()
                 });
             }
             tag::TAG => {
@@ -744,7 +745,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             }
         }
         for &pc in &built.pcs {
-            locations.push(symbolizer.location(log.pid, pc, &modules));
+            locations.push(symbolizer.location(log.pid, pc, &modules, true));
         }
         let mut seen_paths = std::collections::HashSet::new();
         for (time, m) in &defs.modules {

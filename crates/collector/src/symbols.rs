@@ -80,10 +80,17 @@ impl Symbolizer {
         out
     }
 
-    /// The source location of one sampled access (its call site, so no -1).
-    pub fn location(&mut self, pid: u32, pc: u64, modules: &[LoadedModule]) -> CodeLocation {
-        // The callback's return address follows the call: look up the call.
-        let frames = self.frames(modules, pc, true);
+    /// The source location of one sampled access. `after_access`: the address
+    /// follows the access (an instrumentation callback's return address), so the
+    /// access itself is looked up; hardware samples give the exact PC.
+    pub fn location(
+        &mut self,
+        pid: u32,
+        pc: u64,
+        modules: &[LoadedModule],
+        after_access: bool,
+    ) -> CodeLocation {
+        let frames = self.frames(modules, pc, after_access);
         // The innermost frame outside the inlined callback is where the access is
         // written in the program.
         let (module, function, file, line, _) = frames

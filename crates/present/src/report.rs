@@ -134,7 +134,13 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         timeline: analysis::capacity_series(p, top.min(10)),
         access: analysis::access_report(p, &all, top),
         losses: m.losses.clone(),
-        provenance: vec![
+        provenance: if m.backend.iter().any(|b| b == "perf.data import") {
+            vec![
+                ("capacity".into(), "not recorded: an imported perf.data holds samples, not allocations or RSS".into()),
+                ("accesses".into(), format!("hardware samples ({}) imported from perf.data: addresses, levels and latencies measured by the PMU; counts are samples, estimates samples x period", m.backend.join(", "))),
+            ]
+        } else {
+            vec![
             ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms")),
             ("heap_live".into(), "measured: exact per-thread counters of every malloc/free (usable sizes)".into()),
             (
@@ -151,7 +157,8 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
                 "accesses".into(),
                 "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
             ),
-        ],
+        ]
+        },
     }
 }
 
@@ -317,6 +324,12 @@ pub fn render_text(r: &Report) -> String {
         ("log blocks cut short (process killed)", l.truncated_blocks),
         ("frees of blocks from before the process", l.unmatched_frees),
         ("timeline ticks missed", l.missed_ticks),
+        ("hardware samples lost by the kernel", l.lost_samples),
+        ("times the kernel throttled sampling", l.throttled),
+        ("AUX chunks truncated", l.aux_truncated),
+        ("AUX chunks partial", l.aux_partial),
+        ("AUX chunks with collisions", l.aux_collisions),
+        ("undecodable bytes or records", l.decode_errors),
     ];
     let _ = writeln!(out, "\nLOSSES");
     if lost.iter().all(|(_, n)| *n == 0) {
@@ -341,14 +354,48 @@ fn render_access(out: &mut String, a: &analysis::AccessReport) {
         );
         return;
     }
-    let _ = writeln!(
-        out,
-        "  {} samples, 1 per {} accesses of a class; {} read and {} written exactly",
-        a.samples,
-        a.period,
-        human_bytes(a.bytes_read as f64),
-        human_bytes(a.bytes_written as f64)
-    );
+    let period = if a.period > 0 {
+        a.period.to_string()
+    } else {
+        "? (not in the recording)".to_string()
+    };
+    if a.sources.iter().any(|s| s == "sancov") {
+        let _ = writeln!(
+            out,
+            "  {} samples, 1 per {period} accesses of a class; {} read and {} written exactly",
+            a.samples,
+            human_bytes(a.bytes_read as f64),
+            human_bytes(a.bytes_written as f64)
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  {} hardware samples ({}), 1 per {period} sampled events; levels and latencies as the hardware reported them",
+            a.samples,
+            a.sources.join(", ")
+        );
+    }
+    if !a.levels.is_empty() {
+        let _ = writeln!(out, "\n  MEMORY LEVELS (measured by the hardware)");
+        let _ = writeln!(
+            out,
+            "  {:<34} {:>9} {:>7} {:>9} {:>9} {:>13}",
+            "level", "samples", "share", "loads", "stores", "mean latency"
+        );
+        for l in &a.levels {
+            let _ = writeln!(
+                out,
+                "  {:<34} {:>9} {:>6.1}% {:>9} {:>9} {:>13}",
+                l.level,
+                l.samples,
+                100.0 * l.samples as f64 / a.samples.max(1) as f64,
+                l.loads,
+                l.stores,
+                l.mean_latency
+                    .map_or("-".to_string(), |c| format!("{c:.1} cycles"))
+            );
+        }
+    }
     if let Some(acc) = a.accuracy {
         let _ = writeln!(
             out,

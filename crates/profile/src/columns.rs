@@ -2,7 +2,7 @@
 
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray, UInt32Array,
-    UInt64Array,
+    UInt64Array, UInt8Array,
 };
 use arrow::datatypes::DataType;
 use std::sync::Arc;
@@ -54,6 +54,7 @@ macro_rules! primitive {
 
 primitive!(u64, UInt64Array, DataType::UInt64);
 primitive!(u32, UInt32Array, DataType::UInt32);
+primitive!(u8, UInt8Array, DataType::UInt8);
 primitive!(i64, Int64Array, DataType::Int64);
 primitive!(i32, Int32Array, DataType::Int32);
 primitive!(f64, Float64Array, DataType::Float64);

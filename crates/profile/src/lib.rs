@@ -72,7 +72,13 @@ impl<T: Table> TableWriter<T> {
         let mut props = parquet::file::properties::WriterProperties::builder()
             .set_compression(parquet::basic::Compression::SNAPPY);
         for unique in [
-            "time_ns", "address", "alloc_ns", "free_ns", "begin_ns", "end_ns",
+            "time_ns",
+            "address",
+            "alloc_ns",
+            "free_ns",
+            "begin_ns",
+            "end_ns",
+            "phys_addr",
         ] {
             props = props.set_column_dictionary_enabled(unique.into(), false);
         }

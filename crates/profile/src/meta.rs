@@ -74,6 +74,23 @@ pub struct Losses {
     pub unmatched_frees: u64,
     /// Timeline ticks the collector missed (late by more than one interval).
     pub missed_ticks: u64,
+    /// Hardware samples the kernel dropped (PERF_RECORD_LOST, LOST_SAMPLES).
+    #[serde(default)]
+    pub lost_samples: u64,
+    /// Times the kernel throttled a sampling event.
+    #[serde(default)]
+    pub throttled: u64,
+    /// AUX buffer chunks the kernel marked truncated, partial or colliding.
+    #[serde(default)]
+    pub aux_truncated: u64,
+    #[serde(default)]
+    pub aux_partial: u64,
+    #[serde(default)]
+    pub aux_collisions: u64,
+    /// Bytes or records a decoder could not read (bad SPE packets, cut records,
+    /// malformed samples).
+    #[serde(default)]
+    pub decode_errors: u64,
 }
 
 impl Losses {
@@ -83,6 +100,12 @@ impl Losses {
         self.truncated_blocks += o.truncated_blocks;
         self.unmatched_frees += o.unmatched_frees;
         self.missed_ticks += o.missed_ticks;
+        self.lost_samples += o.lost_samples;
+        self.throttled += o.throttled;
+        self.aux_truncated += o.aux_truncated;
+        self.aux_partial += o.aux_partial;
+        self.aux_collisions += o.aux_collisions;
+        self.decode_errors += o.decode_errors;
     }
 
     pub fn total(&self) -> u64 {
@@ -91,6 +114,12 @@ impl Losses {
             + self.truncated_blocks
             + self.unmatched_frees
             + self.missed_ticks
+            + self.lost_samples
+            + self.throttled
+            + self.aux_truncated
+            + self.aux_partial
+            + self.aux_collisions
+            + self.decode_errors
     }
 }
 

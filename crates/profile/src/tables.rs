@@ -72,17 +72,40 @@ table! {
 
 table! {
     /// One sampled access of instrumented code (one per `period` accesses of its
-    /// class, with jitter).
+    /// class, with jitter), or one hardware sample of a load or store (PEBS,
+    /// IBS, SPE, live or imported).
     AccessSample = "samples" {
         pid: u32,
         tid: u32,
         time_ns: u64,
         cpu: u32,
-        /// Call site of the access (return address of the callback).
+        /// Code address of the access (instrumented code: the callback's call
+        /// site).
         pc: u64,
         address: u64,
+        /// Bytes accessed; 0 when the hardware does not say.
         size: u32,
         is_store: bool,
+        /// Memory level that served it (memlens_decoders::MemLevel code; 0
+        /// unknown).
+        level: u8,
+        /// perf's data-source encoding as recorded (PEBS, IBS) or as perf
+        /// synthesises it (SPE); 0 when none.
+        data_src: u64,
+        /// Cycles: PEBS weight, SPE total latency, IBS data-cache miss latency.
+        latency: Option<u32>,
+        /// SPE issue latency (cycles).
+        issue_latency: Option<u32>,
+        /// SPE translation latency, IBS TLB refill latency (cycles).
+        translation_latency: Option<u32>,
+        phys_addr: Option<u64>,
+        /// SPE event bits (RETIRED, L1D-ACCESS, ... as in the SPE packet).
+        events: u64,
+        /// The hardware's own data-source code (SPE DATA-SOURCE packet, IBS
+        /// DataSrc), before mapping to `level`.
+        hw_source: Option<u64>,
+        /// SPE operation subclass byte (GP-REG, SIMD-FP, atomics, ...).
+        op_subclass: u8,
     }
 }
 
