@@ -115,6 +115,7 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
         detail,
     };
     let f = std::fs::File::open(file).map_err(|e| not_perf(e.to_string()))?;
+    check_header(&f).map_err(&not_perf)?;
     let reader = std::io::BufReader::with_capacity(1 << 20, f);
     let PerfFileReader {
         mut perf_file,
@@ -566,6 +567,70 @@ impl Collected {
         self.summary.samples = self.samples.len() as u64;
         Ok(self.summary)
     }
+}
+
+/// Checks the sizes and offsets of a file-mode perf.data header before the
+/// container parser sees them: it trusts them and would try to allocate
+/// whatever a damaged size field says.
+fn check_header(f: &std::fs::File) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    let mut r = f;
+    let mut head = [0u8; 104];
+    let n = r.read(&mut head).map_err(|e| e.to_string())?;
+    let word = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().unwrap_or_default());
+    if n < 16 || &head[..8] != b"PERFILE2" {
+        return Err("not a perf.data file (no PERFILE2 magic)".into());
+    }
+    if word(8) == 16 {
+        return Ok(()); // pipe mode: records carry their own sizes
+    }
+    if n < 104 || word(8) < 104 {
+        return Err("not a perf.data file (header cut short)".into());
+    }
+    let within = |offset: u64, size: u64| offset.checked_add(size).is_some_and(|end| end <= len);
+    let attr_size = word(16);
+    let (attrs_at, attrs_size) = (word(24), word(32));
+    if !(64..=4096).contains(&attr_size) || attrs_size % attr_size != 0 {
+        return Err(format!("damaged header (attribute size {attr_size})"));
+    }
+    for (what, at) in [("attributes", 24), ("data", 40), ("event types", 56)] {
+        if !within(word(at), word(at + 8)) {
+            return Err(format!("damaged header ({what} section outside the file)"));
+        }
+    }
+    let mut attrs = vec![0u8; attrs_size as usize];
+    r.seek(SeekFrom::Start(attrs_at))
+        .map_err(|e| e.to_string())?;
+    r.read_exact(&mut attrs).map_err(|e| e.to_string())?;
+    for entry in attrs.chunks_exact(attr_size as usize) {
+        let own_size = u32::from_le_bytes(entry[4..8].try_into().unwrap_or_default());
+        let ids_at = u64_at(entry, attr_size as usize - 16).unwrap_or(u64::MAX);
+        let ids_size = u64_at(entry, attr_size as usize - 8).unwrap_or(u64::MAX);
+        if u64::from(own_size) > attr_size - 16 || !within(ids_at, ids_size) {
+            return Err("damaged header (an event attribute is malformed)".into());
+        }
+    }
+    // Feature sections follow the data: one {offset, size} per set feature bit.
+    let features: u32 = (0..4).map(|i| word(72 + 8 * i).count_ones()).sum();
+    let table_at = word(40).saturating_add(word(48));
+    let mut table = vec![0u8; features as usize * 16];
+    if !within(table_at, table.len() as u64) {
+        return Err("damaged header (feature table outside the file)".into());
+    }
+    r.seek(SeekFrom::Start(table_at))
+        .map_err(|e| e.to_string())?;
+    r.read_exact(&mut table).map_err(|e| e.to_string())?;
+    for entry in table.chunks_exact(16) {
+        if !within(
+            u64_at(entry, 0).unwrap_or(u64::MAX),
+            u64_at(entry, 8).unwrap_or(u64::MAX),
+        ) {
+            return Err("damaged header (a feature section lies outside the file)".into());
+        }
+    }
+    r.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// Whether the local file at `path` has the build ID the recording noted for it.
