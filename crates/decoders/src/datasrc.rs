@@ -216,9 +216,10 @@ impl fmt::Display for PerfText {
             "No"
         };
 
-        let mut level = String::new();
+        // "Remote " and the hops come first; " or " joins only the level names.
+        let mut prefix = String::new();
         if d.remote {
-            level.push_str("Remote ");
+            prefix.push_str("Remote ");
         }
         const HOPS: [&str; 5] = [
             "N/A",
@@ -228,10 +229,9 @@ impl fmt::Display for PerfText {
             "board",
         ];
         if d.hops != 0 {
-            level.push_str(HOPS.get(usize::from(d.hops)).unwrap_or(&"N/A"));
-            level.push(' ');
+            prefix.push_str(HOPS.get(usize::from(d.hops)).unwrap_or(&"N/A"));
+            prefix.push(' ');
         }
-        let prefix = level.clone();
         let mut names = String::new();
         join_bits(
             &mut names,
@@ -269,7 +269,7 @@ impl fmt::Display for PerfText {
             };
             names.push_str(&num);
         }
-        level = prefix + &names;
+        let mut level = prefix + &names;
         if level.is_empty() {
             level.push_str("N/A");
         }

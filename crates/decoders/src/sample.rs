@@ -116,12 +116,17 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
-    fn skip_u64s(&mut self, n: u64, field: &'static str) -> Result<(), Truncated> {
+    /// The bytes of `n` u64 values.
+    fn u64s(&mut self, n: u64, field: &'static str) -> Result<&'a [u8], Truncated> {
         let n = usize::try_from(n)
             .ok()
             .and_then(|n| n.checked_mul(8))
             .ok_or(Truncated { field })?;
-        self.bytes(n, field).map(|_| ())
+        self.bytes(n, field)
+    }
+
+    fn skip_u64s(&mut self, n: u64, field: &'static str) -> Result<(), Truncated> {
+        self.u64s(n, field).map(|_| ())
     }
 }
 
@@ -166,13 +171,7 @@ impl Layout {
         }
         if t & CALLCHAIN != 0 {
             let nr = r.u64("callchain")?;
-            let ips = r.bytes(
-                usize::try_from(nr)
-                    .ok()
-                    .and_then(|n| n.checked_mul(8))
-                    .ok_or(Truncated { field: "callchain" })?,
-                "callchain",
-            )?;
+            let ips = r.u64s(nr, "callchain")?;
             s.callchain = ips
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))

@@ -87,15 +87,22 @@ enum Decode {
     NeedMore,
 }
 
+/// A packet whose `width`-byte payload follows a `header_len`-byte header.
+fn with_payload(
+    rest: &[u8],
+    header_len: usize,
+    width: usize,
+    packet: impl FnOnce(&[u8]) -> Packet,
+) -> Decode {
+    match rest.get(header_len..header_len + width) {
+        Some(p) => Decode::Packet(packet(p), header_len + width),
+        None => Decode::NeedMore,
+    }
+}
+
 fn decode_at(buf: &[u8], pos: usize) -> Decode {
     let rest = &buf[pos..];
     let h = rest[0];
-    let with_payload = |packet: fn(&[u8]) -> Packet, header_len: usize, width: usize| match rest
-        .get(header_len..header_len + width)
-    {
-        Some(p) => Decode::Packet(packet(p), header_len + width),
-        None => Decode::NeedMore,
-    };
     if h == 0x00 {
         let run = rest
             .iter()
@@ -108,57 +115,31 @@ fn decode_at(buf: &[u8], pos: usize) -> Decode {
         return Decode::Packet(Packet::End, 1);
     }
     if h == 0x71 {
-        return with_payload(|p| Packet::Timestamp(le(p)), 1, 8);
+        return with_payload(rest, 1, 8, |p| Packet::Timestamp(le(p)));
     }
     if h & 0xcf == 0x42 {
-        let width = width_of(h);
-        return match rest.get(1..1 + width) {
-            Some(p) => Decode::Packet(
-                Packet::Events {
-                    bits: le(p),
-                    width: width as u8,
-                },
-                1 + width,
-            ),
-            None => Decode::NeedMore,
-        };
+        return with_payload(rest, 1, width_of(h), |p| Packet::Events {
+            bits: le(p),
+            width: p.len() as u8,
+        });
     }
     if h & 0xcf == 0x43 {
-        let width = width_of(h);
-        return match rest.get(1..1 + width) {
-            Some(p) => Decode::Packet(
-                Packet::DataSource {
-                    value: le(p),
-                    width: width as u8,
-                },
-                1 + width,
-            ),
-            None => Decode::NeedMore,
-        };
+        return with_payload(rest, 1, width_of(h), |p| Packet::DataSource {
+            value: le(p),
+            width: p.len() as u8,
+        });
     }
     if h & 0xfc == 0x64 {
-        return match rest.get(1..5) {
-            Some(p) => Decode::Packet(
-                Packet::Context {
-                    index: h & 3,
-                    value: le(p) as u32,
-                },
-                5,
-            ),
-            None => Decode::NeedMore,
-        };
+        return with_payload(rest, 1, 4, |p| Packet::Context {
+            index: h & 3,
+            value: le(p) as u32,
+        });
     }
     if h & 0xfc == 0x48 {
-        return match rest.get(1) {
-            Some(&p) => Decode::Packet(
-                Packet::OpType {
-                    class: h & 3,
-                    subclass: p,
-                },
-                2,
-            ),
-            None => Decode::NeedMore,
-        };
+        return with_payload(rest, 1, 1, |p| Packet::OpType {
+            class: h & 3,
+            subclass: p[0],
+        });
     }
     if h & 0xfc == 0x20 {
         // Extended header: the second byte is a short address/counter header,
@@ -181,28 +162,16 @@ fn decode_at(buf: &[u8], pos: usize) -> Decode {
 fn short_or_bad(rest: &[u8], h: u8, index_high: u8, header_len: usize) -> Decode {
     let index = index_high | (h & 7);
     if h & 0xf8 == 0xb0 {
-        return match rest.get(header_len..header_len + 8) {
-            Some(p) => Decode::Packet(
-                Packet::Address {
-                    index,
-                    payload: le(p),
-                },
-                header_len + 8,
-            ),
-            None => Decode::NeedMore,
-        };
+        return with_payload(rest, header_len, 8, |p| Packet::Address {
+            index,
+            payload: le(p),
+        });
     }
     if h & 0xf8 == 0x98 {
-        return match rest.get(header_len..header_len + 2) {
-            Some(p) => Decode::Packet(
-                Packet::Counter {
-                    index,
-                    value: le(p) as u16,
-                },
-                header_len + 2,
-            ),
-            None => Decode::NeedMore,
-        };
+        return with_payload(rest, header_len, 2, |p| Packet::Counter {
+            index,
+            value: le(p) as u16,
+        });
     }
     Decode::Bad
 }
@@ -757,23 +726,15 @@ impl Record {
     }
 
     /// memlens' level for a load or store: the Neoverse data source when the
-    /// core has that encoding, else the cache events (NMO's method). A refill
+    /// core has that encoding (through the data source perf synthesises from
+    /// it), else the cache events (NMO's method). A refill
     /// the events do not place further is unknown, not guessed.
     pub fn level(&self, neoverse_source: bool) -> crate::level::MemLevel {
         use crate::level::MemLevel;
         use event::*;
-        if let Some(source) = self.data_source.filter(|_| neoverse_source) {
-            return match source {
-                neoverse::L1D => MemLevel::L1,
-                neoverse::L2 => MemLevel::L2,
-                neoverse::PEER_CORE | neoverse::LOCAL_CLUSTER | neoverse::PEER_CLUSTER => {
-                    MemLevel::PeerCache
-                }
-                neoverse::SYS_CACHE => MemLevel::Llc,
-                neoverse::REMOTE => MemLevel::RemoteCache,
-                neoverse::DRAM => MemLevel::LocalDram,
-                _ => MemLevel::Unknown,
-            };
+        if self.data_source.is_some() && neoverse_source {
+            // perf's encoding of the Neoverse code says it all.
+            return crate::datasrc::DataSource::decode(self.perf_data_src(true)).level();
         }
         let e = self.events;
         if e & (HITM | SNOOPED) != 0 {
