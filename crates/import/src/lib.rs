@@ -78,11 +78,10 @@ impl TimeConv {
     }
 
     fn parse(b: &[u8]) -> Option<TimeConv> {
-        let u64_at = |i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
         Some(TimeConv {
-            shift: u64_at(0)? as u16,
-            mult: u64_at(8)? as u32,
-            zero: u64_at(16)?,
+            shift: u64_at(b, 0)? as u16,
+            mult: u64_at(b, 8)? as u32,
+            zero: u64_at(b, 16)?,
         })
     }
 }
@@ -101,7 +100,8 @@ struct Pending {
 struct Collected {
     samples: Vec<Pending>,
     comms: BTreeMap<u32, String>,
-    modules: Vec<(u32, LoadedModule, u64)>,
+    /// Mappings by pid, as MMAP records gave them.
+    modules: Vec<(u32, LoadedModule)>,
     summary: ImportSummary,
     backends: HashSet<&'static str>,
     /// Build IDs perf noted for the files that got samples, by path.
@@ -184,7 +184,8 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
         ..Collected::default()
     };
     let mut time_conv: Option<TimeConv> = None;
-    let mut spe_decoders: HashMap<u32, (RecordDecoder, u32, u32)> = HashMap::new();
+    // One decoder per AUX buffer: a record may straddle two of its chunks.
+    let mut spe_decoders: HashMap<u32, RecordDecoder> = HashMap::new();
     let mut spe_seen = false;
     let mut spe_rows: Vec<(spe::Record, u32, u32)> = Vec::new();
 
@@ -276,18 +277,16 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
                         continue;
                     }
                     let data = aux.aux_data.as_slice();
-                    let (decoder, tid, cpu) = spe_decoders
+                    let (tid, cpu) = (aux.tid, aux.cpu);
+                    spe_decoders
                         .entry(aux.index)
-                        .or_insert_with(|| (RecordDecoder::new(), aux.tid, aux.cpu));
-                    *tid = aux.tid;
-                    *cpu = aux.cpu;
-                    let (tid, cpu) = (*tid, *cpu);
-                    decoder.feed(&data, |r| spe_rows.push((*r, tid, cpu)));
+                        .or_default()
+                        .feed(&data, |r| spe_rows.push((*r, tid, cpu)));
                 }
             }
         }
     }
-    for (decoder, ..) in spe_decoders.values_mut() {
+    for decoder in spe_decoders.values_mut() {
         let stats = decoder.finish();
         c.summary.spe.records += stats.records;
         c.summary.spe.bad_bytes += stats.bad_bytes;
@@ -362,7 +361,7 @@ impl Collected {
             end: start.saturating_add(len),
             bias: start.wrapping_sub(pgoff),
         };
-        self.modules.push((pid as u32, module, pgoff));
+        self.modules.push((pid as u32, module));
     }
 
     fn add_sample(&mut self, s: &sample::Sample, ibs: bool) {
@@ -467,22 +466,26 @@ impl Collected {
         let start = self.samples.first().map_or(0, |p| p.absolute_ns);
         let end = self.samples.last().map_or(0, |p| p.absolute_ns);
 
-        let mut modules_by_pid: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
-        for (pid, m, _) in &self.modules {
-            modules_by_pid.entry(*pid).or_default().push(m.clone());
-        }
         // Symbolize only against files that are the ones recorded: a library of
-        // the same path on this machine is usually another build.
-        let usable: HashSet<String> = self
-            .modules
-            .iter()
-            .map(|(_, m, _)| m.path.clone())
+        // the same path on this machine is usually another build. Each path is
+        // checked once, however many processes mapped it.
+        let paths: HashSet<&str> = self.modules.iter().map(|(_, m)| m.path.as_str()).collect();
+        let usable: HashSet<&str> = paths
+            .into_iter()
             .filter(|p| {
                 self.build_ids
-                    .get(p)
+                    .get(*p)
                     .is_some_and(|id| local_build_id_matches(p, id))
             })
             .collect();
+        let mut modules_by_pid: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
+        let mut symbolizable_by_pid: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
+        for (pid, m) in &self.modules {
+            modules_by_pid.entry(*pid).or_default().push(m.clone());
+            if usable.contains(m.path.as_str()) {
+                symbolizable_by_pid.entry(*pid).or_default().push(m.clone());
+            }
+        }
         let mut symbolizer = Symbolizer::default();
         let mut locations = Vec::new();
         let mut seen = HashSet::new();
@@ -493,16 +496,10 @@ impl Collected {
             row.time_ns = p.absolute_ns.saturating_sub(start);
             pids.insert(row.pid);
             if seen.insert((row.pid, row.pc)) {
-                let mods: Vec<LoadedModule> = modules_by_pid
+                let mods = symbolizable_by_pid
                     .get(&row.pid)
-                    .map(|v| {
-                        v.iter()
-                            .filter(|m| usable.contains(&m.path))
-                            .cloned()
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let mut loc = symbolizer.location(row.pid, row.pc, &mods, false);
+                    .map_or(&[][..], |v| v.as_slice());
+                let mut loc = symbolizer.location(row.pid, row.pc, mods, false);
                 if loc.module == "?" || loc.module.is_empty() {
                     // Not symbolizable here: name the mapping it fell in, at least.
                     if let Some(m) = modules_by_pid
@@ -522,8 +519,8 @@ impl Collected {
         let module_rows: Vec<Module> = self
             .modules
             .iter()
-            .filter(|(pid, ..)| pids.contains(pid))
-            .map(|(pid, m, _)| Module {
+            .filter(|(pid, _)| pids.contains(pid))
+            .map(|(pid, m)| Module {
                 pid: *pid,
                 path: m.path.clone(),
                 start: m.start,
