@@ -122,16 +122,9 @@ fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
     }
 }
 
+/// Samples per level: only hardware reports levels.
 fn level_rows(p: &Profile) -> Vec<LevelRow> {
     use memlens_decoders::MemLevel;
-    let hardware = p
-        .meta
-        .backend
-        .iter()
-        .any(|b| ["pebs", "ibs", "spe"].contains(&b.as_str()));
-    if !hardware {
-        return Vec::new();
-    }
     // (samples, loads, stores, latency sum, samples with a latency)
     let mut by_level: BTreeMap<u8, (u64, u64, u64, f64, u64)> = BTreeMap::new();
     for s in &p.samples {
@@ -168,13 +161,14 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         .cloned()
         .collect();
     let available = !sources.is_empty();
+    let hardware = sources.iter().any(|s| s != "sancov");
     let period = p.meta.settings.access_period;
     let mut out = AccessReport {
         available,
         sources,
         period,
         samples: p.samples.len() as u64,
-        levels: level_rows(p),
+        levels: if hardware { level_rows(p) } else { Vec::new() },
         ..Default::default()
     };
     if !available {
