@@ -150,23 +150,13 @@ fn samples_are_attributed_to_the_objects_and_regions_they_touch() {
             "{site} missing from {names:?}"
         );
     }
-    let chase = a["regions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "chase")
-        .unwrap();
+    let chase = named(&a["regions"], "chase");
     assert!(chase["objects"][0][0]
         .as_str()
         .unwrap()
         .starts_with(&format!("make_cycle ({})", sites[3])));
     // The triad reads b and c and writes a: all three are touched, nothing else.
-    let triad = a["regions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "triad")
-        .unwrap();
+    let triad = named(&a["regions"], "triad");
     assert_eq!(triad["objects"].as_array().unwrap().len(), 3, "{triad}");
     assert_eq!(triad["bytes_read"].as_u64().unwrap(), 10 * 500_000 * 16);
     assert!(triad["read_bandwidth"].as_f64().unwrap() > 0.0);
@@ -195,14 +185,7 @@ fn scatter_and_bandwidth_plots() {
     for kind in ["scatter", "bandwidth"] {
         for ext in ["png", "svg"] {
             let img = dir.path().join(format!("{kind}.{ext}"));
-            let st = Command::new(memlens())
-                .args(["plot", kind])
-                .arg(&p)
-                .arg("-o")
-                .arg(&img)
-                .status()
-                .unwrap();
-            assert!(st.success());
+            assert!(plot(kind, &p, &img).status.success());
             assert!(
                 std::fs::metadata(&img).unwrap().len() > 10_000,
                 "{kind}.{ext}"
@@ -214,13 +197,7 @@ fn scatter_and_bandwidth_plots() {
     assert!(record(&plain, &[], &[&program("torture"), "exit", "0"])
         .status
         .success());
-    let out = Command::new(memlens())
-        .args(["plot", "scatter"])
-        .arg(&plain)
-        .arg("-o")
-        .arg(dir.path().join("x.png"))
-        .output()
-        .unwrap();
+    let out = plot("scatter", &plain, &dir.path().join("x.png"));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("build the program with `memlens cc`"));
 }

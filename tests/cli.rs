@@ -68,14 +68,7 @@ fn example_report_has_objects_regions_and_leak() {
     assert!(String::from_utf8_lossy(&text.stdout).contains("TOP DATA OBJECTS BY PEAK BYTES"));
     for ext in ["png", "svg"] {
         let img = dir.path().join(format!("cap.{ext}"));
-        let st = Command::new(memlens())
-            .args(["plot", "capacity"])
-            .arg(&p)
-            .arg("-o")
-            .arg(&img)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        assert!(plot("capacity", &p, &img).status.success());
         assert!(std::fs::metadata(&img).unwrap().len() > 10_000);
     }
 }

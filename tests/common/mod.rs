@@ -120,6 +120,24 @@ pub fn record(dir: &Path, extra: &[&str], args: &[&str]) -> Output {
         .expect("memlens runs")
 }
 
+/// `memlens plot KIND PROFILE -o IMAGE`.
+pub fn plot(kind: &str, profile: &Path, image: &Path) -> Output {
+    Command::new(memlens())
+        .args(["plot", kind])
+        .arg(profile)
+        .arg("-o")
+        .arg(image)
+        .output()
+        .unwrap()
+}
+
+/// The element of a JSON array whose `name` is `name`.
+pub fn named<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    list.as_array()
+        .and_then(|a| a.iter().find(|o| o["name"] == name))
+        .unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
 pub fn report_json(dir: &Path) -> serde_json::Value {
     let out = Command::new(memlens())
         .args(["report", "--format", "json", "--top", "50"])
