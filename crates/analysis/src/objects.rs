@@ -5,8 +5,7 @@ use crate::{Profile, Site};
 use serde::Serialize;
 use std::collections::HashMap;
 
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
     Heap,
     Mmap,
@@ -15,6 +14,26 @@ pub enum ObjectKind {
     Static,
     /// A thread's stack (reserved size).
     Stack,
+}
+
+impl ObjectKind {
+    /// The kind's name in reports, text and JSON alike.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectKind::Heap => "heap",
+            ObjectKind::Mmap => "mmap",
+            ObjectKind::Group => "group",
+            ObjectKind::Tag => "tag",
+            ObjectKind::Static => "static",
+            ObjectKind::Stack => "stack",
+        }
+    }
+}
+
+impl Serialize for ObjectKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 /// How the figures of an object were obtained.

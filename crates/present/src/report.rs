@@ -162,17 +162,6 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
     }
 }
 
-fn kind_name(k: ObjectKind) -> &'static str {
-    match k {
-        ObjectKind::Heap => "heap",
-        ObjectKind::Mmap => "mmap",
-        ObjectKind::Group => "group",
-        ObjectKind::Tag => "tag",
-        ObjectKind::Static => "static",
-        ObjectKind::Stack => "stack",
-    }
-}
-
 fn object_table(
     out: &mut String,
     objects: &[DataObject],
@@ -194,7 +183,7 @@ fn object_table(
             out,
             " {est}{:>11}  {:<6} {:>10.0} {:>8.3}s {:>8.3}s  {}{}",
             human_bytes(value(o)),
-            kind_name(o.kind),
+            o.kind.name(),
             o.allocations,
             o.first_ns as f64 / 1e9,
             o.last_ns as f64 / 1e9,
