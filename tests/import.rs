@@ -223,3 +223,45 @@ fn damaged_and_foreign_files_give_one_clear_error() {
         }
     }
 }
+
+/// xorshift64*, so a failing mutant reproduces.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+#[test]
+fn mutated_perf_data_imports_or_fails_with_one_line_quickly() {
+    let dir = tempdir();
+    let spe = std::fs::read(fixture("spe-hiperf-raw/hiperf-192.wrapped.perf.data")).unwrap();
+    // An AUXTRACE record claiming 8 GiB of payload (found by mutation; the
+    // container crate used before allocated it and ran for half a minute).
+    let mut huge = spe.clone();
+    huge[300] = 2;
+    let mut inputs = vec![huge];
+    let mut state = 0xfeed_beef_u64;
+    for _ in 0..300 {
+        let mut v = spe.clone();
+        for _ in 0..1 + next(&mut state) % 4 {
+            let i = (next(&mut state) % v.len() as u64) as usize;
+            v[i] ^= 1 << (next(&mut state) % 8);
+        }
+        if next(&mut state) % 4 == 0 {
+            v.truncate((next(&mut state) % v.len() as u64) as usize);
+        }
+        inputs.push(v);
+    }
+    let started = std::time::Instant::now();
+    for (i, v) in inputs.iter().enumerate() {
+        let f = dir.path().join("mutant.data");
+        std::fs::write(&f, v).unwrap();
+        match memlens_import::import(&f, &dir.path().join(format!("m{i}"))) {
+            Ok(summary) => assert!(summary.samples > 0),
+            Err(e) => assert_eq!(e.to_string().lines().count(), 1, "mutant {i}: {e}"),
+        }
+    }
+    // Generous bound for a debug build: each mutant is a 536-byte file.
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+}

@@ -1,11 +1,14 @@
 //! Decoders of what hardware samplers write, shared by `memlens import` (perf.data
 //! files) and the live perf_event backends: Arm SPE packets and records, perf's
-//! memory data-source encoding, AMD IBS op registers and perf sample records.
+//! memory data-source encoding, AMD IBS op registers, perf sample records and
+//! the perf.data container.
 //! All take untrusted bytes and return errors or counts, never panic.
 
 pub mod datasrc;
 pub mod ibs;
 pub mod level;
+pub mod perf_data;
+pub mod record;
 pub mod sample;
 pub mod spe;
 

@@ -4,6 +4,7 @@
 
 use memlens_decoders::datasrc::DataSource;
 use memlens_decoders::ibs::IbsOp;
+use memlens_decoders::perf_data::{Item, PerfData};
 use memlens_decoders::sample::Layout;
 use memlens_decoders::spe::{Packets, RecordDecoder};
 use std::path::Path;
@@ -51,8 +52,12 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
     v
 }
 
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
 fn spe_corpus() -> Vec<Vec<u8>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let root = fixtures();
     let mut corpus = Vec::new();
     for dir in ["spe-hiperf-raw", "spe-vectors"] {
         for e in std::fs::read_dir(root.join(dir)).unwrap() {
@@ -125,5 +130,50 @@ fn sample_and_register_decoders_survive_random_input() {
                 ..d
             }
         );
+    }
+}
+
+/// Reads everything a perf.data holds the way `memlens import` does.
+fn read_all(bytes: &[u8]) {
+    let Ok(perf) = PerfData::parse(bytes) else {
+        return;
+    };
+    let _ = (perf.cmdline(), perf.pmu_mappings(), perf.build_ids());
+    for item in perf.items() {
+        match item {
+            Ok(Item::Record(r)) => {
+                let _ = r.parse();
+                if let Some(e) = perf.event_of_sample(r.body) {
+                    let _ = perf.events[e].attr.layout().parse(r.body);
+                }
+            }
+            Ok(Item::Auxtrace { data, .. }) => RecordDecoder::new().feed(data, |_| {}),
+            Err(_) => break,
+        }
+    }
+}
+
+#[test]
+fn perf_data_reader_survives_mutations() {
+    let small: Vec<Vec<u8>> = ["hiperf-112", "hiperf-192"]
+        .map(|f| {
+            std::fs::read(fixtures().join(format!("spe-hiperf-raw/{f}.wrapped.perf.data"))).unwrap()
+        })
+        .into();
+    let mut rng = Rng(0x5eed_0f9e_7fda_7a01);
+    for i in 0..20_000 {
+        read_all(&mutate(&mut rng, &small[i % 2]));
+    }
+    // The real PEBS file: mutate its header and attributes, its feature
+    // sections and its records (each region's bytes, then the whole file).
+    let pebs = std::fs::read(fixtures().join("pebs-skx-loadlat/perf.data")).unwrap();
+    let data_end = 2120 + 1_237_752;
+    for region in [0..2120, data_end..pebs.len(), 2120..12_000] {
+        for _ in 0..300 {
+            let mut v = pebs.clone();
+            let m = mutate(&mut rng, &pebs[region.clone()]);
+            v.splice(region.clone(), m);
+            read_all(&v);
+        }
     }
 }

@@ -3,19 +3,18 @@
 //! record` / `perf mem record`; and `memlens export --csv` writes samples in
 //! spe-parser's columns.
 //!
-//! The container (header, attributes, features, record order, AUXTRACE data) is
-//! read with the linux-perf-data crate; the sample bodies and the hardware formats
-//! with memlens' own decoders.
+//! The container, the sample bodies and the hardware formats are read with
+//! memlens' own bounded decoders (`memlens_decoders::perf_data`).
 
 mod csv;
 
 pub use csv::export_csv;
 
-use linux_perf_data::linux_perf_event_reader::{EventRecord, PerfEventType};
-use linux_perf_data::{PerfFileReader, PerfFileRecord, UserRecord, UserRecordType};
 use memlens_collector::symbols::{LoadedModule, Symbolizer};
 use memlens_decoders::datasrc::DataSource;
 use memlens_decoders::ibs::IbsOp;
+use memlens_decoders::perf_data::{feature, u32_at, u64_at, user, Item, PerfData};
+use memlens_decoders::record::{self, aux_flag, Parsed};
 use memlens_decoders::sample::{self, Layout};
 use memlens_decoders::spe::{self, RecordDecoder};
 use memlens_profile::{self as profile, AccessSample, CodeLocation, Losses, Meta, Module, Process};
@@ -26,7 +25,7 @@ use std::path::{Path, PathBuf};
 pub enum ImportError {
     #[error("{path}: {detail}; give a perf.data written by `perf record` (file or pipe mode)")]
     NotPerfData { path: PathBuf, detail: String },
-    #[error("{path}: {detail}; the file is damaged after this point (re-record, or import what precedes it with a truncated copy)")]
+    #[error("{path}: {detail}, and no load/store samples precede it; re-record (or copy the file again if it was cut in transfer)")]
     Corrupt { path: PathBuf, detail: String },
     #[error("{path}: no load/store samples ({skipped} samples or SPE records of other operations, {damaged} damaged or cut); record with `perf mem record` or an SPE/IBS event")]
     NoMemorySamples {
@@ -50,15 +49,8 @@ pub struct ImportSummary {
     pub spe: spe::StreamStats,
 }
 
-/// PERF_RECORD_AUX flags.
-const AUX_FLAG_TRUNCATED: u64 = 0x1;
-const AUX_FLAG_PARTIAL: u64 = 0x4;
-const AUX_FLAG_COLLISION: u64 = 0x8;
-const PERF_RECORD_AUX: u32 = 11;
-const PERF_RECORD_LOST_SAMPLES: u32 = 13;
 /// PERF_AUXTRACE_ARM_SPE in AUXTRACE_INFO.
 const AUXTRACE_ARM_SPE: u32 = 4;
-const BRANCH_HW_INDEX: u64 = 1 << 17;
 
 /// perf's conversion of a hardware counter (SPE timestamps) to perf time.
 #[derive(Clone, Copy, Debug)]
@@ -86,10 +78,6 @@ impl TimeConv {
     }
 }
 
-fn u64_at(b: &[u8], i: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?))
-}
-
 /// A sample before its time is made relative to the run's start.
 struct Pending {
     row: AccessSample,
@@ -115,72 +103,29 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
         detail,
     };
     let f = std::fs::File::open(file).map_err(|e| not_perf(e.to_string()))?;
-    check_header(&f).map_err(&not_perf)?;
-    let reader = std::io::BufReader::with_capacity(1 << 20, f);
-    let PerfFileReader {
-        mut perf_file,
-        mut record_iter,
-    } = PerfFileReader::parse_file(reader)
-        .map_err(|e| not_perf(format!("not a perf.data file ({e})")))?;
+    // SAFETY: the map is read-only and lives for this call; perf.data files are
+    // not rewritten in place while being imported.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| not_perf(e.to_string()))?;
+    let perf = PerfData::parse(&map).map_err(|e| not_perf(e.to_string()))?;
 
-    let attrs = perf_file.event_attributes().to_vec();
-    let pmu_names: HashMap<u32, String> = perf_file
-        .pmu_mappings()
-        .ok()
-        .flatten()
-        .map(|m| m.0.iter().map(|(k, v)| (*k, v.clone())).collect())
-        .unwrap_or_default();
-    let layouts: Vec<Layout> = attrs
+    let pmu_names = perf.pmu_mappings();
+    let layouts: Vec<Layout> = perf.events.iter().map(|e| e.attr.layout()).collect();
+    let is_ibs: Vec<bool> = perf
+        .events
         .iter()
-        .map(|a| Layout {
-            sample_type: a.attr.sample_format.bits(),
-            read_format: a.attr.read_format.bits(),
-            regs_user_mask: a.attr.sample_regs_user,
-            regs_intr_mask: a.attr.sample_regs_intr,
-            branch_hw_index: a.attr.branch_sample_format.bits() & BRANCH_HW_INDEX != 0,
-        })
-        .collect();
-    let is_ibs: Vec<bool> = attrs
-        .iter()
-        .map(|a| {
-            let by_name = a.name.as_deref().is_some_and(|n| n.contains("ibs_op"));
-            let by_pmu = match a.attr.type_ {
-                PerfEventType::DynamicPmu(t, ..) => {
-                    pmu_names.get(&t).is_some_and(|n| n.as_str() == "ibs_op")
-                }
-                _ => false,
-            };
+        .map(|e| {
+            let by_name = e.name.as_deref().is_some_and(|n| n.contains("ibs_op"));
+            let by_pmu = pmu_names.get(&e.attr.type_).is_some_and(|n| n == "ibs_op");
             by_name || by_pmu
         })
         .collect();
-    let periods: Vec<u64> = attrs
-        .iter()
-        .map(|a| match a.attr.sampling_policy {
-            linux_perf_data::linux_perf_event_reader::SamplingPolicy::Period(p) => p.get(),
-            _ => 0,
-        })
-        .collect();
-    let neoverse = perf_file
-        .cpu_id()
-        .ok()
-        .flatten()
+    let neoverse = perf
+        .string_feature(feature::CPUID)
         .and_then(|id| u64::from_str_radix(id.trim().trim_start_matches("0x"), 16).ok())
         .is_some_and(spe::is_neoverse);
 
     let mut c = Collected {
-        build_ids: perf_file
-            .build_ids()
-            .map(|ids| {
-                ids.into_values()
-                    .map(|info| {
-                        (
-                            String::from_utf8_lossy(&info.path).into_owned(),
-                            info.build_id,
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        build_ids: perf.build_ids(),
         ..Collected::default()
     };
     let mut time_conv: Option<TimeConv> = None;
@@ -189,101 +134,69 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     let mut spe_seen = false;
     let mut spe_rows: Vec<(spe::Record, u32, u32)> = Vec::new();
 
-    loop {
-        let record = match record_iter.next_record(&mut perf_file) {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(e) => {
-                // What was read so far stays importable: stop here and say so.
-                c.summary.losses.decode_errors += 1;
-                if c.samples.is_empty() && spe_rows.is_empty() && !spe_seen {
-                    return Err(ImportError::Corrupt {
-                        path: file.to_path_buf(),
-                        detail: format!("unreadable record ({e})"),
-                    });
+    let mut damage = None;
+    for item in perf.items() {
+        let record = match item {
+            Ok(Item::Record(r)) => r,
+            Ok(Item::Auxtrace {
+                idx,
+                tid,
+                cpu,
+                data,
+                ..
+            }) => {
+                if spe_seen {
+                    spe_decoders
+                        .entry(idx)
+                        .or_default()
+                        .feed(data, |r| spe_rows.push((*r, tid, cpu)));
                 }
-                eprintln!(
-                    "memlens import: {}: stopped at an unreadable record ({e}); importing what precedes it",
-                    file.display()
-                );
+                continue;
+            }
+            Err(e) => {
+                // What was read so far stays importable.
+                c.summary.losses.decode_errors += 1;
+                damage = Some(e);
                 break;
             }
         };
-        match record {
-            PerfFileRecord::EventRecord { attr_index, record } => {
-                let body = record.data.as_slice();
-                match record.record_type.0 {
-                    9 => {
-                        let Some(layout) = layouts.get(attr_index) else {
-                            continue;
-                        };
-                        match layout.parse(&body) {
-                            Ok(s) => c.add_sample(&s, is_ibs[attr_index]),
-                            Err(_) => c.summary.losses.decode_errors += 1,
-                        }
-                    }
-                    PERF_RECORD_AUX => {
-                        let flags = u64_at(&body, 16).unwrap_or(0);
-                        let l = &mut c.summary.losses;
-                        l.aux_truncated += (flags & AUX_FLAG_TRUNCATED != 0) as u64;
-                        l.aux_partial += (flags & AUX_FLAG_PARTIAL != 0) as u64;
-                        l.aux_collisions += (flags & AUX_FLAG_COLLISION != 0) as u64;
-                    }
-                    PERF_RECORD_LOST_SAMPLES => {
-                        c.summary.losses.lost_samples += u64_at(&body, 0).unwrap_or(0);
-                    }
-                    _ => match record.parse() {
-                        Ok(EventRecord::Comm(comm)) => {
-                            c.comms.insert(
-                                comm.pid as u32,
-                                String::from_utf8_lossy(&comm.name.as_slice()).into_owned(),
-                            );
-                        }
-                        Ok(EventRecord::Mmap(m)) => c.add_mapping(
-                            m.pid,
-                            m.address,
-                            m.length,
-                            m.page_offset,
-                            &m.path.as_slice(),
-                        ),
-                        Ok(EventRecord::Mmap2(m)) => c.add_mapping(
-                            m.pid,
-                            m.address,
-                            m.length,
-                            m.page_offset,
-                            &m.path.as_slice(),
-                        ),
-                        Ok(EventRecord::Lost(l)) => c.summary.losses.lost_samples += l.count,
-                        Ok(EventRecord::Throttle(_)) => c.summary.losses.throttled += 1,
-                        _ => {}
-                    },
+        match record.kind {
+            record::kind::SAMPLE => {
+                let Some(event) = perf.event_of_sample(record.body) else {
+                    c.summary.losses.decode_errors += 1;
+                    continue;
+                };
+                match layouts[event].parse(record.body) {
+                    Ok(s) => c.add_sample(&s, is_ibs[event]),
+                    Err(_) => c.summary.losses.decode_errors += 1,
                 }
             }
-            PerfFileRecord::UserRecord(user) => {
-                if user.record_type == UserRecordType::PERF_AUXTRACE_INFO {
-                    let body = user.data.as_slice();
-                    let kind = body
-                        .get(..4)
-                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                    spe_seen |= kind == Some(AUXTRACE_ARM_SPE);
-                } else if user.record_type == UserRecordType::PERF_TIME_CONV {
-                    time_conv = TimeConv::parse(&user.data.as_slice());
-                } else if user.record_type == UserRecordType::PERF_AUXTRACE {
-                    let Ok(UserRecord::Auxtrace(aux)) = user.parse() else {
-                        c.summary.losses.decode_errors += 1;
-                        continue;
-                    };
-                    if !spe_seen {
-                        continue;
-                    }
-                    let data = aux.aux_data.as_slice();
-                    let (tid, cpu) = (aux.tid, aux.cpu);
-                    spe_decoders
-                        .entry(aux.index)
-                        .or_default()
-                        .feed(&data, |r| spe_rows.push((*r, tid, cpu)));
+            user::AUXTRACE_INFO => spe_seen |= u32_at(record.body, 0) == Some(AUXTRACE_ARM_SPE),
+            user::TIME_CONV => time_conv = TimeConv::parse(record.body),
+            _ => match record.parse() {
+                Some(Parsed::Comm { pid, name }) => {
+                    c.comms
+                        .insert(pid, String::from_utf8_lossy(name).into_owned());
                 }
-            }
+                Some(Parsed::Mmap {
+                    pid,
+                    start,
+                    len,
+                    pgoff,
+                    path,
+                }) => c.add_mapping(pid, start, len, pgoff, path),
+                Some(Parsed::Lost { count } | Parsed::LostSamples { count }) => {
+                    c.summary.losses.lost_samples += count
+                }
+                Some(Parsed::Throttle) => c.summary.losses.throttled += 1,
+                Some(Parsed::Aux { flags, .. }) => {
+                    let l = &mut c.summary.losses;
+                    l.aux_truncated += (flags & aux_flag::TRUNCATED != 0) as u64;
+                    l.aux_partial += (flags & aux_flag::PARTIAL != 0) as u64;
+                    l.aux_collisions += (flags & aux_flag::COLLISION != 0) as u64;
+                }
+                None => {}
+            },
         }
     }
     for decoder in spe_decoders.values_mut() {
@@ -298,39 +211,36 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     for (r, tid, cpu) in &spe_rows {
         c.add_spe(r, *tid, *cpu, neoverse, time_conv);
     }
-    if c.samples.is_empty() {
-        return Err(ImportError::NoMemorySamples {
-            path: file.to_path_buf(),
-            skipped: c.summary.skipped,
-            damaged: c.summary.losses.decode_errors,
-        });
+    match damage {
+        Some(e) if c.samples.is_empty() => {
+            return Err(ImportError::Corrupt {
+                path: file.to_path_buf(),
+                detail: e.to_string(),
+            })
+        }
+        Some(e) => eprintln!(
+            "memlens import: {}: stopped at a {e}; importing what precedes it",
+            file.display()
+        ),
+        None if c.samples.is_empty() => {
+            return Err(ImportError::NoMemorySamples {
+                path: file.to_path_buf(),
+                skipped: c.summary.skipped,
+                damaged: c.summary.losses.decode_errors,
+            })
+        }
+        None => {}
     }
 
-    let host = perf_file
-        .hostname()
-        .ok()
-        .flatten()
-        .unwrap_or("")
-        .to_string();
-    let cpu = perf_file
-        .cpu_desc()
-        .ok()
-        .flatten()
-        .unwrap_or("")
-        .to_string();
-    let kernel = perf_file
-        .os_release()
-        .ok()
-        .flatten()
-        .unwrap_or("")
-        .to_string();
-    let command: Vec<String> = perf_file
-        .cmdline()
-        .ok()
-        .flatten()
-        .map(|v| v.iter().map(|s| s.to_string()).collect())
-        .unwrap_or_default();
-    let period = periods.iter().copied().max().unwrap_or(0);
+    let text = |bit| perf.string_feature(bit).unwrap_or_default();
+    let (host, cpu, kernel) = (
+        text(feature::HOSTNAME),
+        text(feature::CPUDESC),
+        text(feature::OSRELEASE),
+    );
+    let command = perf.cmdline();
+    let periods = perf.events.iter().filter_map(|e| e.attr.period());
+    let period = periods.max().unwrap_or(0);
     c.write(
         out,
         Meta {
@@ -353,7 +263,7 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
 }
 
 impl Collected {
-    fn add_mapping(&mut self, pid: i32, start: u64, len: u64, pgoff: u64, path: &[u8]) {
+    fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &[u8]) {
         let path = String::from_utf8_lossy(path).into_owned();
         let module = LoadedModule {
             path,
@@ -361,7 +271,7 @@ impl Collected {
             end: start.saturating_add(len),
             bias: start.wrapping_sub(pgoff),
         };
-        self.modules.push((pid as u32, module));
+        self.modules.push((pid, module));
     }
 
     fn add_sample(&mut self, s: &sample::Sample, ibs: bool) {
@@ -564,70 +474,6 @@ impl Collected {
         self.summary.samples = self.samples.len() as u64;
         Ok(self.summary)
     }
-}
-
-/// Checks the sizes and offsets of a file-mode perf.data header before the
-/// container parser sees them: it trusts them and would try to allocate
-/// whatever a damaged size field says.
-fn check_header(f: &std::fs::File) -> Result<(), String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let len = f.metadata().map_err(|e| e.to_string())?.len();
-    let mut r = f;
-    let mut head = [0u8; 104];
-    let n = r.read(&mut head).map_err(|e| e.to_string())?;
-    let word = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().unwrap_or_default());
-    if n < 16 || &head[..8] != b"PERFILE2" {
-        return Err("not a perf.data file (no PERFILE2 magic)".into());
-    }
-    if word(8) == 16 {
-        return Ok(()); // pipe mode: records carry their own sizes
-    }
-    if n < 104 || word(8) < 104 {
-        return Err("not a perf.data file (header cut short)".into());
-    }
-    let within = |offset: u64, size: u64| offset.checked_add(size).is_some_and(|end| end <= len);
-    let attr_size = word(16);
-    let (attrs_at, attrs_size) = (word(24), word(32));
-    if !(64..=4096).contains(&attr_size) || attrs_size % attr_size != 0 {
-        return Err(format!("damaged header (attribute size {attr_size})"));
-    }
-    for (what, at) in [("attributes", 24), ("data", 40), ("event types", 56)] {
-        if !within(word(at), word(at + 8)) {
-            return Err(format!("damaged header ({what} section outside the file)"));
-        }
-    }
-    let mut attrs = vec![0u8; attrs_size as usize];
-    r.seek(SeekFrom::Start(attrs_at))
-        .map_err(|e| e.to_string())?;
-    r.read_exact(&mut attrs).map_err(|e| e.to_string())?;
-    for entry in attrs.chunks_exact(attr_size as usize) {
-        let own_size = u32::from_le_bytes(entry[4..8].try_into().unwrap_or_default());
-        let ids_at = u64_at(entry, attr_size as usize - 16).unwrap_or(u64::MAX);
-        let ids_size = u64_at(entry, attr_size as usize - 8).unwrap_or(u64::MAX);
-        if u64::from(own_size) > attr_size - 16 || !within(ids_at, ids_size) {
-            return Err("damaged header (an event attribute is malformed)".into());
-        }
-    }
-    // Feature sections follow the data: one {offset, size} per set feature bit.
-    let features: u32 = (0..4).map(|i| word(72 + 8 * i).count_ones()).sum();
-    let table_at = word(40).saturating_add(word(48));
-    let mut table = vec![0u8; features as usize * 16];
-    if !within(table_at, table.len() as u64) {
-        return Err("damaged header (feature table outside the file)".into());
-    }
-    r.seek(SeekFrom::Start(table_at))
-        .map_err(|e| e.to_string())?;
-    r.read_exact(&mut table).map_err(|e| e.to_string())?;
-    for entry in table.chunks_exact(16) {
-        if !within(
-            u64_at(entry, 0).unwrap_or(u64::MAX),
-            u64_at(entry, 8).unwrap_or(u64::MAX),
-        ) {
-            return Err("damaged header (a feature section lies outside the file)".into());
-        }
-    }
-    r.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
-    Ok(())
 }
 
 /// Whether the local file at `path` has the build ID the recording noted for it.
