@@ -248,7 +248,7 @@ fn mutated_perf_data_imports_or_fails_with_one_line_quickly() {
             let i = (next(&mut state) % v.len() as u64) as usize;
             v[i] ^= 1 << (next(&mut state) % 8);
         }
-        if next(&mut state) % 4 == 0 {
+        if next(&mut state).is_multiple_of(4) {
             v.truncate((next(&mut state) % v.len() as u64) as usize);
         }
         inputs.push(v);
