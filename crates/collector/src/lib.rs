@@ -2,6 +2,7 @@
 //! capacity from /proc, follows its children, and turns the raw logs into a profile.
 
 mod finalize;
+pub mod perf;
 mod record;
 pub mod symbols;
 pub mod sysinfo;

@@ -49,6 +49,8 @@ pub struct EventAttr {
     pub sample_regs_intr: u64,
     pub wakeup_watermark: u32,
     pub aux_watermark: u32,
+    /// The clock of sample times when `USE_CLOCKID` is set.
+    pub clockid: i32,
 }
 
 /// `perf_event_attr.flags` bits memlens uses.
@@ -95,6 +97,7 @@ impl EventAttr {
             config2: u64_at(b, 64).unwrap_or(0),
             branch_sample_type: u64_at(b, 72).unwrap_or(0),
             sample_regs_user: u64_at(b, 80).unwrap_or(0),
+            clockid: u32_at(b, 92).unwrap_or(0) as i32,
             sample_regs_intr: u64_at(b, 96).unwrap_or(0),
             aux_watermark: u32_at(b, 104).unwrap_or(0),
         })
@@ -115,6 +118,7 @@ impl EventAttr {
         w[8] = self.config2;
         w[9] = self.branch_sample_type;
         w[10] = self.sample_regs_user;
+        w[11] = u64::from(self.clockid as u32) << 32;
         w[12] = self.sample_regs_intr;
         w[13] = u64::from(self.aux_watermark);
         w

@@ -1,0 +1,307 @@
+//! perf.data records into memlens samples: PEBS/data-source samples, IBS raw
+//! samples, Arm SPE AUX data, page-fault samples with addresses, and the losses
+//! the stream reports. Shared by `memlens import` and the live perf backends,
+//! whose rings are saved as perf.data and read back here.
+
+use crate::symbols::LoadedModule;
+use memlens_decoders::datasrc::DataSource;
+use memlens_decoders::ibs::IbsOp;
+use memlens_decoders::perf_data::{feature, u32_at, u64_at, user, DamagedRecord, Item, PerfData};
+use memlens_decoders::record::{self, aux_flag, Parsed};
+use memlens_decoders::sample::{self, Layout};
+use memlens_decoders::spe::{self, RecordDecoder};
+use memlens_profile::{AccessSample, Losses};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+const TYPE_SOFTWARE: u32 = 1;
+/// page-faults, minor-faults, major-faults.
+const SW_PAGE_FAULTS: [u64; 3] = [2, 6, 7];
+
+/// What a conversion found, for the command's summary.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub backends: Vec<String>,
+    pub samples: u64,
+    /// Samples or SPE records that were not loads or stores (branches, other ops,
+    /// events without an address).
+    pub skipped: u64,
+    pub losses: Losses,
+    pub spe: spe::StreamStats,
+}
+
+/// PERF_AUXTRACE_ARM_SPE in AUXTRACE_INFO.
+const AUXTRACE_ARM_SPE: u32 = 4;
+
+/// perf's conversion of a hardware counter (SPE timestamps) to perf time.
+#[derive(Clone, Copy, Debug)]
+struct TimeConv {
+    shift: u16,
+    mult: u32,
+    zero: u64,
+}
+
+impl TimeConv {
+    fn to_ns(self, cycles: u64) -> u64 {
+        let quot = cycles >> self.shift;
+        let rem = cycles & ((1u64 << self.shift) - 1);
+        self.zero
+            .wrapping_add(quot.wrapping_mul(u64::from(self.mult)))
+            .wrapping_add((rem.wrapping_mul(u64::from(self.mult))) >> self.shift)
+    }
+
+    fn parse(b: &[u8]) -> Option<TimeConv> {
+        Some(TimeConv {
+            shift: u64_at(b, 0)? as u16,
+            mult: u64_at(b, 8)? as u32,
+            zero: u64_at(b, 16)?,
+        })
+    }
+}
+
+/// A sample before its time is made relative to the run's start.
+pub struct Pending {
+    pub row: AccessSample,
+    pub absolute_ns: u64,
+}
+
+#[derive(Default)]
+pub struct Converted {
+    pub samples: Vec<Pending>,
+    pub comms: BTreeMap<u32, String>,
+    /// Mappings by pid, as MMAP records gave them.
+    pub modules: Vec<(u32, LoadedModule)>,
+    pub summary: Summary,
+    pub backends: HashSet<&'static str>,
+    /// Build IDs perf noted for the files that got samples, by path.
+    pub build_ids: HashMap<String, Vec<u8>>,
+    /// The stream carries Arm SPE AUX data.
+    pub spe_seen: bool,
+    /// The damaged record that ended the stream early, if any.
+    pub damage: Option<DamagedRecord>,
+}
+
+/// Converts every record of `perf`; a damaged record ends the stream and is
+/// kept in `damage`, with what precedes it converted.
+pub fn convert(perf: &PerfData<'_>) -> Converted {
+    let pmu_names = perf.pmu_mappings();
+    let layouts: Vec<Layout> = perf.events.iter().map(|e| e.attr.layout()).collect();
+    let is_page_fault: Vec<bool> = perf
+        .events
+        .iter()
+        .map(|e| e.attr.type_ == TYPE_SOFTWARE && SW_PAGE_FAULTS.contains(&e.attr.config))
+        .collect();
+    let is_ibs: Vec<bool> = perf
+        .events
+        .iter()
+        .map(|e| {
+            let by_name = e.name.as_deref().is_some_and(|n| n.contains("ibs_op"));
+            let by_pmu = pmu_names.get(&e.attr.type_).is_some_and(|n| n == "ibs_op");
+            by_name || by_pmu
+        })
+        .collect();
+    let neoverse = perf
+        .string_feature(feature::CPUID)
+        .and_then(|id| u64::from_str_radix(id.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(spe::is_neoverse);
+
+    let mut c = Converted {
+        build_ids: perf.build_ids(),
+        ..Converted::default()
+    };
+    let mut time_conv: Option<TimeConv> = None;
+    // One decoder per AUX buffer: a record may straddle two of its chunks.
+    let mut spe_decoders: HashMap<u32, RecordDecoder> = HashMap::new();
+    let mut spe_rows: Vec<(spe::Record, u32, u32)> = Vec::new();
+
+    for item in perf.items() {
+        let record = match item {
+            Ok(Item::Record(r)) => r,
+            Ok(Item::Auxtrace {
+                idx,
+                tid,
+                cpu,
+                data,
+                ..
+            }) => {
+                if c.spe_seen {
+                    spe_decoders
+                        .entry(idx)
+                        .or_default()
+                        .feed(data, |r| spe_rows.push((*r, tid, cpu)));
+                }
+                continue;
+            }
+            Err(e) => {
+                // What was read so far stays importable.
+                c.summary.losses.decode_errors += 1;
+                c.damage = Some(e);
+                break;
+            }
+        };
+        match record.kind {
+            record::kind::SAMPLE => {
+                let Some(event) = perf.event_of_sample(record.body) else {
+                    c.summary.losses.decode_errors += 1;
+                    continue;
+                };
+                match layouts[event].parse(record.body) {
+                    Ok(s) => c.add_sample(&s, is_ibs[event], is_page_fault[event]),
+                    Err(_) => c.summary.losses.decode_errors += 1,
+                }
+            }
+            user::AUXTRACE_INFO => c.spe_seen |= u32_at(record.body, 0) == Some(AUXTRACE_ARM_SPE),
+            user::TIME_CONV => time_conv = TimeConv::parse(record.body),
+            _ => match record.parse() {
+                Some(Parsed::Comm { pid, name }) => {
+                    c.comms
+                        .insert(pid, String::from_utf8_lossy(name).into_owned());
+                }
+                Some(Parsed::Mmap {
+                    pid,
+                    start,
+                    len,
+                    pgoff,
+                    path,
+                }) => c.add_mapping(pid, start, len, pgoff, path),
+                Some(Parsed::Lost { count } | Parsed::LostSamples { count }) => {
+                    c.summary.losses.lost_samples += count
+                }
+                Some(Parsed::Throttle) => c.summary.losses.throttled += 1,
+                Some(Parsed::Aux { flags, .. }) => {
+                    let l = &mut c.summary.losses;
+                    l.aux_truncated += (flags & aux_flag::TRUNCATED != 0) as u64;
+                    l.aux_partial += (flags & aux_flag::PARTIAL != 0) as u64;
+                    l.aux_collisions += (flags & aux_flag::COLLISION != 0) as u64;
+                }
+                None => {}
+            },
+        }
+    }
+    for decoder in spe_decoders.values_mut() {
+        let stats = decoder.finish();
+        c.summary.spe.records += stats.records;
+        c.summary.spe.bad_bytes += stats.bad_bytes;
+        c.summary.spe.truncated_bytes += stats.truncated_bytes;
+        c.summary.spe.partial_records += stats.partial_records;
+        c.summary.losses.decode_errors +=
+            stats.bad_bytes + stats.truncated_bytes + stats.partial_records;
+    }
+    for (r, tid, cpu) in &spe_rows {
+        c.add_spe(r, *tid, *cpu, neoverse, time_conv);
+    }
+    c
+}
+
+impl Converted {
+    fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &[u8]) {
+        let path = String::from_utf8_lossy(path).into_owned();
+        let module = LoadedModule {
+            path,
+            start,
+            end: start.saturating_add(len),
+            bias: start.wrapping_sub(pgoff),
+        };
+        self.modules.push((pid, module));
+    }
+
+    fn add_sample(&mut self, s: &sample::Sample, ibs: bool, page_fault: bool) {
+        let mut row = AccessSample {
+            pid: s.pid.unwrap_or(0),
+            tid: s.tid.unwrap_or(0),
+            cpu: s.cpu.unwrap_or(0),
+            pc: s.ip.unwrap_or(0),
+            data_src: s.data_src.unwrap_or(0),
+            phys_addr: s.phys_addr.filter(|&a| a != 0),
+            ..AccessSample::default()
+        };
+        if ibs {
+            let Some(op) = s.raw.and_then(|raw| IbsOp::from_raw(raw).ok()) else {
+                self.summary.losses.decode_errors += 1;
+                return;
+            };
+            if !(op.is_load() || op.is_store()) || !op.lin_addr_valid() {
+                self.summary.skipped += 1;
+                return;
+            }
+            self.backends.insert("ibs");
+            row.pc = op.rip;
+            row.address = op.dc_lin_addr;
+            row.is_store = op.is_store();
+            row.size = op.mem_width();
+            row.level = op.level().code();
+            row.latency = Some(op.dc_miss_latency() as u32).filter(|&l| l > 0);
+            row.translation_latency = Some(op.tlb_refill_latency() as u32).filter(|&l| l > 0);
+            row.phys_addr = op.phys_addr_valid().then_some(op.dc_phys_addr);
+            row.hw_source = Some(u64::from(op.data_source()));
+        } else if page_fault {
+            let Some(addr) = s.addr else {
+                self.summary.skipped += 1;
+                return;
+            };
+            // A first touch of a page: neither a load nor a store is known.
+            self.backends.insert("page-faults");
+            row.address = addr;
+        } else {
+            let (Some(addr), Some(data_src)) = (s.addr, s.data_src) else {
+                self.summary.skipped += 1;
+                return;
+            };
+            let d = DataSource::decode(data_src);
+            self.backends.insert("pebs");
+            row.address = addr;
+            row.is_store = d.is_store();
+            row.level = d.level().code();
+            row.latency = s.weight.map(|w| w.min(u64::from(u32::MAX)) as u32);
+        }
+        self.samples.push(Pending {
+            row,
+            absolute_ns: s.time.unwrap_or(0),
+        });
+    }
+
+    fn add_spe(
+        &mut self,
+        r: &spe::Record,
+        aux_tid: u32,
+        cpu: u32,
+        neoverse: bool,
+        time_conv: Option<TimeConv>,
+    ) {
+        if !r.op.is_memory() {
+            self.summary.skipped += 1;
+            return;
+        }
+        self.backends.insert("spe");
+        let (spe::Op::Load { subclass } | spe::Op::Store { subclass }) = r.op else {
+            return;
+        };
+        // CONTEXT carries the PID when the kernel writes it there; a per-thread
+        // AUX buffer names its thread.
+        let tid = r
+            .context
+            .unwrap_or(if aux_tid == u32::MAX { 0 } else { aux_tid });
+        let ts = r.timestamp.unwrap_or(0);
+        self.samples.push(Pending {
+            row: AccessSample {
+                pid: tid,
+                tid,
+                cpu,
+                pc: r.pc.map_or(0, |p| p.address),
+                address: r.va.unwrap_or(0),
+                size: 0,
+                is_store: matches!(r.op, spe::Op::Store { .. }),
+                level: r.level(neoverse).code(),
+                data_src: r.perf_data_src(neoverse),
+                latency: r.total_latency.map(u32::from),
+                issue_latency: r.issue_latency.map(u32::from),
+                translation_latency: r.translation_latency.map(u32::from),
+                phys_addr: r.pa.map(|p| p.address),
+                events: r.events,
+                hw_source: r.data_source,
+                op_subclass: subclass,
+                ..AccessSample::default()
+            },
+            absolute_ns: time_conv.map_or(ts, |t| t.to_ns(ts)),
+        });
+    }
+}
