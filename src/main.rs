@@ -6,6 +6,8 @@ mod compile;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use memlens_analysis::Profile;
+use memlens_collector::perf::backends::Kind;
+use memlens_collector::Backend;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -101,13 +103,21 @@ struct RecordArgs {
     /// Deepest call stack kept.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=128))]
     max_frames: Option<u32>,
-    /// Instrumented programs: one access sample per this many accesses of a class.
+    /// Where access samples come from: auto picks the instrumented build's own
+    /// samples, else the best hardware sampler (PEBS, IBS, SPE), else none.
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    backend: BackendArg,
+    /// One access sample per this many accesses of a class (instrumented),
+    /// sampled operations (PEBS, IBS, SPE) or page faults.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     period: Option<u64>,
-    /// Instrumented programs: sample stores only (loads are still counted exactly).
+    /// PEBS load-latency threshold / SPE minimum latency, in cycles.
+    #[arg(long, value_name = "CYCLES", default_value_t = 0)]
+    min_latency: u64,
+    /// Sample stores only (instrumented builds still count loads exactly).
     #[arg(long)]
     no_loads: bool,
-    /// Instrumented programs: sample loads only (stores are still counted exactly).
+    /// Sample loads only (instrumented builds still count stores exactly).
     #[arg(long)]
     no_stores: bool,
     /// Keep the raw event logs next to the tables.
@@ -116,6 +126,21 @@ struct RecordArgs {
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Auto,
+    /// The instrumented build's samples only (memlens cc).
+    Software,
+    /// Intel PEBS load latency and precise stores.
+    Pebs,
+    /// AMD IBS op sampling.
+    Ibs,
+    /// Arm SPE.
+    Spe,
+    /// The kernel's page-fault event with data addresses (first touches; any machine).
+    PageFaults,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -302,6 +327,15 @@ fn record(args: RecordArgs) -> Result<i32> {
         no_loads: args.no_loads,
         no_stores: args.no_stores,
         keep_raw: args.keep_raw,
+        backend: match args.backend {
+            BackendArg::Auto => Backend::Auto,
+            BackendArg::Software => Backend::Software,
+            BackendArg::Pebs => Backend::Perf(Kind::Pebs),
+            BackendArg::Ibs => Backend::Perf(Kind::Ibs),
+            BackendArg::Spe => Backend::Perf(Kind::Spe),
+            BackendArg::PageFaults => Backend::Perf(Kind::PageFaults),
+        },
+        min_latency: args.min_latency,
     };
     let outcome = memlens_collector::record(&cfg)?;
     // The summary needs no samples: do not read back what may be millions of them.
@@ -336,11 +370,14 @@ fn record(args: RecordArgs) -> Result<i32> {
         Some(o) => eprintln!("  top object {} ({} peak)", o.name, h(o.peak_bytes)),
         None => eprintln!("  top object none recorded"),
     }
-    let access = if p.meta.backend.iter().any(|b| b == "sancov") {
+    let sources = memlens_analysis::sample_sources(&p.meta);
+    let access = if !sources.is_empty() {
         let n = memlens_profile::table_rows::<memlens_profile::AccessSample>(&outcome.dir)?;
         format!(
-            "{n} access samples (sancov, 1 per {} accesses)",
-            p.meta.settings.access_period
+            "{n} access samples ({}, 1 per {} {})",
+            sources.join(", "),
+            p.meta.settings.access_period,
+            memlens_analysis::period_unit(&sources)
         )
     } else {
         "no access samples (build with `memlens cc` for them)".to_string()

@@ -67,6 +67,15 @@ pub fn programs() -> &'static Path {
             &o("libplugin.so"),
         ]);
         cc(&[
+            "gcc",
+            "-O1",
+            "-g",
+            &s("first_touch.c"),
+            "-o",
+            &o("first_touch"),
+            "-lpthread",
+        ]);
+        cc(&[
             "g++",
             "-O1",
             "-g",

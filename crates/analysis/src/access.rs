@@ -152,16 +152,28 @@ fn level_rows(p: &Profile) -> Vec<LevelRow> {
         .collect()
 }
 
-pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
-    let sources: Vec<String> = p
-        .meta
-        .backend
+/// The backends of a profile that produced access samples.
+pub fn sample_sources(meta: &memlens_profile::Meta) -> Vec<String> {
+    meta.backend
         .iter()
-        .filter(|b| ["sancov", "pebs", "ibs", "spe"].contains(&b.as_str()))
+        .filter(|b| ["sancov", "pebs", "ibs", "spe", "page-faults"].contains(&b.as_str()))
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// What one sample period counts, for a profile's sample sources.
+pub fn period_unit(sources: &[String]) -> &'static str {
+    match sources.first().map(String::as_str) {
+        Some("sancov") => "accesses of a class",
+        Some("page-faults") => "page faults (first touches of pages, not every access)",
+        _ => "sampled operations",
+    }
+}
+
+pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
+    let sources = sample_sources(&p.meta);
     let available = !sources.is_empty();
-    let hardware = sources.iter().any(|s| s != "sancov");
+    let hardware = sources.iter().any(|s| s != "sancov" && s != "page-faults");
     let period = p.meta.settings.access_period;
     let mut out = AccessReport {
         available,

@@ -7,8 +7,10 @@
 //! was published, so a target that crashed or was killed still gives a profile up
 //! to that point; blocks cut short are counted as losses.
 
+use crate::perf::convert::convert;
 use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
+use memlens_decoders::perf_data::PerfData;
 use memlens_profile::{
     self as profile, AccessSample, Allocation, Losses, Meta, Process, Region, TableWriter,
     TagRange, TimelinePoint,
@@ -728,6 +730,8 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     };
     let mut symbolizer = Symbolizer::default();
     let mut last_time = run.end_ns.unwrap_or(0).saturating_sub(t0);
+    // Each process's modules (its last image's), for samples of perf backends.
+    let mut modules_of: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
 
     for (i, log) in images.iter().enumerate() {
         let image = ImageLog::open(&log.path)?;
@@ -747,6 +751,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         for &pc in &built.pcs {
             locations.push(symbolizer.location(log.pid, pc, &modules, true));
         }
+        modules_of.insert(log.pid, modules.clone());
         let mut seen_paths = std::collections::HashSet::new();
         for (time, m) in &defs.modules {
             modules_rows.push(profile::Module {
@@ -797,6 +802,20 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         tags.extend(built.tags);
         timeline.extend(built.timeline);
     }
+    let perf = perf_samples(&raw_dir, t0, &mut sinks.samples, |pid, pc| {
+        let modules = modules_of.get(&pid).map_or(&[][..], Vec::as_slice);
+        // A PMU's or the kernel's sample names the instruction itself.
+        locations.push(symbolizer.location(pid, pc, modules, false));
+    });
+    if let Some(perf) = &perf {
+        losses.lost_samples += perf.losses.lost_samples;
+        losses.throttled += perf.losses.throttled;
+        losses.aux_truncated += perf.losses.aux_truncated;
+        losses.aux_partial += perf.losses.aux_partial;
+        losses.aux_collisions += perf.losses.aux_collisions;
+        losses.decode_errors += perf.losses.decode_errors;
+        last_time = last_time.max(perf.last_ns);
+    }
     sinks.allocations.finish()?;
     sinks.samples.finish()?;
     timeline.sort_by_key(|p| (p.pid, p.time_ns));
@@ -810,10 +829,14 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         host: crate::sysinfo::hostname(),
         cpu: crate::sysinfo::cpu_model(),
         kernel: crate::sysinfo::kernel(),
-        backend: if images.iter().any(|l| l.instrumented) {
-            vec!["preload".into(), "procfs".into(), "sancov".into()]
-        } else {
-            vec!["preload".into(), "procfs".into()]
+        backend: {
+            let mut b: Vec<String> = vec!["preload".into(), "procfs".into()];
+            match &perf {
+                Some(perf) => b.extend(perf.backends.iter().cloned()),
+                None if images.iter().any(|l| l.instrumented) => b.push("sancov".into()),
+                None => {}
+            }
+            b
         },
         settings: profile::Settings {
             interval_ms: run.interval_ms,
@@ -826,7 +849,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             }
             .into(),
             max_frames: settings.max_frames,
-            access_period: settings.access_period,
+            access_period: perf.as_ref().map_or(settings.access_period, |p| p.period),
             sample_loads: settings.access_filter & 1 != 0,
             sample_stores: settings.access_filter & 2 != 0,
         },
@@ -851,6 +874,55 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         std::fs::remove_dir_all(&raw_dir).map_err(|e| Error::io(&raw_dir, e))?;
     }
     Ok(meta)
+}
+
+/// What a perf backend's samples added to the profile.
+struct PerfSamples {
+    backends: Vec<String>,
+    period: u64,
+    losses: Losses,
+    last_ns: u64,
+}
+
+/// Converts the perf backend's `raw/perf.data` (if the run had one) into sample
+/// rows; `locate` sees each distinct (pid, pc) once.
+fn perf_samples(
+    raw_dir: &Path,
+    t0: u64,
+    sink: &mut TableWriter<AccessSample>,
+    mut locate: impl FnMut(u32, u64),
+) -> Option<PerfSamples> {
+    let file = std::fs::File::open(raw_dir.join(crate::record::PERF_DATA)).ok()?;
+    // SAFETY: read-only map of a file nothing writes any more.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let perf = PerfData::parse(&map).ok()?;
+    let c = convert(&perf);
+    let mut seen = std::collections::HashSet::new();
+    let mut last_ns = 0;
+    for p in &c.samples {
+        let mut row = p.row.clone();
+        row.time_ns = p.absolute_ns.saturating_sub(t0);
+        last_ns = last_ns.max(row.time_ns);
+        if seen.insert((row.pid, row.pc)) {
+            locate(row.pid, row.pc);
+        }
+        sink.push(row);
+    }
+    let mut losses = c.summary.losses;
+    losses.decode_errors += u64::from(c.damage.is_some());
+    let mut backends: Vec<String> = c.backends.iter().map(|b| b.to_string()).collect();
+    backends.sort();
+    Some(PerfSamples {
+        backends,
+        period: perf
+            .events
+            .iter()
+            .filter_map(|e| e.attr.period())
+            .max()
+            .unwrap_or(0),
+        losses,
+        last_ns,
+    })
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ pub mod symbols;
 pub mod sysinfo;
 
 pub use finalize::{finalize, RunInfo};
-pub use record::{record, RecordConfig, RecordOutcome, TargetExit};
+pub use record::{record, Backend, RecordConfig, RecordOutcome, TargetExit};
 
 use std::path::{Path, PathBuf};
 

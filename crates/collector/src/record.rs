@@ -3,6 +3,8 @@
 //! subreaper, so orphans of a fork come back to us), then finalize.
 
 use crate::finalize::{self, RunInfo, COLLECTOR_LOG};
+use crate::perf::backends::{self, Kind, Plan};
+use crate::perf::{Event, PipeWriter, Ring};
 use crate::{Error, Result};
 use memlens_rawlog::{self as raw, procfs, tag, FileHeader};
 use std::collections::HashMap;
@@ -28,6 +30,21 @@ pub struct RecordConfig {
     pub no_loads: bool,
     pub no_stores: bool,
     pub keep_raw: bool,
+    pub backend: Backend,
+    /// PEBS load-latency threshold / SPE minimum latency (cycles); 0 for the default.
+    pub min_latency: u64,
+}
+
+/// Where access samples come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The instrumented build's own samples if the program is instrumented,
+    /// else the best hardware sampler this machine has, else none.
+    Auto,
+    /// Only the instrumented build's samples (`memlens cc`).
+    Software,
+    /// This perf_event backend, or an error saying why it cannot run.
+    Perf(Kind),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +135,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         ));
     };
     let program_path = resolve_program(program)?;
+    let plan = choose_backend(cfg, &program_path)?;
     if !cfg.runtime.is_file() {
         return Err(Error::Usage(format!(
             "runtime library not found at {}; build it with `cargo build --release` or set MEMLENS_RUNTIME",
@@ -160,12 +178,20 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(v) = cfg.period {
         cmd.env("MEMLENS_PERIOD", v.to_string());
     }
-    if cfg.no_loads {
+    // One source of access samples per profile: under a perf backend the
+    // instrumented build still counts exactly but does not sample.
+    if cfg.no_loads || plan.is_some() {
         cmd.env("MEMLENS_NO_LOADS", "1");
     }
-    if cfg.no_stores {
+    if cfg.no_stores || plan.is_some() {
         cmd.env("MEMLENS_NO_STORES", "1");
     }
+    // Opened on memlens itself, disabled: the target inherits them at fork and
+    // they start at its exec.
+    let mut perf = match &plan {
+        Some(plan) => Some(PerfSession::open(plan, &raw_dir)?),
+        None => None,
+    };
 
     // SIGCHLD stays blocked here so that the loop can sleep in sigtimedwait and
     // wake the moment a child ends (children start with an empty signal mask).
@@ -204,6 +230,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         let now = std::time::Instant::now();
         if now >= next {
             sampler.tick();
+            if let Some(perf) = &mut perf {
+                perf.drain();
+            }
             next += interval;
             if now > next + interval {
                 missed_ticks += ((now - next).as_nanos() / interval.as_nanos()) as u64;
@@ -232,6 +261,12 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         wait_for_child(next.saturating_duration_since(std::time::Instant::now()));
     }
     block_sigchld(false);
+    if let Some(mut perf) = perf.take() {
+        perf.drain();
+        perf.out
+            .flush()
+            .map_err(|e| Error::io(&raw_dir.join(PERF_DATA), e))?;
+    }
     sampler.out.flush().map_err(|e| Error::io(&log_path, e))?;
     drop(sampler);
     // SAFETY: restore default dispositions.
@@ -257,6 +292,120 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
         meta,
     })
+}
+
+/// The live perf.data the rings are saved to (read back at finalize).
+pub(crate) const PERF_DATA: &str = "perf.data";
+
+/// The perf backend to open, if any; an explicit choice that cannot run is an error.
+fn choose_backend(cfg: &RecordConfig, program: &Path) -> Result<Option<Plan>> {
+    let options = backends::Options {
+        period: cfg.period.unwrap_or(0),
+        min_latency: cfg.min_latency,
+        loads: !cfg.no_loads,
+        stores: !cfg.no_stores,
+    };
+    match cfg.backend {
+        Backend::Software => Ok(None),
+        Backend::Perf(kind) => backends::plan(kind, &options).map(Some).map_err(|u| {
+            Error::Usage(format!(
+                "the {} backend cannot run here: {}; {} (see `memlens doctor`)",
+                kind.name(),
+                u.reason,
+                u.fix
+            ))
+        }),
+        Backend::Auto if crate::symbols::is_instrumented(program) => Ok(None),
+        Backend::Auto => Ok(Kind::HARDWARE
+            .into_iter()
+            .find_map(|k| backends::plan(k, &options).ok())),
+    }
+}
+
+/// The events of a perf backend on every CPU, and the perf.data they go to.
+struct PerfSession {
+    rings: Vec<Ring>,
+    out: PipeWriter,
+    /// Kept open until the end: closing them would stop their output.
+    _members: Vec<Event>,
+}
+
+impl PerfSession {
+    fn open(plan: &Plan, raw_dir: &Path) -> Result<PerfSession> {
+        let fail = |name: &str, e: std::io::Error| {
+            let u = backends::open_error(name, &e);
+            Error::Usage(format!("{}; {}", u.reason, u.fix))
+        };
+        let mut rings = Vec::new();
+        let mut members = Vec::new();
+        let mut ids = vec![Vec::new(); plan.events.len()];
+        // Events are per CPU: the kernel refuses a ring for an inherited per-thread event.
+        for cpu in crate::sysinfo::online_cpus() {
+            let mut ring: Option<Ring> = None;
+            for (i, (name, attr)) in plan.events.iter().enumerate() {
+                let event = Event::open(attr, 0, cpu as i32).map_err(|e| fail(name, e))?;
+                ids[i].push(event.id);
+                match &ring {
+                    None => {
+                        ring = Some(
+                            Ring::map(event, cpu, 512, plan.aux_pages)
+                                .map_err(|e| fail(name, e))?,
+                        )
+                    }
+                    Some(r) => {
+                        event.output_to(r).map_err(|e| fail(name, e))?;
+                        members.push(event);
+                    }
+                }
+            }
+            rings.extend(ring);
+        }
+        let path = raw_dir.join(PERF_DATA);
+        let attrs: Vec<_> = plan
+            .events
+            .iter()
+            .zip(ids)
+            .map(|((_, attr), ids)| (attr.clone(), ids))
+            .collect();
+        let mut out = PipeWriter::create(&path, &attrs).map_err(|e| Error::io(&path, e))?;
+        if plan.aux_pages > 0 {
+            // AUXTRACE_INFO: Arm SPE, its PMU type, one AUX buffer per CPU.
+            let mut info = Vec::new();
+            info.extend(4u32.to_le_bytes());
+            info.extend(0u32.to_le_bytes());
+            info.extend(u64::from(plan.pmu_type).to_le_bytes());
+            info.extend(1u64.to_le_bytes());
+            out.write_user(memlens_decoders::perf_data::user::AUXTRACE_INFO, &info)
+                .map_err(|e| Error::io(&path, e))?;
+            if let Some(conv) = rings.first().and_then(Ring::time_conv) {
+                let body: Vec<u8> = conv.iter().flat_map(|w| w.to_le_bytes()).collect();
+                out.write_user(memlens_decoders::perf_data::user::TIME_CONV, &body)
+                    .map_err(|e| Error::io(&path, e))?;
+            }
+        }
+        eprintln!(
+            "memlens: access samples from {} ({}, 1 in {})",
+            plan.kind.name(),
+            plan.events
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(" + "),
+            plan.period
+        );
+        Ok(PerfSession {
+            rings,
+            out,
+            _members: members,
+        })
+    }
+
+    /// Saves what the rings hold; a write error surfaces at the final flush.
+    fn drain(&mut self) {
+        for ring in &mut self.rings {
+            let _ = ring.drain(&mut self.out);
+        }
+    }
 }
 
 fn sigchld_set() -> libc::sigset_t {

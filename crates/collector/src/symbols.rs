@@ -177,3 +177,18 @@ pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
         })
         .collect()
 }
+
+/// Whether `program` was built by `memlens cc` (it imports the sanitizer
+/// coverage callbacks the runtime provides).
+pub fn is_instrumented(program: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(program) else {
+        return false;
+    };
+    object::File::parse(&*bytes).is_ok_and(|f| {
+        f.imports().is_ok_and(|imports| {
+            imports
+                .iter()
+                .any(|i| i.name().starts_with(b"__sanitizer_cov_"))
+        })
+    })
+}

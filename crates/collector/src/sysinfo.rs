@@ -41,3 +41,22 @@ pub fn numa_nodes() -> usize {
         .unwrap_or(1)
         .max(1)
 }
+
+/// The online CPUs, from /sys/devices/system/cpu/online ("0-3,8-11").
+pub fn online_cpus() -> Vec<u32> {
+    let text = read_trimmed("/sys/devices/system/cpu/online");
+    let cpus: Vec<u32> = text
+        .split(',')
+        .filter_map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            Some(a.trim().parse::<u32>().ok()?..=b.trim().parse::<u32>().ok()?)
+        })
+        .flatten()
+        .collect();
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (0..n as u32).collect()
+    } else {
+        cpus
+    }
+}

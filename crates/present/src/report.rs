@@ -155,7 +155,11 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
             ("stacks".into(), "thread stack ranges (reserved size) from pthread_getattr_np at each thread's first event".into()),
             (
                 "accesses".into(),
-                "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
+                match analysis::sample_sources(m).first().map(String::as_str) {
+                    Some("sancov") | None => "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
+                    Some("page-faults") => format!("sampled: the kernel's page-fault event with data addresses, 1 per {} faults (first touches, neither loads nor stores)", m.settings.access_period),
+                    Some(hw) => format!("sampled by the PMU ({hw}, 1 per {} operations): addresses, levels and latencies measured", m.settings.access_period),
+                },
             ),
         ]
         },
@@ -348,6 +352,7 @@ fn render_access(out: &mut String, a: &analysis::AccessReport) {
     } else {
         "? (not in the recording)".to_string()
     };
+    let page_faults = a.sources.iter().any(|s| s == "page-faults");
     if a.sources.iter().any(|s| s == "sancov") {
         let _ = writeln!(
             out,
@@ -355,6 +360,13 @@ fn render_access(out: &mut String, a: &analysis::AccessReport) {
             a.samples,
             human_bytes(a.bytes_read as f64),
             human_bytes(a.bytes_written as f64)
+        );
+    } else if page_faults {
+        let _ = writeln!(
+            out,
+            "  {} samples of the kernel's page-fault event, 1 per {period} {}",
+            a.samples,
+            analysis::period_unit(&a.sources)
         );
     } else {
         let _ = writeln!(
@@ -393,22 +405,34 @@ fn render_access(out: &mut String, a: &analysis::AccessReport) {
             a.counted
         );
     }
+    let (title, column) = if page_faults {
+        ("PAGE FAULTS", "est. faults")
+    } else {
+        ("ACCESSES", "est. access")
+    };
     let _ = writeln!(
         out,
-        "\n  TOP OBJECTS BY ESTIMATED ACCESSES (samples x period)"
+        "\n  TOP OBJECTS BY ESTIMATED {title} (samples x period)"
     );
     let _ = writeln!(
         out,
         "  {:>12} {:>9} {:>9}  object / hottest lines",
-        "est. access", "loads", "stores"
+        column, "loads", "stores"
     );
+    let share = |n: u64, of: u64| {
+        if page_faults {
+            "-".to_string() // a fault is neither a load nor a store
+        } else {
+            format!("{:.0}%", 100.0 * n as f64 / of.max(1) as f64)
+        }
+    };
     for o in &a.objects {
         let _ = writeln!(
             out,
-            "  {:>12.0} {:>8.0}% {:>8.0}%  {}",
+            "  {:>12.0} {:>9} {:>9}  {}",
             o.est_accesses,
-            100.0 * o.load_samples as f64 / o.samples.max(1) as f64,
-            100.0 * o.store_samples as f64 / o.samples.max(1) as f64,
+            share(o.load_samples, o.samples),
+            share(o.store_samples, o.samples),
             o.name
         );
         for l in o.lines.iter().take(3) {

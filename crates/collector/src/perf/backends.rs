@@ -118,7 +118,9 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
             kind,
             events: vec![(
                 "page-faults:u".into(),
-                base_attr(TYPE_SOFTWARE, PAGE_FAULTS, o.period.max(1), bits::ADDR | bits::PERIOD),
+                // No PERF_SAMPLE_PERIOD: with it the kernel samples every
+                // software event whatever the period (perf_swevent_event).
+                base_attr(TYPE_SOFTWARE, PAGE_FAULTS, o.period.max(1), bits::ADDR),
             )],
             aux_pages: 0,
             pmu_type: TYPE_SOFTWARE,
@@ -142,14 +144,18 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
             if o.loads {
                 let ldlat = if o.min_latency > 0 { o.min_latency } else { 30 };
                 let terms = format!("mem-loads,ldlat={ldlat}");
-                let c = cpu.resolve(&terms).map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
+                let c = cpu
+                    .resolve(&terms)
+                    .map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
                 let mut a = base_attr(cpu.type_, c.config, period, sample_type);
                 a.config1 = c.config1;
                 a.flags |= precise;
                 events.push((format!("{}/{terms}/P", cpu.name), a));
             }
             if o.stores && cpu.event("mem-stores").is_some() {
-                let c = cpu.resolve("mem-stores").map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
+                let c = cpu
+                    .resolve("mem-stores")
+                    .map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
                 let mut a = base_attr(cpu.type_, c.config, period, sample_type);
                 a.flags |= precise;
                 events.push((format!("{}/mem-stores/P", cpu.name), a));
@@ -170,12 +176,25 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
                 ));
             };
             // The op counter ignores its low 4 bits; keep the period a multiple of 16.
-            let period = if o.period > 0 { o.period.max(0x90) & !0xf } else { 0x10000 };
-            let terms = if ibs.has_format("cnt_ctl") { "cnt_ctl=1" } else { "" };
-            let c = ibs.resolve(terms).map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
+            let period = if o.period > 0 {
+                o.period.max(0x90) & !0xf
+            } else {
+                0x10000
+            };
+            let terms = if ibs.has_format("cnt_ctl") {
+                "cnt_ctl=1"
+            } else {
+                ""
+            };
+            let c = ibs
+                .resolve(terms)
+                .map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
             Plan {
                 kind,
-                events: vec![(format!("ibs_op/{terms}/"), base_attr(ibs.type_, c.config, period, bits::RAW))],
+                events: vec![(
+                    format!("ibs_op/{terms}/"),
+                    base_attr(ibs.type_, c.config, period, bits::RAW),
+                )],
                 aux_pages: 0,
                 pmu_type: ibs.type_,
                 period,
@@ -188,8 +207,15 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
                     "on Armv8.2+ hardware: `modprobe arm_spe_pmu`, and boot with kpti=off if the kernel unmaps itself at EL0",
                 ));
             };
-            let min_interval: u64 = spe.cap("min_interval").and_then(|v| v.parse().ok()).unwrap_or(1024);
-            let period = if o.period > 0 { o.period.max(min_interval) } else { 4096.max(min_interval) };
+            let min_interval: u64 = spe
+                .cap("min_interval")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1024);
+            let period = if o.period > 0 {
+                o.period.max(min_interval)
+            } else {
+                4096.max(min_interval)
+            };
             let mut terms = vec!["ts_enable=1".to_string(), "jitter=1".into()];
             if is_root() {
                 terms.push("pa_enable=1".into());
@@ -204,7 +230,9 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
                 terms.push(format!("min_latency={}", o.min_latency));
             }
             let terms = terms.join(",");
-            let c = spe.resolve(&terms).map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
+            let c = spe
+                .resolve(&terms)
+                .map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
             let mut a = base_attr(spe.type_, c.config, period, 0);
             a.config1 = c.config1;
             a.config2 = c.config2;
@@ -218,7 +246,10 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
         }
     };
     if plan.events.is_empty() {
-        return Err(unavailable("neither loads nor stores are sampled", "drop --no-loads or --no-stores"));
+        return Err(unavailable(
+            "neither loads nor stores are sampled",
+            "drop --no-loads or --no-stores",
+        ));
     }
     // The real test: open each event, disabled, on memlens itself.
     for (name, attr) in &mut plan.events {

@@ -48,7 +48,8 @@ impl Event {
             return Err(std::io::Error::last_os_error());
         }
         // SAFETY: a new descriptor we own.
-        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+        let fd =
+            unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
         let mut id = 0u64;
         // SAFETY: IOC_ID writes one u64.
         unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), IOC_ID, &mut id) };
@@ -98,7 +99,14 @@ impl Map {
         let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
         // SAFETY: a fresh shared mapping of a perf descriptor.
         let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, offset as libc::off_t)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED,
+                fd,
+                offset as libc::off_t,
+            )
         };
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
@@ -154,8 +162,14 @@ impl Ring {
             // SAFETY: the control page is mapped; the kernel reads these two
             // fields when the AUX area is mapped.
             unsafe {
-                map.ptr.add(PAGE_AUX_OFFSET).cast::<u64>().write_volatile(offset as u64);
-                map.ptr.add(PAGE_AUX_SIZE).cast::<u64>().write_volatile(size as u64);
+                map.ptr
+                    .add(PAGE_AUX_OFFSET)
+                    .cast::<u64>()
+                    .write_volatile(offset as u64);
+                map.ptr
+                    .add(PAGE_AUX_SIZE)
+                    .cast::<u64>()
+                    .write_volatile(size as u64);
             }
             // Writable: the kernel stops (and flags truncation) instead of
             // overwriting data not yet read.
@@ -187,12 +201,33 @@ impl Ring {
     pub fn time_conv(&self) -> Option<[u64; 3]> {
         // SAFETY: reading fields of the mapped control page.
         unsafe {
-            let caps = self.map.ptr.add(PAGE_CAPABILITIES).cast::<u64>().read_volatile();
+            let caps = self
+                .map
+                .ptr
+                .add(PAGE_CAPABILITIES)
+                .cast::<u64>()
+                .read_volatile();
             (caps & CAP_USER_TIME_ZERO != 0).then(|| {
                 [
-                    u64::from(self.map.ptr.add(PAGE_TIME_SHIFT).cast::<u16>().read_volatile()),
-                    u64::from(self.map.ptr.add(PAGE_TIME_MULT).cast::<u32>().read_volatile()),
-                    self.map.ptr.add(PAGE_TIME_ZERO).cast::<u64>().read_volatile(),
+                    u64::from(
+                        self.map
+                            .ptr
+                            .add(PAGE_TIME_SHIFT)
+                            .cast::<u16>()
+                            .read_volatile(),
+                    ),
+                    u64::from(
+                        self.map
+                            .ptr
+                            .add(PAGE_TIME_MULT)
+                            .cast::<u32>()
+                            .read_volatile(),
+                    ),
+                    self.map
+                        .ptr
+                        .add(PAGE_TIME_ZERO)
+                        .cast::<u64>()
+                        .read_volatile(),
                 ]
             })
         }
@@ -260,12 +295,17 @@ impl Ring {
             // SAFETY: both pieces lie inside the mapped AUX area.
             unsafe {
                 std::ptr::copy_nonoverlapping(aux.ptr.add(at), bytes.as_mut_ptr(), first);
-                std::ptr::copy_nonoverlapping(aux.ptr, bytes[first..].as_mut_ptr(), bytes.len() - first);
+                std::ptr::copy_nonoverlapping(
+                    aux.ptr,
+                    bytes[first..].as_mut_ptr(),
+                    bytes.len() - first,
+                );
             }
             out.write_auxtrace(offset, self.cpu, &bytes)?;
         }
         fence(Ordering::Release);
-        self.word(PAGE_AUX_TAIL).store(offset + size, Ordering::Release);
+        self.word(PAGE_AUX_TAIL)
+            .store(offset + size, Ordering::Release);
         Ok(())
     }
 }
@@ -277,7 +317,10 @@ pub struct PipeWriter {
 }
 
 impl PipeWriter {
-    pub fn create(path: &std::path::Path, events: &[(EventAttr, Vec<u64>)]) -> std::io::Result<PipeWriter> {
+    pub fn create(
+        path: &std::path::Path,
+        events: &[(EventAttr, Vec<u64>)],
+    ) -> std::io::Result<PipeWriter> {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
         out.write_all(b"PERFILE2")?;
         out.write_all(&16u64.to_le_bytes())?;

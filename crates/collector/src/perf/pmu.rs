@@ -68,7 +68,9 @@ impl Pmu {
 
     /// A named event's scale and unit, when sysfs gives them (uncore CAS counts).
     pub fn event_scale(&self, name: &str) -> Option<(f64, String)> {
-        let read = |ext: &str| std::fs::read_to_string(self.dir.join("events").join(format!("{name}.{ext}")));
+        let read = |ext: &str| {
+            std::fs::read_to_string(self.dir.join("events").join(format!("{name}.{ext}")))
+        };
         let scale = read("scale").ok()?.trim().parse().ok()?;
         Some((scale, read("unit").unwrap_or_default().trim().to_string()))
     }
@@ -145,7 +147,11 @@ fn place(out: &mut Config, format: &str, mut value: u64) -> Result<(), String> {
             return Err(format!("bad range {range}"));
         }
         let width = hi - lo + 1;
-        let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+        let mask = if width == 64 {
+            u64::MAX
+        } else {
+            (1u64 << width) - 1
+        };
         *target |= (value & mask) << lo;
         value = value.checked_shr(width).unwrap_or(0);
     }
@@ -160,7 +166,10 @@ pub fn formats(pmu: &Pmu) -> BTreeMap<String, String> {
         .flatten()
         .filter_map(|e| {
             let v = std::fs::read_to_string(e.path()).ok()?;
-            Some((e.file_name().to_string_lossy().into_owned(), v.trim().to_string()))
+            Some((
+                e.file_name().to_string_lossy().into_owned(),
+                v.trim().to_string(),
+            ))
         })
         .collect()
 }
@@ -203,7 +212,10 @@ mod tests {
         assert_eq!(c.config2, 0x40);
         // Values wider than the field are cut to it, as perf does.
         assert_eq!(spe.resolve("min_latency=0x1fff").unwrap().config2, 0xfff);
-        assert!(spe.resolve("no_such_term=1").unwrap_err().contains("no_such_term"));
+        assert!(spe
+            .resolve("no_such_term=1")
+            .unwrap_err()
+            .contains("no_such_term"));
         assert!(spe.resolve("ts_enable=x").is_err());
     }
 

@@ -1,0 +1,113 @@
+//! The live perf_event path on this machine (no PMU): the kernel's page-fault
+//! event with data addresses goes through memlens' ring-buffer reader, the
+//! perf.data it writes, the shared record decoders and the object attribution;
+//! the hardware backends, absent here, are refused with their reason and fix.
+
+mod common;
+
+use common::{named, program, record, report_json, tempdir};
+use memlens_profile::{read_table, AccessSample};
+use std::collections::HashSet;
+use std::process::Command;
+
+/// first_touch.c writes one byte per page of a 64 MiB malloc block, half from
+/// each of two threads: 16384 pages, the first already touched by malloc.
+const PAGES: u64 = 16384;
+
+#[test]
+fn page_faults_sampled_live_land_on_the_block_that_took_them() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let o = record(
+        &p,
+        &["--backend", "page-faults", "--keep-raw"],
+        &[&program("first_touch")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("access samples from page-faults"), "{err}");
+
+    let report = report_json(&p);
+    let access = &report["access"];
+    assert_eq!(access["sources"][0], "page-faults");
+    let block = named(&access["objects"], "main (first_touch.c:14)");
+    let faults = block["samples"].as_u64().unwrap();
+    assert!(
+        (PAGES - 2..=PAGES).contains(&faults),
+        "{faults} faults on the block"
+    );
+    assert!(
+        block["lines"][0]["location"]
+            .as_str()
+            .unwrap()
+            .contains("first_touch.c:10"),
+        "{block}"
+    );
+
+    // Both threads took faults; every sample lies inside the run.
+    let samples: Vec<AccessSample> = read_table(&p).unwrap();
+    let tids: HashSet<u32> = samples.iter().map(|s| s.tid).collect();
+    assert!(tids.len() >= 2, "{tids:?}");
+    let duration = report["summary"]["duration_ns"].as_u64().unwrap();
+    assert!(samples.iter().all(|s| s.time_ns <= duration));
+
+    // The perf.data memlens wrote is Linux perf's format: perf reads the same samples.
+    let out = Command::new("perf")
+        .args(["script", "-F", "addr", "-i"])
+        .arg(p.join("raw/perf.data"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        samples.len()
+    );
+}
+
+#[test]
+fn a_period_keeps_one_fault_in_n() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let o = record(
+        &p,
+        &["--backend", "page-faults", "--period", "16"],
+        &[&program("first_touch")],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = report_json(&p);
+    let block = named(&report["access"]["objects"], "main (first_touch.c:14)");
+    // The kernel counts every fault and samples each 16th, per thread and CPU.
+    let samples = block["samples"].as_u64().unwrap();
+    assert!(
+        (PAGES / 16 - 4..=PAGES / 16 + 1).contains(&samples),
+        "{samples}"
+    );
+    assert_eq!(
+        block["est_accesses"].as_f64().unwrap(),
+        (samples * 16) as f64
+    );
+}
+
+#[test]
+fn hardware_backends_absent_here_are_refused_with_reason_and_fix() {
+    let dir = tempdir();
+    for backend in ["pebs", "ibs", "spe"] {
+        let o = record(
+            &dir.path().join(backend),
+            &["--backend", backend],
+            &["true"],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{backend}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("the {backend} backend cannot run here")),
+            "{err}"
+        );
+        assert!(err.contains("memlens doctor"), "{err}");
+    }
+}
