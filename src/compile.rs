@@ -36,7 +36,7 @@ fn find_tool(var: &str, base: &str, package: &str) -> Result<PathBuf> {
     bail!("no {base} found on PATH: install it (e.g. `apt-get install {package}`) or set {var}")
 }
 
-fn find_clang(cxx: bool) -> Result<PathBuf> {
+pub(crate) fn find_clang(cxx: bool) -> Result<PathBuf> {
     if cxx {
         find_tool("MEMLENS_CLANGXX", "clang++", "clang-16")
     } else {
@@ -94,7 +94,7 @@ fn fastpath_ir() -> String {
 }
 
 /// ld.lld next to clang (clang-16 -> ld.lld-16) or on PATH: LTO needs it.
-fn find_lld(clang: &Path) -> Option<PathBuf> {
+pub(crate) fn find_lld(clang: &Path) -> Option<PathBuf> {
     let name = clang.file_name()?.to_str()?;
     let version = name
         .rsplit_once('-')

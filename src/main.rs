@@ -2,6 +2,7 @@
 //! into the collector's and the reports' plain config structs.
 
 mod compile;
+mod doctor;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -62,6 +63,8 @@ enum Command {
         /// Profile directory holding raw/ logs.
         dir: PathBuf,
     },
+    /// What this machine can do: perf events, PMU, each sampling backend, clang.
+    Doctor,
     /// Turn a perf.data with PEBS, IBS or Arm SPE samples into a memlens profile.
     Import {
         /// perf.data written by `perf record` or `perf mem record`.
@@ -236,6 +239,10 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Import { file, output } => import(&file, output),
+        Command::Doctor => {
+            print!("{}", doctor::report(&runtime_path()));
+            Ok(0)
+        }
         Command::Export { dir, output, .. } => {
             finalize_if_needed(&dir)?;
             let rows = match &output {
@@ -380,7 +387,8 @@ fn record(args: RecordArgs) -> Result<i32> {
             memlens_analysis::period_unit(&sources)
         )
     } else {
-        "no access samples (build with `memlens cc` for them)".to_string()
+        "no access samples (build with `memlens cc`, or see `memlens doctor` for hardware samplers)"
+            .to_string()
     };
     eprintln!(
         "  recorded   {} blocks with events, {access}, {} timeline samples, {} lost",

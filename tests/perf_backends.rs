@@ -111,3 +111,43 @@ fn hardware_backends_absent_here_are_refused_with_reason_and_fix() {
         assert!(err.contains("memlens doctor"), "{err}");
     }
 }
+
+#[test]
+fn doctor_agrees_with_linux_perf_and_sysfs() {
+    let o = Command::new(common::memlens())
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    let status = |name: &str| {
+        let l = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} line in\n{text}"));
+        l.contains(" ok ")
+    };
+    // perf's own verdict on hardware events.
+    let perf = Command::new("perf")
+        .args(["stat", "-e", "instructions", "--", "true"])
+        .output()
+        .unwrap();
+    let perf_has_pmu = !String::from_utf8_lossy(&perf.stderr).contains("<not supported>");
+    assert_eq!(status("hardware PMU"), perf_has_pmu, "{text}");
+    let sysfs = |p: &str| {
+        std::path::Path::new("/sys/bus/event_source/devices")
+            .join(p)
+            .exists()
+    };
+    if !sysfs("cpu/events/mem-loads") && !sysfs("cpu_core/events/mem-loads") {
+        assert!(!status("pebs"), "{text}");
+    }
+    if !sysfs("ibs_op") {
+        assert!(!status("ibs"), "{text}");
+    }
+    assert!(status("page-faults"), "{text}");
+    assert!(status("perf_event_open"), "{text}");
+    // Every unavailable item says how to fix it.
+    let unavailable = text.matches("unavailable").count();
+    assert_eq!(unavailable, text.matches("fix: ").count(), "{text}");
+}

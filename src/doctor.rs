@@ -1,0 +1,113 @@
+//! `memlens doctor`: what this machine lets memlens do, each missing piece with
+//! its reason and the exact fix. Every line comes from a real check: a file
+//! found, or an event opened (disabled, on memlens itself).
+
+use crate::compile;
+use memlens_collector::perf::backends::{self, Kind, Options};
+use memlens_collector::perf::Event;
+use memlens_decoders::perf_data::{flag, EventAttr};
+use std::path::Path;
+
+/// One check's outcome: `Ok(detail)` or `Err((reason, fix))`.
+type Check = Result<String, (String, String)>;
+
+fn line(out: &mut String, name: &str, check: &Check) {
+    use std::fmt::Write;
+    match check {
+        Ok(detail) => {
+            let _ = writeln!(out, "  {name:<22} ok           {detail}");
+        }
+        Err((reason, fix)) => {
+            let _ = writeln!(out, "  {name:<22} unavailable  {reason}");
+            let _ = writeln!(out, "  {:<22}              fix: {fix}", "");
+        }
+    }
+}
+
+/// A counting event of `type_`/`config` opened on memlens itself.
+fn counting(name: &str, type_: u32, config: u64) -> Check {
+    let attr = EventAttr {
+        type_,
+        config,
+        flags: flag::DISABLED | flag::EXCLUDE_KERNEL | flag::EXCLUDE_HV,
+        ..EventAttr::default()
+    };
+    match Event::open(&attr, 0, -1) {
+        Ok(_) => Ok(format!("{name} opens")),
+        Err(e) => {
+            let u = backends::open_error(name, &e);
+            Err((u.reason, u.fix))
+        }
+    }
+}
+
+pub fn report(runtime: &Path) -> String {
+    let mut out = String::new();
+    let kernel = memlens_collector::sysinfo::kernel();
+    let paranoid = backends::paranoid();
+    out.push_str("memlens doctor: what this machine can do\n\n");
+    out.push_str(&format!(
+        "  kernel {kernel}, {}, kernel.perf_event_paranoid = {}\n\n",
+        memlens_collector::sysinfo::cpu_model(),
+        paranoid.map_or("unknown".into(), |p| p.to_string())
+    ));
+    out.push_str("PERF EVENTS\n");
+    // PERF_TYPE_SOFTWARE / PERF_COUNT_SW_TASK_CLOCK, PERF_TYPE_HARDWARE / INSTRUCTIONS.
+    line(&mut out, "perf_event_open", &counting("task-clock", 1, 1));
+    let pmu = counting("instructions", 0, 1).map_err(|(reason, _)| {
+        (
+            format!("no hardware PMU events ({reason})"),
+            "run on bare metal, or give the VM a virtual PMU (KVM: -cpu host,pmu=on; VMware: virtualize CPU performance counters; cloud: a bare-metal or PMU-enabled instance type)".into(),
+        )
+    });
+    line(&mut out, "hardware PMU", &pmu);
+
+    out.push_str("\nACCESS SAMPLING BACKENDS\n");
+    let sancov: Check = match (compile::find_clang(false), runtime.is_file()) {
+        (_, false) => Err((
+            format!("runtime library missing at {}", runtime.display()),
+            "build it with `cargo build --release` or set MEMLENS_RUNTIME".into(),
+        )),
+        (Err(e), _) => Err((e.to_string(), "apt-get install clang-16 lld-16".into())),
+        (Ok(clang), true) => Ok(match compile::find_lld(&clang) {
+            Some(_) => format!(
+                "{} with ld.lld: `memlens cc` inlines the fast path",
+                clang.display()
+            ),
+            None => format!(
+                "{} (no ld.lld beside it: `memlens cc` works, slower; apt-get install lld-16)",
+                clang.display()
+            ),
+        }),
+    };
+    line(&mut out, "software (memlens cc)", &sancov);
+    let options = Options {
+        period: 0,
+        min_latency: 0,
+        loads: true,
+        stores: true,
+    };
+    let mut best = None;
+    for kind in Kind::HARDWARE.into_iter().chain([Kind::PageFaults]) {
+        let check = backends::plan(kind, &options)
+            .map(|plan| {
+                let events: Vec<&str> = plan.events.iter().map(|(n, _)| n.as_str()).collect();
+                format!("{} (1 in {})", events.join(" + "), plan.period)
+            })
+            .map_err(|u| (u.reason, u.fix));
+        if check.is_ok() && best.is_none() && kind != Kind::PageFaults {
+            best = Some(kind);
+        }
+        line(&mut out, kind.name(), &check);
+    }
+
+    out.push_str("\nMEMLENS RECORD WILL USE\n");
+    out.push_str(&format!(
+        "  instrumented programs (memlens cc): their own exact counts and samples\n  other programs: {}\n  capacity (heap, mmaps, RSS): always, through the preloaded runtime and /proc\n",
+        match best {
+            Some(k) => format!("{} hardware samples (--backend {})", k.name(), k.name()),
+            None => "no access samples (no hardware sampler here); `--backend page-faults` gives first touches of pages".into(),
+        }
+    ));
+    out
+}
