@@ -69,11 +69,18 @@ impl<'a> Packets<'a> {
     }
 }
 
+/// A little-endian payload of 1, 2, 4 or 8 bytes (what SPE headers allow).
+#[inline]
 fn le(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .rev()
-        .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+    match *bytes {
+        [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+        [a, b, c, d] => u64::from(u32::from_le_bytes([a, b, c, d])),
+        [a, b] => u64::from(u16::from_le_bytes([a, b])),
+        _ => bytes
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)),
+    }
 }
 
 /// Payload width encoded in header bits 5:4.
@@ -88,6 +95,7 @@ enum Decode {
 }
 
 /// A packet whose `width`-byte payload follows a `header_len`-byte header.
+#[inline(always)]
 fn with_payload(
     rest: &[u8],
     header_len: usize,
@@ -100,6 +108,7 @@ fn with_payload(
     }
 }
 
+#[inline(always)]
 fn decode_at(buf: &[u8], pos: usize) -> Decode {
     let rest = &buf[pos..];
     let h = rest[0];
@@ -159,6 +168,7 @@ fn decode_at(buf: &[u8], pos: usize) -> Decode {
 }
 
 /// Address and counter packets, behind a short or an extended header.
+#[inline(always)]
 fn short_or_bad(rest: &[u8], h: u8, index_high: u8, header_len: usize) -> Decode {
     let index = index_high | (h & 7);
     if h & 0xf8 == 0xb0 {
@@ -179,6 +189,7 @@ fn short_or_bad(rest: &[u8], h: u8, index_high: u8, header_len: usize) -> Decode
 impl Iterator for Packets<'_> {
     type Item = Step;
 
+    #[inline(always)]
     fn next(&mut self) -> Option<Step> {
         if self.pos >= self.buf.len() {
             return None;
@@ -278,6 +289,7 @@ pub struct CodeAddress {
 const ADDR_BITS: u64 = (1 << 56) - 1;
 
 impl CodeAddress {
+    #[inline]
     pub fn from_payload(payload: u64) -> Self {
         let el = ((payload >> 61) & 3) as u8;
         let ns = payload >> 63 != 0;
@@ -291,6 +303,7 @@ impl CodeAddress {
 
 /// A data virtual address payload as a canonical address: the top byte (a TBI
 /// tag) dropped, kernel-half addresses (bits 55:52 all set) sign-extended.
+#[inline]
 pub fn data_va(payload: u64) -> u64 {
     let va = payload & ADDR_BITS;
     if (va >> 52) & 0xf == 0xf {
@@ -312,6 +325,7 @@ pub struct PhysAddress {
 }
 
 impl PhysAddress {
+    #[inline]
     pub fn from_payload(payload: u64) -> Self {
         PhysAddress {
             address: payload & ADDR_BITS,
@@ -394,6 +408,7 @@ pub struct Record {
 }
 
 impl Record {
+    #[inline(always)]
     fn add(&mut self, packet: Packet) {
         match packet {
             Packet::Address { index, payload } => match index {

@@ -105,7 +105,7 @@ fn write(mut c: Converted, out: &Path, mut meta: Meta) -> Result<Summary, Import
         path: out.to_path_buf(),
         source,
     })?;
-    c.samples.sort_by_key(|p| p.absolute_ns);
+    c.samples.sort_unstable_by_key(|p| p.absolute_ns);
     let start = c.samples.first().map_or(0, |p| p.absolute_ns);
     let end = c.samples.last().map_or(0, |p| p.absolute_ns);
 

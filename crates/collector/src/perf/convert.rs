@@ -110,8 +110,8 @@ pub fn convert(perf: &PerfData<'_>) -> Converted {
     };
     let mut time_conv: Option<TimeConv> = None;
     // One decoder per AUX buffer: a record may straddle two of its chunks.
+    // Records convert as they complete: perf writes TIME_CONV before AUX data.
     let mut spe_decoders: HashMap<u32, RecordDecoder> = HashMap::new();
-    let mut spe_rows: Vec<(spe::Record, u32, u32)> = Vec::new();
 
     for item in perf.items() {
         let record = match item {
@@ -127,7 +127,7 @@ pub fn convert(perf: &PerfData<'_>) -> Converted {
                     spe_decoders
                         .entry(idx)
                         .or_default()
-                        .feed(data, |r| spe_rows.push((*r, tid, cpu)));
+                        .feed(data, |r| c.add_spe(r, tid, cpu, neoverse, time_conv));
                 }
                 continue;
             }
@@ -185,9 +185,6 @@ pub fn convert(perf: &PerfData<'_>) -> Converted {
         c.summary.spe.partial_records += stats.partial_records;
         c.summary.losses.decode_errors +=
             stats.bad_bytes + stats.truncated_bytes + stats.partial_records;
-    }
-    for (r, tid, cpu) in &spe_rows {
-        c.add_spe(r, *tid, *cpu, neoverse, time_conv);
     }
     c
 }
