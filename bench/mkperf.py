@@ -47,8 +47,18 @@ def pebs(src, dst, copies):
     b = open(src, "rb").read()
     data_at, data_size = header(b)
     data_end = data_at + data_size
-    samples = b"".join(r for k, r in records(b, data_at, data_end) if k == PERF_RECORD_SAMPLE)
-    extra = samples * copies
+    samples = [r for k, r in records(b, data_at, data_end) if k == PERF_RECORD_SAMPLE]
+    # Each copy runs later than the last, as a longer recording would (perf's
+    # event ordering slows to a crawl on repeated timestamps). The fixture's
+    # sample_type is IP|TID|TIME|...: the time is the record's fourth word.
+    times = [struct.unpack_from("<Q", r, 24)[0] for r in samples]
+    span = max(times) - min(times) + 1
+    extra = bytearray()
+    for i in range(1, copies + 1):
+        for r in samples:
+            r = bytearray(r)
+            struct.pack_into("<Q", r, 24, struct.unpack_from("<Q", r, 24)[0] + i * span)
+            extra += r
     out = bytearray(b[:data_end]) + extra + b[data_end:]
     struct.pack_into("<Q", out, 48, data_size + len(extra))
     features = sum(bin(w).count("1") for w in struct.unpack_from("<4Q", b, 72))

@@ -105,9 +105,16 @@ fn write(mut c: Converted, out: &Path, mut meta: Meta) -> Result<Summary, Import
         path: out.to_path_buf(),
         source,
     })?;
-    c.samples.sort_unstable_by_key(|p| p.absolute_ns);
-    let start = c.samples.first().map_or(0, |p| p.absolute_ns);
-    let end = c.samples.last().map_or(0, |p| p.absolute_ns);
+    // Time order through an index: moving the samples themselves costs more.
+    let mut order: Vec<(u64, u32)> = c
+        .samples
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.absolute_ns, i as u32))
+        .collect();
+    order.sort_unstable();
+    let start = order.first().map_or(0, |o| o.0);
+    let end = order.last().map_or(0, |o| o.0);
 
     // Symbolize only against files that are the ones recorded: a library of
     // the same path on this machine is usually another build. Each path is
@@ -134,7 +141,8 @@ fn write(mut c: Converted, out: &Path, mut meta: Meta) -> Result<Summary, Import
     let mut seen = HashSet::new();
     let mut pids = HashSet::new();
     let mut writer = profile::TableWriter::<AccessSample>::create(out)?;
-    for p in &c.samples {
+    for &(_, i) in &order {
+        let p = &c.samples[i as usize];
         let mut row = p.row.clone();
         row.time_ns = p.absolute_ns.saturating_sub(start);
         pids.insert(row.pid);

@@ -37,7 +37,7 @@ pub enum ProfileError {
 pub type Result<T> = std::result::Result<T, ProfileError>;
 
 /// A table of the profile: a row struct with a fixed schema.
-pub trait Table: Sized {
+pub trait Table: Sized + Send + 'static {
     /// File name without extension.
     const NAME: &'static str;
     fn schema() -> SchemaRef;
@@ -50,12 +50,12 @@ pub fn table_path<T: Table>(dir: &Path) -> PathBuf {
 }
 
 /// Writes a table batch by batch, so a finalizer can stream rows out as they are
-/// complete. Errors are kept and returned by [`TableWriter::finish`].
+/// complete. Batches are encoded on a thread of their own, so producing rows and
+/// compressing Parquet overlap. Errors are returned by [`TableWriter::finish`].
 pub struct TableWriter<T: Table> {
-    path: PathBuf,
-    writer: Option<ArrowWriter<File>>,
     buf: Vec<T>,
-    error: Option<ProfileError>,
+    batches: Option<std::sync::mpsc::SyncSender<Vec<T>>>,
+    encoder: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
 const BATCH_ROWS: usize = 1 << 16;
@@ -83,17 +83,36 @@ impl<T: Table> TableWriter<T> {
             props = props.set_column_dictionary_enabled(unique.into(), false);
         }
         let props = props.build();
-        let writer = ArrowWriter::try_new(file, T::schema(), Some(props)).map_err(|e| {
-            ProfileError::Parquet {
-                path: path.clone(),
-                detail: e.to_string(),
-            }
-        })?;
+        let parquet_error = move |detail: String| ProfileError::Parquet {
+            path: path.clone(),
+            detail,
+        };
+        let mut writer = ArrowWriter::try_new(file, T::schema(), Some(props))
+            .map_err(|e| parquet_error(e.to_string()))?;
+        // Two batches in flight at most: memory stays bounded when encoding lags.
+        let (batches, received) = std::sync::mpsc::sync_channel::<Vec<T>>(1);
+        let encoder = std::thread::Builder::new()
+            .name(format!("memlens-{}", T::NAME))
+            .spawn(move || {
+                for rows in received {
+                    let batch = T::to_batch(&rows).map_err(&parquet_error)?;
+                    writer
+                        .write(&batch)
+                        .map_err(|e| parquet_error(e.to_string()))?;
+                }
+                writer
+                    .close()
+                    .map(|_| ())
+                    .map_err(|e| parquet_error(e.to_string()))
+            })
+            .map_err(|source| ProfileError::Io {
+                path: table_path::<T>(dir),
+                source,
+            })?;
         Ok(TableWriter {
-            path,
-            writer: Some(writer),
             buf: Vec::with_capacity(BATCH_ROWS),
-            error: None,
+            batches: Some(batches),
+            encoder: Some(encoder),
         })
     }
 
@@ -105,36 +124,24 @@ impl<T: Table> TableWriter<T> {
     }
 
     fn flush(&mut self) {
-        if self.buf.is_empty() || self.error.is_some() {
-            self.buf.clear();
+        if self.buf.is_empty() {
             return;
         }
-        let result = T::to_batch(&self.buf).and_then(|batch| {
-            self.writer
-                .as_mut()
-                .map_or(Ok(()), |w| w.write(&batch).map_err(|e| e.to_string()))
-        });
-        if let Err(detail) = result {
-            self.error = Some(ProfileError::Parquet {
-                path: self.path.clone(),
-                detail,
-            });
+        let rows = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH_ROWS));
+        // A send fails only when the encoder stopped on an error: finish reports it.
+        if let Some(batches) = &self.batches {
+            let _ = batches.send(rows);
         }
-        self.buf.clear();
     }
 
     pub fn finish(mut self) -> Result<()> {
         self.flush();
-        if let Some(e) = self.error.take() {
-            return Err(e);
+        drop(self.batches.take());
+        match self.encoder.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => Ok(()),
         }
-        if let Some(w) = self.writer.take() {
-            w.close().map_err(|e| ProfileError::Parquet {
-                path: self.path.clone(),
-                detail: e.to_string(),
-            })?;
-        }
-        Ok(())
     }
 }
 
