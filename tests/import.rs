@@ -81,7 +81,8 @@ fn pebs_samples_equal_perf_report() {
     }
     assert_eq!(expected.len(), 14);
     expected.sort();
-    let ours: Vec<_> = samples
+    // The table keeps the file's record order; compare in time order.
+    let mut ours: Vec<_> = samples
         .iter()
         .map(|s| {
             (
@@ -96,6 +97,7 @@ fn pebs_samples_equal_perf_report() {
             )
         })
         .collect();
+    ours.sort();
     assert_eq!(ours, expected);
     // Levels from the data sources: 5 fill-buffer, 4 L1, 1 L2, 4 L3 hits.
     let mut levels = [0u32; 10];
@@ -197,6 +199,10 @@ fn damaged_and_foreign_files_give_one_clear_error() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2));
     assert!(err.contains("no load/store samples"), "{err}");
+    assert!(
+        !dir.path().join("b").exists(),
+        "a failed import leaves no directory"
+    );
 
     // Truncated PEBS files: every cut either imports what precedes it or says
     // the file is damaged; never a crash.

@@ -896,18 +896,16 @@ fn perf_samples(
     // SAFETY: read-only map of a file nothing writes any more.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     let perf = PerfData::parse(&map).ok()?;
-    let c = convert(&perf);
     let mut seen = std::collections::HashSet::new();
     let mut last_ns = 0;
-    for p in &c.samples {
-        let mut row = p.row.clone();
-        row.time_ns = p.absolute_ns.saturating_sub(t0);
+    let c = convert(&perf, |mut row| {
+        row.time_ns = row.time_ns.saturating_sub(t0);
         last_ns = last_ns.max(row.time_ns);
         if seen.insert((row.pid, row.pc)) {
             locate(row.pid, row.pc);
         }
         sink.push(row);
-    }
+    });
     let mut losses = c.summary.losses;
     losses.decode_errors += u64::from(c.damage.is_some());
     let mut backends: Vec<String> = c.backends.iter().map(|b| b.to_string()).collect();

@@ -9,7 +9,7 @@
 //! stream with an error naming its offset, and what precedes it stays readable.
 
 use crate::record::{self, Record};
-use crate::sample::Layout;
+use crate::sample::{Layout, Sample, Truncated};
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -193,6 +193,7 @@ pub struct PerfData<'a> {
     pub events: Vec<Event>,
     features: HashMap<u32, &'a [u8]>,
     ids: HashMap<u64, usize>,
+    layouts: Vec<Layout>,
 }
 
 const FILE_HEADER_SIZE: usize = 104;
@@ -255,6 +256,7 @@ impl<'a> PerfData<'a> {
             events,
             features,
             ids: HashMap::new(),
+            layouts: Vec::new(),
         };
         file.finish_events();
         Ok(file)
@@ -269,6 +271,7 @@ impl<'a> PerfData<'a> {
             events: Vec::new(),
             features: HashMap::new(),
             ids: HashMap::new(),
+            layouts: Vec::new(),
         };
         // A damaged record is met again, and reported, when the stream is read.
         for item in file.items().map_while(Result::ok) {
@@ -303,6 +306,7 @@ impl<'a> PerfData<'a> {
                 e.name = Some(name);
             }
         }
+        self.layouts = self.events.iter().map(|e| e.attr.layout()).collect();
         self.ids = self
             .events
             .iter()
@@ -322,18 +326,24 @@ impl<'a> PerfData<'a> {
         }
     }
 
-    /// Which event a sample belongs to: by its id when there are several.
-    pub fn event_of_sample(&self, body: &[u8]) -> Option<usize> {
-        if self.events.len() <= 1 {
-            return (!self.events.is_empty()).then_some(0);
+    /// A sample's event and fields: the event found by its id when there are
+    /// several, the body parsed once when the events share a layout.
+    pub fn sample<'b>(&self, body: &'b [u8]) -> Option<(usize, Result<Sample<'b>, Truncated>)> {
+        let first = self.layouts.first()?;
+        if self.layouts.len() == 1 {
+            return Some((0, first.parse(body)));
         }
-        let first = self.events[0].attr.layout();
-        let id = if first.sample_type & crate::sample::bits::IDENTIFIER != 0 {
-            u64_at(body, 0)
+        if first.sample_type & crate::sample::bits::IDENTIFIER != 0 {
+            let event = *self.ids.get(&u64_at(body, 0)?)?;
+            return Some((event, self.layouts[event].parse(body)));
+        }
+        let parsed = first.parse(body).ok()?;
+        let event = *self.ids.get(&parsed.id?)?;
+        Some(if self.layouts[event] == *first {
+            (event, Ok(parsed))
         } else {
-            first.parse(body).ok()?.id
-        }?;
-        self.ids.get(&id).copied()
+            (event, self.layouts[event].parse(body))
+        })
     }
 
     pub fn feature(&self, bit: u32) -> Option<&'a [u8]> {

@@ -143,9 +143,7 @@ fn read_all(bytes: &[u8]) {
         match item {
             Ok(Item::Record(r)) => {
                 let _ = r.parse();
-                if let Some(e) = perf.event_of_sample(r.body) {
-                    let _ = perf.events[e].attr.layout().parse(r.body);
-                }
+                let _ = perf.sample(r.body);
             }
             Ok(Item::Auxtrace { data, .. }) => RecordDecoder::new().feed(data, |_| {}),
             Err(_) => break,

@@ -39,8 +39,8 @@ fn ours(bytes: &[u8]) -> (Vec<(u32, u64, u64)>, Vec<String>) {
             continue;
         };
         if r.kind == kind::SAMPLE {
-            let event = perf.event_of_sample(r.body).unwrap();
-            let s = perf.events[event].attr.layout().parse(r.body).unwrap();
+            let (_, s) = perf.sample(r.body).unwrap();
+            let s = s.unwrap();
             samples.push((s.tid.unwrap(), s.ip.unwrap(), s.addr.unwrap()));
         } else if let Some(Parsed::Comm { name, .. }) = r.parse() {
             comms.push(String::from_utf8_lossy(name).into_owned());

@@ -11,7 +11,7 @@ mod csv;
 pub use csv::export_csv;
 
 pub use memlens_collector::perf::convert::Summary as ImportSummary;
-use memlens_collector::perf::convert::{convert, Converted, Summary};
+use memlens_collector::perf::convert::{convert, first_time, Converted, Summary};
 use memlens_collector::symbols::{LoadedModule, Symbolizer};
 use memlens_decoders::perf_data::{feature, PerfData};
 use memlens_profile::{self as profile, AccessSample, CodeLocation, Meta, Module, Process};
@@ -46,9 +46,33 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| not_perf(e.to_string()))?;
     let perf = PerfData::parse(&map).map_err(|e| not_perf(e.to_string()))?;
 
-    let c = convert(&perf);
+    let created = !out.exists();
+    std::fs::create_dir_all(out).map_err(|source| profile::ProfileError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    // Rows stream to the table as they are decoded, times relative to the
+    // first sample's.
+    let start = first_time(&perf).unwrap_or(0);
+    let mut writer = profile::TableWriter::<AccessSample>::create(out)?;
+    let mut end = 0;
+    let mut code = rustc_hash::FxHashSet::default();
+    let c = convert(&perf, |mut row| {
+        row.time_ns = row.time_ns.saturating_sub(start);
+        end = end.max(row.time_ns);
+        code.insert((row.pid, row.pc));
+        writer.push(row);
+    });
+    writer.finish()?;
+    if c.samples == 0 {
+        // Nothing to keep: leave no half-written profile behind.
+        let _ = std::fs::remove_file(profile::table_path::<AccessSample>(out));
+        if created {
+            let _ = std::fs::remove_dir(out);
+        }
+    }
     match &c.damage {
-        Some(e) if c.samples.is_empty() => {
+        Some(e) if c.samples == 0 => {
             return Err(ImportError::Corrupt {
                 path: file.to_path_buf(),
                 detail: e.to_string(),
@@ -58,7 +82,7 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
             "memlens import: {}: stopped at a {e}; importing what precedes it",
             file.display()
         ),
-        None if c.samples.is_empty() => {
+        None if c.samples == 0 => {
             return Err(ImportError::NoMemorySamples {
                 path: file.to_path_buf(),
                 skipped: c.summary.skipped,
@@ -81,6 +105,7 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     write(
         c,
         out,
+        Span { start, end, code },
         Meta {
             format_version: profile::FORMAT_VERSION,
             memlens_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -100,22 +125,17 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     )
 }
 
-fn write(mut c: Converted, out: &Path, mut meta: Meta) -> Result<Summary, ImportError> {
-    std::fs::create_dir_all(out).map_err(|source| profile::ProfileError::Io {
-        path: out.to_path_buf(),
-        source,
-    })?;
-    // Time order through an index: moving the samples themselves costs more.
-    let mut order: Vec<(u64, u32)> = c
-        .samples
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.absolute_ns, i as u32))
-        .collect();
-    order.sort_unstable();
-    let start = order.first().map_or(0, |o| o.0);
-    let end = order.last().map_or(0, |o| o.0);
+/// The samples' time span and the code locations they hit.
+struct Span {
+    start: u64,
+    /// The last sample's time, relative to `start`.
+    end: u64,
+    code: rustc_hash::FxHashSet<(u32, u64)>,
+}
 
+/// Writes the tables other than the samples, and meta.json.
+fn write(mut c: Converted, out: &Path, span: Span, mut meta: Meta) -> Result<Summary, ImportError> {
+    let Span { start, end, code } = span;
     // Symbolize only against files that are the ones recorded: a library of
     // the same path on this machine is usually another build. Each path is
     // checked once, however many processes mapped it.
@@ -138,34 +158,26 @@ fn write(mut c: Converted, out: &Path, mut meta: Meta) -> Result<Summary, Import
     }
     let mut symbolizer = Symbolizer::default();
     let mut locations = Vec::new();
-    let mut seen = HashSet::new();
-    let mut pids = HashSet::new();
-    let mut writer = profile::TableWriter::<AccessSample>::create(out)?;
-    for &(_, i) in &order {
-        let p = &c.samples[i as usize];
-        let mut row = p.row.clone();
-        row.time_ns = p.absolute_ns.saturating_sub(start);
-        pids.insert(row.pid);
-        if seen.insert((row.pid, row.pc)) {
-            let mods = symbolizable_by_pid
-                .get(&row.pid)
-                .map_or(&[][..], |v| v.as_slice());
-            let mut loc = symbolizer.location(row.pid, row.pc, mods, false);
-            if loc.module == "?" || loc.module.is_empty() {
-                // Not symbolizable here: name the mapping it fell in, at least.
-                if let Some(m) = modules_by_pid
-                    .get(&row.pid)
-                    .and_then(|v| v.iter().rev().find(|m| row.pc >= m.start && row.pc < m.end))
-                {
-                    loc.module = memlens_collector::symbols::short_name(&m.path);
-                    loc.function = format!("{}+{:#x}", loc.module, row.pc.wrapping_sub(m.bias));
-                }
+    let pids: HashSet<u32> = code.iter().map(|&(pid, _)| pid).collect();
+    let mut code: Vec<(u32, u64)> = code.into_iter().collect();
+    code.sort_unstable();
+    for (pid, pc) in code {
+        let mods = symbolizable_by_pid
+            .get(&pid)
+            .map_or(&[][..], |v| v.as_slice());
+        let mut loc = symbolizer.location(pid, pc, mods, false);
+        if loc.module == "?" || loc.module.is_empty() {
+            // Not symbolizable here: name the mapping it fell in, at least.
+            if let Some(m) = modules_by_pid
+                .get(&pid)
+                .and_then(|v| v.iter().rev().find(|m| pc >= m.start && pc < m.end))
+            {
+                loc.module = memlens_collector::symbols::short_name(&m.path);
+                loc.function = format!("{}+{:#x}", loc.module, pc.wrapping_sub(m.bias));
             }
-            locations.push(loc);
         }
-        writer.push(row);
+        locations.push(loc);
     }
-    writer.finish()?;
     profile::write_table::<CodeLocation>(out, &locations)?;
     let module_rows: Vec<Module> = c
         .modules
@@ -195,7 +207,7 @@ fn write(mut c: Converted, out: &Path, mut meta: Meta) -> Result<Summary, Import
     meta.clock = profile::Clock {
         source: "perf timestamps of the imported file".into(),
         start_ns: start,
-        duration_ns: end - start,
+        duration_ns: end,
     };
     let mut pid_list: Vec<u32> = pids.into_iter().collect();
     pid_list.sort_unstable();
@@ -205,14 +217,14 @@ fn write(mut c: Converted, out: &Path, mut meta: Meta) -> Result<Summary, Import
             pid,
             exe: c.comms.get(&pid).cloned().unwrap_or_default(),
             start_ns: 0,
-            end_ns: Some(end - start),
+            end_ns: Some(end),
             ..Default::default()
         })
         .collect();
     meta.losses = c.summary.losses.clone();
     meta.write(out)?;
     c.summary.backends = backends;
-    c.summary.samples = c.samples.len() as u64;
+    c.summary.samples = c.samples;
     Ok(c.summary)
 }
 

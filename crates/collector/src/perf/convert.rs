@@ -8,7 +8,7 @@ use memlens_decoders::datasrc::DataSource;
 use memlens_decoders::ibs::IbsOp;
 use memlens_decoders::perf_data::{feature, u32_at, u64_at, user, DamagedRecord, Item, PerfData};
 use memlens_decoders::record::{self, aux_flag, Parsed};
-use memlens_decoders::sample::{self, Layout};
+use memlens_decoders::sample;
 use memlens_decoders::spe::{self, RecordDecoder};
 use memlens_profile::{AccessSample, Losses};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -58,15 +58,10 @@ impl TimeConv {
     }
 }
 
-/// A sample before its time is made relative to the run's start.
-pub struct Pending {
-    pub row: AccessSample,
-    pub absolute_ns: u64,
-}
-
 #[derive(Default)]
 pub struct Converted {
-    pub samples: Vec<Pending>,
+    /// Load/store samples emitted.
+    pub samples: u64,
     pub comms: BTreeMap<u32, String>,
     /// Mappings by pid, as MMAP records gave them.
     pub modules: Vec<(u32, LoadedModule)>,
@@ -80,11 +75,47 @@ pub struct Converted {
     pub damage: Option<DamagedRecord>,
 }
 
-/// Converts every record of `perf`; a damaged record ends the stream and is
+/// The earliest sample time of the stream, in perf time: sample bodies are
+/// parsed for their time only, and each AUX buffer is decoded up to its first
+/// timestamp (SPE writes a buffer in time order).
+pub fn first_time(perf: &PerfData<'_>) -> Option<u64> {
+    let mut first: Option<u64> = None;
+    let mut time_conv = None;
+    let mut buffers_done = HashSet::new();
+    for item in perf.items().map_while(Result::ok) {
+        let t = match item {
+            Item::Record(r) if r.kind == record::kind::SAMPLE => {
+                perf.sample(r.body).and_then(|(_, s)| s.ok()?.time)
+            }
+            Item::Record(r) if r.kind == user::TIME_CONV => {
+                time_conv = TimeConv::parse(r.body);
+                None
+            }
+            Item::Auxtrace { idx, data, .. } if !buffers_done.contains(&idx) => {
+                let mut t = None;
+                RecordDecoder::new().feed(data, |r| {
+                    t = t.or(r.timestamp);
+                });
+                let t = t.map(|ts| time_conv.map_or(ts, |c: TimeConv| c.to_ns(ts)));
+                if t.is_some() {
+                    buffers_done.insert(idx);
+                }
+                t
+            }
+            _ => None,
+        };
+        if let Some(t) = t {
+            first = Some(first.map_or(t, |f| f.min(t)));
+        }
+    }
+    first
+}
+
+/// Converts every record of `perf`, handing each load/store sample to `emit`
+/// with its perf time in `time_ns`; a damaged record ends the stream and is
 /// kept in `damage`, with what precedes it converted.
-pub fn convert(perf: &PerfData<'_>) -> Converted {
+pub fn convert(perf: &PerfData<'_>, mut emit: impl FnMut(AccessSample)) -> Converted {
     let pmu_names = perf.pmu_mappings();
-    let layouts: Vec<Layout> = perf.events.iter().map(|e| e.attr.layout()).collect();
     let is_page_fault: Vec<bool> = perf
         .events
         .iter()
@@ -124,10 +155,11 @@ pub fn convert(perf: &PerfData<'_>) -> Converted {
                 ..
             }) => {
                 if c.spe_seen {
-                    spe_decoders
-                        .entry(idx)
-                        .or_default()
-                        .feed(data, |r| c.add_spe(r, tid, cpu, neoverse, time_conv));
+                    spe_decoders.entry(idx).or_default().feed(data, |r| {
+                        if let Some(row) = c.spe_row(r, tid, cpu, neoverse, time_conv) {
+                            emit(row);
+                        }
+                    });
                 }
                 continue;
             }
@@ -139,16 +171,14 @@ pub fn convert(perf: &PerfData<'_>) -> Converted {
             }
         };
         match record.kind {
-            record::kind::SAMPLE => {
-                let Some(event) = perf.event_of_sample(record.body) else {
-                    c.summary.losses.decode_errors += 1;
-                    continue;
-                };
-                match layouts[event].parse(record.body) {
-                    Ok(s) => c.add_sample(&s, is_ibs[event], is_page_fault[event]),
-                    Err(_) => c.summary.losses.decode_errors += 1,
+            record::kind::SAMPLE => match perf.sample(record.body) {
+                Some((event, Ok(s))) => {
+                    if let Some(row) = c.sample_row(&s, is_ibs[event], is_page_fault[event]) {
+                        emit(row);
+                    }
                 }
-            }
+                _ => c.summary.losses.decode_errors += 1,
+            },
             user::AUXTRACE_INFO => c.spe_seen |= u32_at(record.body, 0) == Some(AUXTRACE_ARM_SPE),
             user::TIME_CONV => time_conv = TimeConv::parse(record.body),
             _ => match record.parse() {
@@ -201,12 +231,19 @@ impl Converted {
         self.modules.push((pid, module));
     }
 
-    fn add_sample(&mut self, s: &sample::Sample, ibs: bool, page_fault: bool) {
+    /// The row of a sample record, or `None` (counted) when it is not a memory access.
+    fn sample_row(
+        &mut self,
+        s: &sample::Sample,
+        ibs: bool,
+        page_fault: bool,
+    ) -> Option<AccessSample> {
         let mut row = AccessSample {
             pid: s.pid.unwrap_or(0),
             tid: s.tid.unwrap_or(0),
             cpu: s.cpu.unwrap_or(0),
             pc: s.ip.unwrap_or(0),
+            time_ns: s.time.unwrap_or(0),
             data_src: s.data_src.unwrap_or(0),
             phys_addr: s.phys_addr.filter(|&a| a != 0),
             ..AccessSample::default()
@@ -214,11 +251,11 @@ impl Converted {
         if ibs {
             let Some(op) = s.raw.and_then(|raw| IbsOp::from_raw(raw).ok()) else {
                 self.summary.losses.decode_errors += 1;
-                return;
+                return None;
             };
             if !(op.is_load() || op.is_store()) || !op.lin_addr_valid() {
                 self.summary.skipped += 1;
-                return;
+                return None;
             }
             self.backends.insert("ibs");
             row.pc = op.rip;
@@ -233,7 +270,7 @@ impl Converted {
         } else if page_fault {
             let Some(addr) = s.addr else {
                 self.summary.skipped += 1;
-                return;
+                return None;
             };
             // A first touch of a page: neither a load nor a store is known.
             self.backends.insert("page-faults");
@@ -241,7 +278,7 @@ impl Converted {
         } else {
             let (Some(addr), Some(data_src)) = (s.addr, s.data_src) else {
                 self.summary.skipped += 1;
-                return;
+                return None;
             };
             let d = DataSource::decode(data_src);
             self.backends.insert("pebs");
@@ -250,27 +287,26 @@ impl Converted {
             row.level = d.level().code();
             row.latency = s.weight.map(|w| w.min(u64::from(u32::MAX)) as u32);
         }
-        self.samples.push(Pending {
-            row,
-            absolute_ns: s.time.unwrap_or(0),
-        });
+        self.samples += 1;
+        Some(row)
     }
 
-    fn add_spe(
+    /// The row of an SPE record, or `None` (counted) when it is not a load or store.
+    fn spe_row(
         &mut self,
         r: &spe::Record,
         aux_tid: u32,
         cpu: u32,
         neoverse: bool,
         time_conv: Option<TimeConv>,
-    ) {
+    ) -> Option<AccessSample> {
         if !r.op.is_memory() {
             self.summary.skipped += 1;
-            return;
+            return None;
         }
         self.backends.insert("spe");
         let (spe::Op::Load { subclass } | spe::Op::Store { subclass }) = r.op else {
-            return;
+            return None;
         };
         // CONTEXT carries the PID when the kernel writes it there; a per-thread
         // AUX buffer names its thread.
@@ -278,27 +314,25 @@ impl Converted {
             .context
             .unwrap_or(if aux_tid == u32::MAX { 0 } else { aux_tid });
         let ts = r.timestamp.unwrap_or(0);
-        self.samples.push(Pending {
-            row: AccessSample {
-                pid: tid,
-                tid,
-                cpu,
-                pc: r.pc.map_or(0, |p| p.address),
-                address: r.va.unwrap_or(0),
-                size: 0,
-                is_store: matches!(r.op, spe::Op::Store { .. }),
-                level: r.level(neoverse).code(),
-                data_src: r.perf_data_src(neoverse),
-                latency: r.total_latency.map(u32::from),
-                issue_latency: r.issue_latency.map(u32::from),
-                translation_latency: r.translation_latency.map(u32::from),
-                phys_addr: r.pa.map(|p| p.address),
-                events: r.events,
-                hw_source: r.data_source,
-                op_subclass: subclass,
-                ..AccessSample::default()
-            },
-            absolute_ns: time_conv.map_or(ts, |t| t.to_ns(ts)),
-        });
+        self.samples += 1;
+        Some(AccessSample {
+            pid: tid,
+            tid,
+            cpu,
+            pc: r.pc.map_or(0, |p| p.address),
+            address: r.va.unwrap_or(0),
+            size: 0,
+            is_store: matches!(r.op, spe::Op::Store { .. }),
+            level: r.level(neoverse).code(),
+            data_src: r.perf_data_src(neoverse),
+            latency: r.total_latency.map(u32::from),
+            issue_latency: r.issue_latency.map(u32::from),
+            translation_latency: r.translation_latency.map(u32::from),
+            phys_addr: r.pa.map(|p| p.address),
+            events: r.events,
+            hw_source: r.data_source,
+            op_subclass: subclass,
+            time_ns: time_conv.map_or(ts, |t| t.to_ns(ts)),
+        })
     }
 }
