@@ -55,6 +55,9 @@ pub fn table_path<T: Table>(dir: &Path) -> PathBuf {
 pub struct TableWriter<T: Table> {
     buf: Vec<T>,
     batches: Option<std::sync::mpsc::SyncSender<Vec<T>>>,
+    /// Emptied buffers coming back from the encoder: reused, their pages are
+    /// already mapped.
+    spare: std::sync::mpsc::Receiver<Vec<T>>,
     encoder: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
@@ -91,14 +94,17 @@ impl<T: Table> TableWriter<T> {
             .map_err(|e| parquet_error(e.to_string()))?;
         // Two batches in flight at most: memory stays bounded when encoding lags.
         let (batches, received) = std::sync::mpsc::sync_channel::<Vec<T>>(1);
+        let (give_back, spare) = std::sync::mpsc::channel::<Vec<T>>();
         let encoder = std::thread::Builder::new()
             .name(format!("memlens-{}", T::NAME))
             .spawn(move || {
-                for rows in received {
+                for mut rows in received {
                     let batch = T::to_batch(&rows).map_err(&parquet_error)?;
                     writer
                         .write(&batch)
                         .map_err(|e| parquet_error(e.to_string()))?;
+                    rows.clear();
+                    let _ = give_back.send(rows);
                 }
                 writer
                     .close()
@@ -112,6 +118,7 @@ impl<T: Table> TableWriter<T> {
         Ok(TableWriter {
             buf: Vec::with_capacity(BATCH_ROWS),
             batches: Some(batches),
+            spare,
             encoder: Some(encoder),
         })
     }
@@ -127,7 +134,11 @@ impl<T: Table> TableWriter<T> {
         if self.buf.is_empty() {
             return;
         }
-        let rows = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH_ROWS));
+        let next = self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BATCH_ROWS));
+        let rows = std::mem::replace(&mut self.buf, next);
         // A send fails only when the encoder stopped on an error: finish reports it.
         if let Some(batches) = &self.batches {
             let _ = batches.send(rows);
