@@ -4,6 +4,7 @@
 
 use crate::compile;
 use memlens_collector::perf::backends::{self, Kind, Options};
+use memlens_collector::perf::counters;
 use memlens_collector::perf::Event;
 use memlens_decoders::perf_data::{flag, EventAttr};
 use std::path::Path;
@@ -99,6 +100,14 @@ pub fn report(runtime: &Path) -> String {
             best = Some(kind);
         }
         line(&mut out, kind.name(), &check);
+    }
+
+    out.push_str("\nCOUNTERS (read every interval by memlens record)\n");
+    for (spec, check) in counters::probe() {
+        let check = check
+            .map(|()| spec.method.clone())
+            .map_err(|u| (u.reason, u.fix));
+        line(&mut out, &spec.name, &check);
     }
 
     out.push_str("\nMEMLENS RECORD WILL USE\n");

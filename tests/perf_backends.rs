@@ -151,3 +151,45 @@ fn doctor_agrees_with_linux_perf_and_sysfs() {
     let unavailable = text.matches("unavailable").count();
     assert_eq!(unavailable, text.matches("fix: ").count(), "{text}");
 }
+
+/// The last reading of each counter, from the JSON report.
+fn counter_total(report: &serde_json::Value, name: &str) -> f64 {
+    named(&report["counters"], name)["total"].as_f64().unwrap()
+}
+
+#[test]
+fn counters_agree_with_the_kernels_other_accounts() {
+    let dir = tempdir();
+    // CPU time: the task-clock counter against the program's own getrusage.
+    let p = dir.path().join("spin");
+    let o = record(&p, &[], &[&program("spin")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rusage_ns: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let report = report_json(&p);
+    let task_clock = counter_total(&report, "task-clock");
+    let error = (task_clock - rusage_ns).abs() / rusage_ns;
+    assert!(
+        error < 0.05,
+        "task-clock {task_clock} ns, getrusage {rusage_ns} ns"
+    );
+    assert_eq!(
+        named(&report["counters"], "task-clock")["method"],
+        "measured"
+    );
+
+    // Page faults: the counting event against the sampling event of the same run.
+    let p = dir.path().join("touch");
+    let o = record(
+        &p,
+        &["--backend", "page-faults"],
+        &[&program("first_touch")],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = report_json(&p);
+    let counted = counter_total(&report, "page-faults");
+    assert_eq!(
+        counted,
+        report["access"]["samples"].as_u64().unwrap() as f64
+    );
+    assert!(counted >= PAGES as f64, "{counted}");
+}

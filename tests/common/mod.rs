@@ -66,6 +66,7 @@ pub fn programs() -> &'static Path {
             "-o",
             &o("libplugin.so"),
         ]);
+        cc(&["gcc", "-O1", &s("spin.c"), "-o", &o("spin"), "-lpthread"]);
         cc(&[
             "gcc",
             "-O1",

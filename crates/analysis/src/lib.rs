@@ -3,15 +3,17 @@
 
 mod access;
 mod capacity;
+mod counters;
 mod objects;
 
 pub use access::*;
 pub use capacity::*;
+pub use counters::*;
 pub use objects::*;
 
 use memlens_profile::{
-    self as profile, AccessSample, Allocation, CodeLocation, Frame, Meta, Region, StaticObject,
-    TagRange, TimelinePoint,
+    self as profile, AccessSample, Allocation, CodeLocation, CounterReading, Frame, Meta, Region,
+    StaticObject, TagRange, TimelinePoint,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,8 @@ pub struct Profile {
     pub statics: Vec<StaticObject>,
     pub samples: Vec<AccessSample>,
     pub locations: HashMap<(u32, u64), CodeLocation>,
+    /// Readings of counting perf events (absent in profiles merged from several runs).
+    pub counters: Vec<CounterReading>,
 }
 
 impl Profile {
@@ -59,6 +63,7 @@ impl Profile {
             tags: profile::read_table(dir)?,
             timeline,
             statics: profile::read_table(dir)?,
+            counters: profile::read_table(dir)?,
             samples: if with_samples {
                 profile::read_table(dir)?
             } else {
@@ -169,6 +174,8 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
         statics: Vec::new(),
         samples: Vec::new(),
         locations: HashMap::new(),
+        // Each run's counters are cumulative series of their own; not merged.
+        counters: Vec::new(),
     };
     out.meta.processes.clear();
     out.meta.losses = Default::default();

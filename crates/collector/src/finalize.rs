@@ -660,20 +660,77 @@ fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
     }
 }
 
-/// Timeline samples and process exits the collector wrote.
-fn read_collector_log(path: &Path) -> (Vec<raw::Timeline>, Vec<raw::ProcessExit>) {
+/// What the collector wrote: capacity samples, process exits, counter readings.
+#[derive(Default)]
+struct CollectorLog {
+    timeline: Vec<raw::Timeline>,
+    exits: Vec<raw::ProcessExit>,
+    /// Counter definitions (with name and method) by index, and readings.
+    counters: HashMap<u32, (raw::CounterDef, String, String)>,
+    readings: Vec<raw::CounterReading>,
+}
+
+fn read_collector_log(path: &Path) -> CollectorLog {
     let Ok(data) = std::fs::read(path) else {
-        return Default::default();
+        return CollectorLog::default();
     };
-    let (mut timeline, mut exits) = (Vec::new(), Vec::new());
+    let mut log = CollectorLog::default();
     for rec in raw::Records::new(&data) {
         match rec.tag {
-            tag::TIMELINE => timeline.extend(rec.payload::<raw::Timeline>()),
-            tag::PROCESS_EXIT => exits.extend(rec.payload::<raw::ProcessExit>()),
+            tag::TIMELINE => log.timeline.extend(rec.payload::<raw::Timeline>()),
+            tag::PROCESS_EXIT => log.exits.extend(rec.payload::<raw::ProcessExit>()),
+            tag::COUNTER_DEF => {
+                if let Some(def) = rec.payload::<raw::CounterDef>() {
+                    let text =
+                        String::from_utf8_lossy(rec.trailing::<raw::CounterDef>()).into_owned();
+                    let (name, method) = text.split_once('\0').unwrap_or((&text, ""));
+                    let method = method.trim_end_matches('\0').to_string();
+                    log.counters
+                        .insert(def.index, (def, name.to_string(), method));
+                }
+            }
+            tag::COUNTER => log.readings.extend(rec.payload::<raw::CounterReading>()),
             _ => {}
         }
     }
-    (timeline, exits)
+    log
+}
+
+/// Counter readings as table rows, scaled and compensated for multiplexing.
+fn counter_rows(log: &CollectorLog, t0: u64) -> Vec<profile::CounterReading> {
+    log.readings
+        .iter()
+        .filter_map(|r| {
+            let (def, name, method) = log.counters.get(&r.index)?;
+            let unit = &def.unit[..def.unit.iter().position(|&c| c == 0).unwrap_or(16)];
+            // Counted only part of the time (multiplexed): scale up, as perf stat does.
+            let share = if r.running > 0 && r.running < r.enabled {
+                r.enabled as f64 / r.running as f64
+            } else {
+                1.0
+            };
+            Some(profile::CounterReading {
+                name: name.clone(),
+                unit: String::from_utf8_lossy(unit).into_owned(),
+                scope: if def.machine_wide != 0 {
+                    "machine"
+                } else {
+                    "program"
+                }
+                .into(),
+                method: if share > 1.0 {
+                    format!("{method}; multiplexed, scaled by enabled/running time")
+                } else {
+                    method.clone()
+                },
+                time_ns: r.time.saturating_sub(t0),
+                value: r.value as f64 * share * def.scale,
+                count: r.value,
+                enabled_ns: r.enabled,
+                running_ns: r.running,
+            })
+        })
+        .collect()
 }
 
 fn raw_logs(raw_dir: &Path) -> Result<Vec<PathBuf>> {
@@ -694,7 +751,8 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     for path in raw_logs(&raw_dir)? {
         images.extend(read_header(&path)?);
     }
-    let (collector_timeline, exits) = read_collector_log(&raw_dir.join(COLLECTOR_LOG));
+    let collector = read_collector_log(&raw_dir.join(COLLECTOR_LOG));
+    let (collector_timeline, exits) = (&collector.timeline, &collector.exits);
     if images.is_empty() && collector_timeline.is_empty() {
         return Err(Error::Profile(profile::ProfileError::NotAProfile(
             dir.to_path_buf(),
@@ -868,6 +926,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     profile::write_table(dir, &timeline)?;
     profile::write_table(dir, &modules_rows)?;
     profile::write_table(dir, &statics)?;
+    profile::write_table(dir, &counter_rows(&collector, t0))?;
     // meta.json last: its presence marks a complete profile.
     meta.write(dir)?;
     if remove_raw {

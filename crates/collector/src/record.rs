@@ -4,6 +4,7 @@
 
 use crate::finalize::{self, RunInfo, COLLECTOR_LOG};
 use crate::perf::backends::{self, Kind, Plan};
+use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
 use crate::{Error, Result};
 use memlens_rawlog::{self as raw, procfs, tag, FileHeader};
@@ -192,6 +193,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         Some(plan) => Some(PerfSession::open(plan, &raw_dir)?),
         None => None,
     };
+    let counters = Counters::open_available();
 
     // SIGCHLD stays blocked here so that the loop can sleep in sigtimedwait and
     // wake the moment a child ends (children start with an empty signal mask).
@@ -221,7 +223,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         numa_nodes: crate::sysinfo::numa_nodes(),
         buf: Vec::with_capacity(4096),
         ticks: 0,
+        counters,
     };
+    sampler.define_counters();
     let interval = Duration::from_millis(cfg.interval_ms.max(1));
     let mut next = std::time::Instant::now();
     let mut missed_ticks = 0u64;
@@ -261,6 +265,8 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         wait_for_child(next.saturating_duration_since(std::time::Instant::now()));
     }
     block_sigchld(false);
+    // The exited processes' counts are folded into memlens' events: the totals.
+    sampler.read_counters(now_ns());
     if let Some(mut perf) = perf.take() {
         perf.drain();
         perf.out
@@ -489,6 +495,7 @@ struct Sampler {
     numa_nodes: usize,
     buf: Vec<u8>,
     ticks: u64,
+    counters: Counters,
 }
 
 impl Sampler {
@@ -571,6 +578,7 @@ impl Sampler {
         for t in records {
             self.write(tag::TIMELINE, &t);
         }
+        self.read_counters(time);
         // One write per tick: if memlens itself is killed, `memlens report`
         // still finds the timeline up to the last tick.
         let _ = self.out.flush();
@@ -591,10 +599,45 @@ impl Sampler {
         self.watched.remove(&pid);
     }
 
+    fn read_counters(&mut self, time: u64) {
+        for (index, [value, enabled, running]) in self.counters.read().into_iter().enumerate() {
+            let reading = raw::CounterReading {
+                time,
+                value,
+                enabled,
+                running,
+                index: index as u32,
+                reserved: 0,
+            };
+            self.write(tag::COUNTER, &reading);
+        }
+    }
+
+    /// Names each counter in the log, before its first reading.
+    fn define_counters(&mut self) {
+        for (i, spec) in self.counters.specs.clone().iter().enumerate() {
+            let mut unit = [0u8; 16];
+            unit[..spec.unit.len().min(16)]
+                .copy_from_slice(&spec.unit.as_bytes()[..spec.unit.len().min(16)]);
+            let def = raw::CounterDef {
+                index: i as u32,
+                machine_wide: u32::from(!spec.cpus.is_empty()),
+                scale: spec.scale,
+                unit,
+            };
+            let text = format!("{}\0{}", spec.name, spec.method);
+            self.write_with(tag::COUNTER_DEF, &def, text.as_bytes());
+        }
+    }
+
     fn write<P: raw::Payload>(&mut self, tag: u16, payload: &P) {
-        let mut rec = [0u8; 256];
-        // SAFETY: the buffer is 256 bytes and encode checks the capacity.
-        if let Some(n) = unsafe { raw::encode(rec.as_mut_ptr(), rec.len(), tag, payload, &[]) } {
+        self.write_with(tag, payload, &[]);
+    }
+
+    fn write_with<P: raw::Payload>(&mut self, tag: u16, payload: &P, extra: &[u8]) {
+        let mut rec = [0u8; 512];
+        // SAFETY: the buffer is 512 bytes and encode checks the capacity.
+        if let Some(n) = unsafe { raw::encode(rec.as_mut_ptr(), rec.len(), tag, payload, extra) } {
             // A write error surfaces at the final flush.
             let _ = self.out.write_all(&rec[..n]);
         }

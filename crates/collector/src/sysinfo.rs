@@ -44,19 +44,23 @@ pub fn numa_nodes() -> usize {
 
 /// The online CPUs, from /sys/devices/system/cpu/online ("0-3,8-11").
 pub fn online_cpus() -> Vec<u32> {
-    let text = read_trimmed("/sys/devices/system/cpu/online");
-    let cpus: Vec<u32> = text
-        .split(',')
-        .filter_map(|r| {
-            let (a, b) = r.split_once('-').unwrap_or((r, r));
-            Some(a.trim().parse::<u32>().ok()?..=b.trim().parse::<u32>().ok()?)
-        })
-        .flatten()
-        .collect();
+    let cpus = parse_cpu_list(&read_trimmed("/sys/devices/system/cpu/online"));
     if cpus.is_empty() {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         (0..n as u32).collect()
     } else {
         cpus
     }
+}
+
+/// A kernel CPU list ("0-3,8-11").
+pub fn parse_cpu_list(text: &str) -> Vec<u32> {
+    text.trim()
+        .split(',')
+        .filter_map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            Some(a.trim().parse::<u32>().ok()?..=b.trim().parse::<u32>().ok()?)
+        })
+        .flatten()
+        .collect()
 }

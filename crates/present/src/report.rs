@@ -25,6 +25,8 @@ pub struct Report {
     pub timeline: analysis::CapacitySeries,
     /// Access profiling (instrumented builds): hot objects, region traffic, accuracy.
     pub access: analysis::AccessReport,
+    /// Counting perf events (CPU time, faults, instructions, memory traffic).
+    pub counters: Vec<analysis::CounterSummary>,
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
@@ -133,6 +135,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         regions: analysis::region_capacity(p),
         timeline: analysis::capacity_series(p, top.min(10)),
         access: analysis::access_report(p, &all, top),
+        counters: analysis::counters_report(p),
         losses: m.losses.clone(),
         provenance: if m.backend.iter().any(|b| b == "perf.data import") {
             vec![
@@ -306,6 +309,7 @@ pub fn render_text(r: &Report) -> String {
         }
     }
     render_access(&mut out, &r.access);
+    render_counters(&mut out, &r.counters);
     let _ = writeln!(out, "\nHOW OBTAINED");
     for (what, how) in &r.provenance {
         let _ = writeln!(out, "  {what:<10} {how}");
@@ -332,6 +336,59 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(out, "  {n} {what}");
     }
     out
+}
+
+/// A counter's value in its unit: bytes and ns in human units, counts plain.
+fn counter_value(v: f64, unit: &str) -> String {
+    match unit {
+        "bytes" => human_bytes(v),
+        "ns" => seconds(v as u64),
+        _ if v >= 1e9 => format!("{:.2} G", v / 1e9),
+        _ if v >= 1e6 => format!("{:.2} M", v / 1e6),
+        _ => format!("{v:.0}"),
+    }
+}
+
+fn render_counters(out: &mut String, counters: &[analysis::CounterSummary]) {
+    if counters.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nCOUNTERS (perf events read every interval; per region: interpolated between readings)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<28} {:>12} {:>14} {:>14}  how",
+        "counter", "total", "mean /s", "peak /s"
+    );
+    for c in counters {
+        let per_s = |v: f64| match c.unit.as_str() {
+            // CPU time per second of run: CPUs busy.
+            "ns" => format!("{:.2} CPUs", v / 1e9),
+            unit => counter_value(v, unit),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<28} {:>12} {:>14} {:>14}  {} ({}, {} readings)",
+            format!("{} [{}]", c.name, c.unit),
+            counter_value(c.total, &c.unit),
+            per_s(c.mean_rate),
+            per_s(c.peak_rate),
+            c.method,
+            c.scope,
+            c.readings
+        );
+        for r in &c.regions {
+            let _ = writeln!(
+                out,
+                "    in {:<23} {:>12} {:>14}",
+                r.region,
+                counter_value(r.value, &c.unit),
+                per_s(r.rate)
+            );
+        }
+    }
 }
 
 fn rate(bytes_per_s: f64) -> String {

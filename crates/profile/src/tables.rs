@@ -165,6 +165,28 @@ table! {
 }
 
 table! {
+    /// One reading of a counting perf event, taken by the collector every
+    /// interval: cumulative since the program started.
+    CounterReading = "counters" {
+        name: String,
+        /// Unit of `value`: "ns", "faults", "instructions", "bytes", ...
+        unit: String,
+        /// "program" (its processes, inherited) or "machine" (uncore, all CPUs).
+        scope: String,
+        /// How `value` is obtained: "measured", or "modelled: ..." for bytes
+        /// derived from event counts.
+        method: String,
+        time_ns: u64,
+        /// Scaled cumulative value, multiplexing compensated.
+        value: f64,
+        /// Raw cumulative count and the kernel's enabled/running times.
+        count: u64,
+        enabled_ns: u64,
+        running_ns: u64,
+    }
+}
+
+table! {
     /// An ELF object loaded in a process.
     Module = "modules" {
         pid: u32,

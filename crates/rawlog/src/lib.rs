@@ -176,6 +176,8 @@ pub mod tag {
     pub const TIMELINE: u16 = 17;
     pub const PROCESS_EXIT: u16 = 18;
     pub const SAMPLE: u16 = 19;
+    pub const COUNTER_DEF: u16 = 20;
+    pub const COUNTER: u16 = 21;
 }
 
 /// How an allocation was made.
@@ -373,6 +375,33 @@ pub struct ProcessExit {
     pub pid: u64,
 }
 
+/// A counting perf event the collector reads every tick. Trailing bytes: its
+/// name, a NUL, and how its value is obtained ("measured", "modelled: ...").
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CounterDef {
+    pub index: u32,
+    /// 0: the recorded program (inherited by its processes), 1: the whole machine.
+    pub machine_wide: u32,
+    /// Units per count (64 for bytes per cache line, 1 otherwise).
+    pub scale: f64,
+    /// NUL-padded unit of the scaled value ("bytes", "ns", "instructions").
+    pub unit: [u8; 16],
+}
+
+/// One reading of a counter: cumulative count and the kernel's enabled and
+/// running times (they differ when the PMU multiplexes events).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CounterReading {
+    pub time: u64,
+    pub value: u64,
+    pub enabled: u64,
+    pub running: u64,
+    pub index: u32,
+    pub reserved: u32,
+}
+
 /// Length of a record with `payload` fixed bytes and `extra` trailing bytes.
 pub const fn record_len(payload: usize, extra: usize) -> usize {
     (RECORD_HEADER_SIZE + payload + extra + 7) & !7
@@ -405,7 +434,9 @@ payload!(
     Module,
     ThreadEvent,
     Timeline,
-    ProcessExit
+    ProcessExit,
+    CounterDef,
+    CounterReading
 );
 
 /// A record as found in a byte buffer: its tag, fixed payload bytes and trailing bytes.

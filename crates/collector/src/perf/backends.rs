@@ -276,7 +276,7 @@ pub fn open_error(name: &str, e: &std::io::Error) -> Unavailable {
         ),
         Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV) => (
             format!("{name}: this CPU or kernel does not support it ({e})"),
-            "use a kernel and CPU with this PMU feature, or another backend".to_string(),
+            "run on hardware with this PMU event, or enable the VM's virtual PMU (KVM: -cpu host,pmu=on)".to_string(),
         ),
         Some(libc::EMFILE) => (
             format!("{name}: too many open files"),

@@ -10,6 +10,7 @@
 
 pub mod backends;
 pub mod convert;
+pub mod counters;
 pub mod pmu;
 
 use memlens_decoders::perf_data::{user, EventAttr};
@@ -74,12 +75,13 @@ impl Event {
         Ok(())
     }
 
-    /// A counting event's value.
-    pub fn read_count(&self) -> Option<u64> {
-        let mut v = 0u64;
-        // SAFETY: reads 8 bytes into v.
-        let n = unsafe { libc::read(self.raw(), (&mut v as *mut u64).cast(), 8) };
-        (n == 8).then_some(v)
+    /// A counting event's value, enabled and running times (its read_format
+    /// has TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING); inherited copies included.
+    pub fn read_values(&self) -> Option<[u64; 3]> {
+        let mut v = [0u64; 3];
+        // SAFETY: reads at most 24 bytes into v.
+        let n = unsafe { libc::read(self.raw(), v.as_mut_ptr().cast(), 24) };
+        (n == 24).then_some(v)
     }
 }
 

@@ -75,6 +75,12 @@ impl Pmu {
         Some((scale, read("unit").unwrap_or_default().trim().to_string()))
     }
 
+    /// The CPUs an uncore PMU counts from (its `cpumask`, one per socket).
+    pub fn cpumask(&self) -> Vec<u32> {
+        let text = std::fs::read_to_string(self.dir.join("cpumask")).unwrap_or_default();
+        crate::sysinfo::parse_cpu_list(&text)
+    }
+
     pub fn has_format(&self, term: &str) -> bool {
         self.dir.join("format").join(term).is_file()
     }

@@ -1,0 +1,106 @@
+//! Counting perf events over the run: totals, rates over time and per region.
+//! Readings are cumulative and taken every collector interval; a region's share
+//! is interpolated linearly between the readings around its begin and end.
+
+use crate::Profile;
+use memlens_profile::CounterReading;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CounterSummary {
+    pub name: String,
+    pub unit: String,
+    pub scope: String,
+    pub method: String,
+    pub total: f64,
+    /// Total over the span of the readings, per second.
+    pub mean_rate: f64,
+    /// Highest rate between two consecutive readings, per second.
+    pub peak_rate: f64,
+    pub readings: u64,
+    pub regions: Vec<CounterInRegion>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CounterInRegion {
+    pub region: String,
+    /// Counted while the region's instances ran (program-wide, interpolated).
+    pub value: f64,
+    pub rate: f64,
+}
+
+/// The series of each counter, in time order.
+pub fn counter_series(p: &Profile) -> BTreeMap<String, Vec<&CounterReading>> {
+    let mut series: BTreeMap<String, Vec<&CounterReading>> = BTreeMap::new();
+    for r in &p.counters {
+        series.entry(r.name.clone()).or_default().push(r);
+    }
+    for s in series.values_mut() {
+        s.sort_by_key(|r| r.time_ns);
+    }
+    series
+}
+
+/// The cumulative value at `t`, linear between the readings around it.
+pub fn value_at(series: &[&CounterReading], t: u64) -> f64 {
+    let i = series.partition_point(|r| r.time_ns <= t);
+    match (i.checked_sub(1).map(|j| series[j]), series.get(i)) {
+        (Some(a), Some(b)) if b.time_ns > a.time_ns => {
+            let f = (t - a.time_ns) as f64 / (b.time_ns - a.time_ns) as f64;
+            a.value + f * (b.value - a.value)
+        }
+        (Some(a), _) => a.value,
+        (None, Some(b)) => b.value * t as f64 / b.time_ns.max(1) as f64,
+        (None, None) => 0.0,
+    }
+}
+
+pub fn counters_report(p: &Profile) -> Vec<CounterSummary> {
+    let mut out = Vec::new();
+    for (name, series) in counter_series(p) {
+        let (Some(first), Some(last)) = (series.first(), series.last()) else {
+            continue;
+        };
+        let span_s = last.time_ns as f64 / 1e9;
+        let peak_rate = series
+            .windows(2)
+            .filter(|w| w[1].time_ns > w[0].time_ns)
+            .map(|w| (w[1].value - w[0].value) / ((w[1].time_ns - w[0].time_ns) as f64 / 1e9))
+            .fold(0.0, f64::max);
+        let mut by_region: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+        for r in &p.regions {
+            let end = r.end_ns.unwrap_or_else(|| p.process_end(r.pid));
+            let e = by_region.entry(r.name.clone()).or_default();
+            e.0 += value_at(&series, end) - value_at(&series, r.begin_ns);
+            e.1 += end.saturating_sub(r.begin_ns);
+        }
+        out.push(CounterSummary {
+            name,
+            unit: first.unit.clone(),
+            scope: first.scope.clone(),
+            method: first.method.clone(),
+            total: last.value,
+            mean_rate: if span_s > 0.0 {
+                last.value / span_s
+            } else {
+                0.0
+            },
+            peak_rate,
+            readings: series.len() as u64,
+            regions: by_region
+                .into_iter()
+                .map(|(region, (value, ns))| CounterInRegion {
+                    region,
+                    value,
+                    rate: if ns > 0 {
+                        value / (ns as f64 / 1e9)
+                    } else {
+                        0.0
+                    },
+                })
+                .collect(),
+        });
+    }
+    out
+}

@@ -1,0 +1,210 @@
+//! Counting perf events read by the collector every interval: CPU time and page
+//! faults on any machine; instructions and cycles where there is a PMU; memory
+//! traffic from the memory controllers (Intel uncore IMC CAS counts), from Arm's
+//! bus-access event as NMO counts it, or, failing both, from last-level-cache
+//! read misses (64 bytes each, modelled).
+
+use super::backends::{self, Unavailable};
+use super::pmu::Pmu;
+use super::Event;
+use memlens_decoders::perf_data::{flag, EventAttr};
+use memlens_decoders::sample::read;
+
+/// A counter to open: its event, where it counts, and what its count means.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub name: String,
+    pub attr: EventAttr,
+    /// CPUs to open it on for a machine-wide (uncore) count; empty: the program.
+    pub cpus: Vec<u32>,
+    pub scale: f64,
+    pub unit: &'static str,
+    pub method: String,
+}
+
+const TYPE_HARDWARE: u32 = 0;
+const TYPE_SOFTWARE: u32 = 1;
+const TYPE_HW_CACHE: u32 = 3;
+/// PERF_COUNT_HW_CACHE_LL | OP_READ << 8 | RESULT_MISS << 16.
+const LL_READ_MISS: u64 = 2 | 1 << 16;
+const LINE: f64 = 64.0;
+
+fn counting_attr(type_: u32, config: u64) -> EventAttr {
+    EventAttr {
+        type_,
+        config,
+        read_format: read::TOTAL_TIME_ENABLED | read::TOTAL_TIME_RUNNING,
+        flags: flag::DISABLED
+            | flag::INHERIT
+            | flag::ENABLE_ON_EXEC
+            | flag::EXCLUDE_KERNEL
+            | flag::EXCLUDE_HV,
+        ..EventAttr::default()
+    }
+}
+
+fn program(name: &str, attr: EventAttr, scale: f64, unit: &'static str, method: &str) -> Spec {
+    Spec {
+        name: name.into(),
+        attr,
+        cpus: Vec::new(),
+        scale,
+        unit,
+        method: method.into(),
+    }
+}
+
+/// Every counter memlens knows, each with whether this machine can open it.
+pub fn probe() -> Vec<(Spec, Result<(), Unavailable>)> {
+    let mut specs = vec![
+        // task-clock counts in kernel context too: it is CPU time, not an event.
+        {
+            let mut a = counting_attr(TYPE_SOFTWARE, 1);
+            a.flags &= !flag::EXCLUDE_KERNEL;
+            program("task-clock", a, 1.0, "ns", "measured")
+        },
+        program(
+            "page-faults",
+            counting_attr(TYPE_SOFTWARE, 2),
+            1.0,
+            "faults",
+            "measured",
+        ),
+        program(
+            "instructions",
+            counting_attr(TYPE_HARDWARE, 1),
+            1.0,
+            "instructions",
+            "measured",
+        ),
+        program(
+            "cycles",
+            counting_attr(TYPE_HARDWARE, 0),
+            1.0,
+            "cycles",
+            "measured",
+        ),
+    ];
+    specs.extend(memory_traffic());
+    specs
+        .into_iter()
+        .map(|spec| {
+            let check = open_once(&spec);
+            (spec, check)
+        })
+        .collect()
+}
+
+/// Memory traffic counters, best source first: the memory controllers, the
+/// core's bus accesses, last-level-cache read misses.
+fn memory_traffic() -> Vec<Spec> {
+    let imcs = Pmu::all("uncore_imc");
+    if !imcs.is_empty() {
+        let mut specs = Vec::new();
+        for imc in &imcs {
+            for (event, dir) in [("cas_count_read", "read"), ("cas_count_write", "write")] {
+                let Ok(c) = imc.resolve(event) else { continue };
+                let cpus = imc.cpumask();
+                let mut a = counting_attr(imc.type_, c.config);
+                // Uncore events count the whole socket: no inheritance, no exclusions.
+                a.flags = 0;
+                specs.push(Spec {
+                    name: format!("{}/{event}/", imc.name),
+                    attr: a,
+                    cpus,
+                    scale: LINE,
+                    unit: "bytes",
+                    method: format!(
+                        "measured by the memory controller ({dir} CAS x 64 B), whole machine"
+                    ),
+                });
+            }
+        }
+        if !specs.is_empty() {
+            return specs;
+        }
+    }
+    let arm = Pmu::all("armv8_pmuv3").into_iter().next();
+    if let Some(c) = arm
+        .as_ref()
+        .and_then(|p| Some((p, p.resolve("bus_access").ok()?)))
+    {
+        let (pmu, config) = c;
+        return vec![program(
+            &format!("{}/bus_access/", pmu.name),
+            counting_attr(pmu.type_, config.config),
+            LINE,
+            "bytes",
+            "modelled: bus accesses x 64 B (as NMO counts bandwidth)",
+        )];
+    }
+    vec![program(
+        "LLC-load-misses",
+        counting_attr(TYPE_HW_CACHE, LL_READ_MISS),
+        LINE,
+        "bytes",
+        "modelled: last-level-cache read misses x 64 B (reads only)",
+    )]
+}
+
+fn open_once(spec: &Spec) -> Result<(), Unavailable> {
+    let cpu = spec.cpus.first().map_or(-1, |&c| c as i32);
+    let pid = if spec.cpus.is_empty() { 0 } else { -1 };
+    Event::open(&spec.attr, pid, cpu)
+        .map(|_| ())
+        .map_err(|e| backends::open_error(&spec.name, &e))
+}
+
+/// The opened counters: per spec, one event (program) or one per CPU (machine).
+pub struct Counters {
+    pub specs: Vec<Spec>,
+    events: Vec<Vec<Event>>,
+}
+
+impl Counters {
+    /// Opens every counter this machine has, disabled on memlens itself: the
+    /// target inherits them at fork and they start at its exec.
+    pub fn open_available() -> Counters {
+        let mut specs = Vec::new();
+        let mut events = Vec::new();
+        for (spec, check) in probe() {
+            if check.is_err() {
+                continue;
+            }
+            let opened: Option<Vec<Event>> = if spec.cpus.is_empty() {
+                Event::open(&spec.attr, 0, -1).ok().map(|e| vec![e])
+            } else {
+                spec.cpus
+                    .iter()
+                    .map(|&cpu| Event::open(&spec.attr, -1, cpu as i32).ok())
+                    .collect()
+            };
+            if let Some(opened) = opened {
+                if !spec.cpus.is_empty() {
+                    // Machine-wide counts start now, not at an exec.
+                    opened.iter().for_each(Event::enable);
+                }
+                specs.push(spec);
+                events.push(opened);
+            }
+        }
+        Counters { specs, events }
+    }
+
+    /// Each counter's (value, enabled ns, running ns), summed over its CPUs.
+    pub fn read(&self) -> Vec<[u64; 3]> {
+        self.events
+            .iter()
+            .map(|events| {
+                events.iter().fold([0u64; 3], |mut sum, e| {
+                    if let Some(v) = e.read_values() {
+                        for i in 0..3 {
+                            sum[i] += v[i];
+                        }
+                    }
+                    sum
+                })
+            })
+            .collect()
+    }
+}
