@@ -6,14 +6,9 @@
 # Usage: bash bench/access.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repeats=${1:-7}
-out=bench/out
-mkdir -p "$out"
-cargo build --release --quiet
-memlens=target/release/memlens
-clang=$(command -v clang-16 || command -v clang)
-
 source bench/lib.sh
+repeats=${1:-7}
+clang=$(command -v clang-16 || command -v clang)
 
 printf '%-10s %-40s %8s %8s\n' kernel configuration ms ratio
 for kernel in stream chase; do

@@ -7,15 +7,10 @@
 # Usage: bash bench/import.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repeats=${1:-5}
-out=bench/out
-mkdir -p "$out"
-cargo build --release --quiet
-cargo build --release --quiet -p memlens-decoders --example spe_decode
-memlens=target/release/memlens
-command -v perf >/dev/null || { echo "perf not found: apt-get install linux-perf" >&2; exit 1; }
-
 source bench/lib.sh
+repeats=${1:-5}
+cargo build --release --quiet -p memlens-decoders --example spe_decode
+command -v perf >/dev/null || { echo "perf not found: apt-get install linux-perf" >&2; exit 1; }
 
 python3 bench/mkperf.py spe tests/fixtures/spe-hiperf-raw/hiperf-192.wrapped.perf.data "$out/spe-big.data" 200
 python3 bench/mkperf.py pebs tests/fixtures/pebs-skx-loadlat/perf.data "$out/pebs-big.data" 20000

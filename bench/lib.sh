@@ -1,4 +1,12 @@
-# Shared by the benchmark scripts.
+# Shared by the benchmark scripts, sourced from the repository root.
+#
+# The common start: release build, output directory bench/out ($out), the
+# memlens binary ($memlens).
+out=bench/out
+mkdir -p "$out"
+cargo build --release --quiet
+memlens=target/release/memlens
+
 #
 # interleaved_medians CMD...: runs each command (a string, split on spaces) once
 # per round for $repeats rounds, round-robin so that drift in the machine's speed

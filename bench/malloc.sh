@@ -4,14 +4,9 @@
 # as ratios of median wall times. Usage: bash bench/malloc.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repeats=${1:-5}
-out=bench/out
-mkdir -p "$out"
-cargo build --release --quiet
-gcc -O2 -g bench/malloc_heavy.c -o "$out/malloc_heavy"
-memlens=target/release/memlens
-
 source bench/lib.sh
+repeats=${1:-5}
+gcc -O2 -g bench/malloc_heavy.c -o "$out/malloc_heavy"
 
 configs=("native" "memlens record (defaults)" "memlens record --unwind fp"
     "memlens record --sample-rate 64K" "memlens record --sample-rate 1 (every block)")

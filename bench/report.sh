@@ -4,10 +4,7 @@
 # memory (GNU time's maximum resident set). Usage: bash bench/report.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=bench/out
-mkdir -p "$out"
-cargo build --release --quiet
-memlens=target/release/memlens
+source bench/lib.sh
 $memlens cc -O2 -Iinclude examples/stream.c -o "$out/stream-memlens"
 rm -rf "$out/big"
 $memlens record -o "$out/big" --period 10 -- "$out/stream-memlens" >/dev/null
