@@ -12,7 +12,7 @@ pub use counters::*;
 pub use objects::*;
 
 use memlens_profile::{
-    self as profile, AccessSample, Allocation, CodeLocation, CounterReading, Frame, Meta, Region,
+    self as profile, Allocation, CodeLocation, CounterReading, Frame, Meta, Region, SampleCore,
     StaticObject, TagRange, TimelinePoint,
 };
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ pub struct Profile {
     pub tags: Vec<TagRange>,
     pub timeline: Vec<TimelinePoint>,
     pub statics: Vec<StaticObject>,
-    pub samples: Vec<AccessSample>,
+    pub samples: Vec<SampleCore>,
     pub locations: HashMap<(u32, u64), CodeLocation>,
     /// Readings of counting perf events (absent in profiles merged from several runs).
     pub counters: Vec<CounterReading>,

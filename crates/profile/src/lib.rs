@@ -193,8 +193,16 @@ pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
         path: path.clone(),
         source,
     })?;
+    // Only the row type's columns are decoded: a view with fewer columns reads less.
+    let schema = T::schema();
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.with_batch_size(1 << 16).build())
+        .and_then(|b| {
+            let wanted = parquet::arrow::ProjectionMask::columns(
+                b.parquet_schema(),
+                schema.fields().iter().map(|f| f.name().as_str()),
+            );
+            b.with_projection(wanted).with_batch_size(1 << 16).build()
+        })
         .map_err(|e| perr(e.to_string()))?;
     let mut rows = Vec::new();
     for batch in reader {

@@ -110,6 +110,22 @@ table! {
 }
 
 table! {
+    /// The columns of `samples` the analyses use, read without the others (a
+    /// third of a full row in memory). Read-only: the file is written as
+    /// [`AccessSample`].
+    SampleCore = "samples" {
+        pid: u32,
+        tid: u32,
+        time_ns: u64,
+        pc: u64,
+        address: u64,
+        is_store: bool,
+        level: u8,
+        latency: Option<u32>,
+    }
+}
+
+table! {
     /// Source location of each code address that samples refer to.
     CodeLocation = "locations" {
         pid: u32,
