@@ -87,6 +87,8 @@ pub fn report(runtime: &Path) -> String {
         min_latency: 0,
         loads: true,
         stores: true,
+        aux_kib: 0,
+        aux_watermark: 0,
     };
     let mut best = None;
     for kind in Kind::HARDWARE.into_iter().chain([Kind::PageFaults]) {

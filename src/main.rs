@@ -117,6 +117,12 @@ struct RecordArgs {
     /// PEBS load-latency threshold / SPE minimum latency, in cycles.
     #[arg(long, value_name = "CYCLES", default_value_t = 0)]
     min_latency: u64,
+    /// SPE: AUX area per CPU, KiB (rounded up to a power-of-two number of pages).
+    #[arg(long, value_name = "KIB", default_value_t = 1024)]
+    aux_size: u64,
+    /// SPE: bytes of new AUX data that wake memlens (default: half the area).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    aux_watermark: u32,
     /// Sample stores only (instrumented builds still count loads exactly).
     #[arg(long)]
     no_loads: bool,
@@ -343,6 +349,8 @@ fn record(args: RecordArgs) -> Result<i32> {
             BackendArg::PageFaults => Backend::Perf(Kind::PageFaults),
         },
         min_latency: args.min_latency,
+        aux_kib: args.aux_size,
+        aux_watermark: args.aux_watermark,
     };
     let outcome = memlens_collector::record(&cfg)?;
     // The summary needs no samples: do not read back what may be millions of them.

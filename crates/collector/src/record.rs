@@ -34,6 +34,9 @@ pub struct RecordConfig {
     pub backend: Backend,
     /// PEBS load-latency threshold / SPE minimum latency (cycles); 0 for the default.
     pub min_latency: u64,
+    /// SPE AUX area per CPU (KiB) and its wake-up watermark (bytes); 0: defaults.
+    pub aux_kib: u64,
+    pub aux_watermark: u32,
 }
 
 /// Where access samples come from.
@@ -310,6 +313,8 @@ fn choose_backend(cfg: &RecordConfig, program: &Path) -> Result<Option<Plan>> {
         min_latency: cfg.min_latency,
         loads: !cfg.no_loads,
         stores: !cfg.no_stores,
+        aux_kib: cfg.aux_kib,
+        aux_watermark: cfg.aux_watermark,
     };
     match cfg.backend {
         Backend::Software => Ok(None),
@@ -384,8 +389,14 @@ impl PerfSession {
             out.write_user(memlens_decoders::perf_data::user::AUXTRACE_INFO, &info)
                 .map_err(|e| Error::io(&path, e))?;
             if let Some(conv) = rings.first().and_then(Ring::time_conv) {
-                let body: Vec<u8> = conv.iter().flat_map(|w| w.to_le_bytes()).collect();
-                out.write_user(memlens_decoders::perf_data::user::TIME_CONV, &body)
+                // SPE stamps the generic timer; converted, it gives perf's clock.
+                // Rebased on a reading of both, it gives CLOCK_MONOTONIC, the
+                // clock of every other time in the profile.
+                let conv = match crate::perf::timer_count() {
+                    Some(count) => conv.rebased(count, now_ns()),
+                    None => conv,
+                };
+                out.write_user(memlens_decoders::perf_data::user::TIME_CONV, &conv.encode())
                     .map_err(|e| Error::io(&path, e))?;
             }
         }

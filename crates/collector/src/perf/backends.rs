@@ -42,6 +42,11 @@ pub struct Options {
     pub min_latency: u64,
     pub loads: bool,
     pub stores: bool,
+    /// SPE AUX area per CPU, KiB (rounded up to a power-of-two number of
+    /// pages); 0 for 1 MiB.
+    pub aux_kib: u64,
+    /// Bytes of new AUX data that wake the reader; 0 for the kernel's (half).
+    pub aux_watermark: u32,
 }
 
 /// The events to open on every CPU for one backend.
@@ -236,10 +241,13 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
             let mut a = base_attr(spe.type_, c.config, period, 0);
             a.config1 = c.config1;
             a.config2 = c.config2;
+            a.aux_watermark = o.aux_watermark;
+            let page = 4096;
+            let kib = if o.aux_kib > 0 { o.aux_kib } else { 1024 };
             Plan {
                 kind,
                 events: vec![(format!("{}/{terms}/", spe.name), a)],
-                aux_pages: 256,
+                aux_pages: (kib * 1024).div_ceil(page).next_power_of_two() as usize,
                 pmu_type: spe.type_,
                 period,
             }

@@ -32,16 +32,17 @@ pub struct Summary {
 /// PERF_AUXTRACE_ARM_SPE in AUXTRACE_INFO.
 const AUXTRACE_ARM_SPE: u32 = 4;
 
-/// perf's conversion of a hardware counter (SPE timestamps) to perf time.
-#[derive(Clone, Copy, Debug)]
-struct TimeConv {
-    shift: u16,
-    mult: u32,
-    zero: u64,
+/// perf's conversion of a hardware counter (SPE timestamps) to perf time: the
+/// mmap page's time_shift, time_mult and time_zero, as a TIME_CONV record holds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeConv {
+    pub shift: u16,
+    pub mult: u32,
+    pub zero: u64,
 }
 
 impl TimeConv {
-    fn to_ns(self, cycles: u64) -> u64 {
+    pub fn to_ns(self, cycles: u64) -> u64 {
         let quot = cycles >> self.shift;
         let rem = cycles & ((1u64 << self.shift) - 1);
         self.zero
@@ -55,6 +56,25 @@ impl TimeConv {
             mult: u64_at(b, 8)? as u32,
             zero: u64_at(b, 16)?,
         })
+    }
+
+    /// The body of a TIME_CONV record.
+    pub fn encode(self) -> Vec<u8> {
+        [u64::from(self.shift), u64::from(self.mult), self.zero]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect()
+    }
+
+    /// The same conversion landing on another clock: `counter` was read at
+    /// `clock_ns` of that clock.
+    pub fn rebased(self, counter: u64, clock_ns: u64) -> TimeConv {
+        TimeConv {
+            zero: self
+                .zero
+                .wrapping_add(clock_ns.wrapping_sub(self.to_ns(counter))),
+            ..self
+        }
     }
 }
 
@@ -334,5 +354,25 @@ impl Converted {
             op_subclass: subclass,
             time_ns: time_conv.map_or(ts, |t| t.to_ns(ts)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TimeConv;
+
+    #[test]
+    fn a_rebased_conversion_keeps_rates_and_lands_on_the_new_clock() {
+        // A 25 MHz generic timer as Neoverse kernels describe it: 40 ns a tick.
+        let conv = TimeConv {
+            shift: 22,
+            mult: 40 << 22,
+            zero: 123_456_789,
+        };
+        assert_eq!(conv.to_ns(1000) - conv.to_ns(0), 40_000);
+        let on_monotonic = conv.rebased(5_000_000, 9_000_000_000);
+        assert_eq!(on_monotonic.to_ns(5_000_000), 9_000_000_000);
+        assert_eq!(on_monotonic.to_ns(5_000_025), 9_000_001_000);
+        assert_eq!(TimeConv::parse(&on_monotonic.encode()), Some(on_monotonic));
     }
 }

@@ -13,6 +13,7 @@ pub mod convert;
 pub mod counters;
 pub mod pmu;
 
+use convert::TimeConv;
 use memlens_decoders::perf_data::{user, EventAttr};
 use memlens_decoders::record;
 use std::io::Write;
@@ -85,6 +86,21 @@ impl Event {
     }
 }
 
+/// The generic timer's virtual count, which SPE timestamps use.
+#[cfg(target_arch = "aarch64")]
+pub fn timer_count() -> Option<u64> {
+    let count: u64;
+    // SAFETY: CNTVCT_EL0 is readable at EL0 on Linux; isb orders the read.
+    unsafe { std::arch::asm!("isb", "mrs {}, cntvct_el0", out(reg) count) };
+    Some(count)
+}
+
+/// No generic timer (and no SPE) off aarch64.
+#[cfg(not(target_arch = "aarch64"))]
+pub fn timer_count() -> Option<u64> {
+    None
+}
+
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
@@ -128,8 +144,6 @@ impl Drop for Map {
 }
 
 // Offsets in struct perf_event_mmap_page.
-const PAGE_TIME_SHIFT: usize = 50;
-const PAGE_TIME_MULT: usize = 52;
 const PAGE_TIME_ZERO: usize = 64;
 const PAGE_CAPABILITIES: usize = 40;
 const PAGE_DATA_HEAD: usize = 1024;
@@ -200,39 +214,17 @@ impl Ring {
 
     /// perf's TIME_CONV fields from the control page, when the kernel offers
     /// them (to convert AUX timestamps to perf time).
-    pub fn time_conv(&self) -> Option<[u64; 3]> {
-        // SAFETY: reading fields of the mapped control page.
-        unsafe {
-            let caps = self
-                .map
-                .ptr
-                .add(PAGE_CAPABILITIES)
-                .cast::<u64>()
-                .read_volatile();
-            (caps & CAP_USER_TIME_ZERO != 0).then(|| {
-                [
-                    u64::from(
-                        self.map
-                            .ptr
-                            .add(PAGE_TIME_SHIFT)
-                            .cast::<u16>()
-                            .read_volatile(),
-                    ),
-                    u64::from(
-                        self.map
-                            .ptr
-                            .add(PAGE_TIME_MULT)
-                            .cast::<u32>()
-                            .read_volatile(),
-                    ),
-                    self.map
-                        .ptr
-                        .add(PAGE_TIME_ZERO)
-                        .cast::<u64>()
-                        .read_volatile(),
-                ]
-            })
-        }
+    pub fn time_conv(&self) -> Option<TimeConv> {
+        let field = |offset: usize| {
+            // SAFETY: reading a field of the mapped control page.
+            unsafe { self.map.ptr.add(offset).cast::<u64>().read_volatile() }
+        };
+        (field(PAGE_CAPABILITIES) & CAP_USER_TIME_ZERO != 0).then(|| TimeConv {
+            // time_shift (u16) and time_mult (u32) share the word at 48 with pmc_width.
+            shift: (field(48) >> 16) as u16,
+            mult: (field(48) >> 32) as u32,
+            zero: field(PAGE_TIME_ZERO),
+        })
     }
 
     /// Writes every record written since the last call to `out` (and, for
@@ -364,5 +356,69 @@ impl PipeWriter {
 
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::convert::convert;
+    use memlens_decoders::perf_data::PerfData;
+    use memlens_decoders::sample::bits;
+
+    /// What the live SPE path writes (AUXTRACE_INFO, AUX chunks as AUXTRACE
+    /// records, a PERF_RECORD_AUX flagged truncated), fed with the real hiperf
+    /// SPE bytes cut inside a record, reads back as the samples perf reported.
+    #[test]
+    fn aux_chunks_written_live_decode_as_perf_reported() {
+        let spe = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/spe-hiperf-raw/hiperf-192.spe"),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perf.data");
+        let attr = EventAttr {
+            type_: 8,
+            sample_period: 4096,
+            sample_type: bits::IP | bits::TID | bits::TIME | bits::CPU | bits::IDENTIFIER,
+            ..EventAttr::default()
+        };
+        let mut out = PipeWriter::create(&path, &[(attr, vec![42])]).unwrap();
+        let mut info = 4u32.to_le_bytes().to_vec();
+        info.extend([0u8; 20]);
+        out.write_user(user::AUXTRACE_INFO, &info).unwrap();
+        // A PERF_RECORD_AUX as the kernel writes it: offset, size, flags.
+        let mut aux = Vec::new();
+        aux.extend(record::kind::AUX.to_le_bytes());
+        aux.extend((32u32 << 16).to_le_bytes());
+        aux.extend(
+            [0u64, 192, record::aux_flag::TRUNCATED]
+                .iter()
+                .flat_map(|w| w.to_le_bytes()),
+        );
+        out.write_raw(&aux).unwrap();
+        out.write_auxtrace(0, 3, &spe[..100]).unwrap();
+        out.write_auxtrace(100, 3, &spe[100..]).unwrap();
+        out.flush().unwrap();
+        drop(out);
+
+        let bytes = std::fs::read(&path).unwrap();
+        let perf = PerfData::parse(&bytes).unwrap();
+        let mut rows = Vec::new();
+        let c = convert(&perf, |r| rows.push(r));
+        assert_eq!(c.summary.losses.aux_truncated, 1);
+        assert_eq!(c.summary.spe.records, 4);
+        let got: Vec<_> = rows
+            .iter()
+            .map(|s| (s.is_store, s.address, s.pc, s.latency, s.cpu))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (false, 0xffffffe5aead80b0, 0xffffffc08420e068, Some(8), 3),
+                (true, 0x5a812b7360, 0x59f2b9270c, Some(10), 3),
+            ]
+        );
     }
 }
