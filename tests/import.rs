@@ -247,6 +247,13 @@ fn mutated_perf_data_imports_or_fails_with_one_line_quickly() {
     let mut huge = spe.clone();
     huge[300] = 2;
     let mut inputs = vec![huge];
+    // Crashes the cargo-fuzz targets found (fuzz/run.sh), kept as regressions.
+    for entry in std::fs::read_dir(fixture("fuzz-regressions")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "data") {
+            inputs.push(std::fs::read(path).unwrap());
+        }
+    }
     let mut state = 0xfeed_beef_u64;
     for _ in 0..300 {
         let mut v = spe.clone();

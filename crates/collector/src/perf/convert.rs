@@ -50,9 +50,12 @@ impl TimeConv {
             .wrapping_add((rem.wrapping_mul(u64::from(self.mult))) >> self.shift)
     }
 
+    /// A TIME_CONV record's body; `None` when damaged (a shift of 64 or more).
     fn parse(b: &[u8]) -> Option<TimeConv> {
+        let shift = u64_at(b, 0)?;
+        (shift < 64).then_some(())?;
         Some(TimeConv {
-            shift: u64_at(b, 0)? as u16,
+            shift: shift as u16,
             mult: u64_at(b, 8)? as u32,
             zero: u64_at(b, 16)?,
         })
@@ -374,5 +377,11 @@ mod tests {
         assert_eq!(on_monotonic.to_ns(5_000_000), 9_000_000_000);
         assert_eq!(on_monotonic.to_ns(5_000_025), 9_000_001_000);
         assert_eq!(TimeConv::parse(&on_monotonic.encode()), Some(on_monotonic));
+        // Found by fuzzing: a damaged record's shift overflowed the conversion.
+        let damaged = TimeConv {
+            shift: 0xff01,
+            ..conv
+        };
+        assert_eq!(TimeConv::parse(&damaged.encode()), None);
     }
 }

@@ -219,9 +219,10 @@ impl Ring {
             // SAFETY: reading a field of the mapped control page.
             unsafe { self.map.ptr.add(offset).cast::<u64>().read_volatile() }
         };
-        (field(PAGE_CAPABILITIES) & CAP_USER_TIME_ZERO != 0).then(|| TimeConv {
+        let shift = (field(48) >> 16) as u16;
+        (field(PAGE_CAPABILITIES) & CAP_USER_TIME_ZERO != 0 && shift < 64).then(|| TimeConv {
             // time_shift (u16) and time_mult (u32) share the word at 48 with pmc_width.
-            shift: (field(48) >> 16) as u16,
+            shift,
             mult: (field(48) >> 32) as u32,
             zero: field(PAGE_TIME_ZERO),
         })
