@@ -193,3 +193,25 @@ fn counters_agree_with_the_kernels_other_accounts() {
     );
     assert!(counted >= PAGES as f64, "{counted}");
 }
+
+#[test]
+fn samples_survive_memlens_being_killed() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let script = format!("{}; exec sleep 3", program("first_touch"));
+    let mut child = Command::new(common::memlens())
+        .env("MEMLENS_RUNTIME", common::runtime())
+        .args(["record", "--backend", "page-faults", "-o"])
+        .arg(&p)
+        .args(["--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // first_touch is done well within a second; memlens drains every 10 ms.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let report = report_json(&p);
+    let block = named(&report["access"]["objects"], "main (first_touch.c:14)");
+    assert!(block["samples"].as_u64().unwrap() >= PAGES - 2, "{block}");
+}

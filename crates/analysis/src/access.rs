@@ -201,7 +201,10 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);
     }
 
-    let mut per_object: HashMap<Option<usize>, (u64, u64, HashMap<u64, u64>)> = HashMap::new();
+    // Per object: loads, stores, and samples per (pid, pc): the unattributed
+    // samples mix processes, each PC is labelled in its own.
+    let mut per_object: HashMap<Option<usize>, (u64, u64, HashMap<(u32, u64), u64>)> =
+        HashMap::new();
     let mut per_region: HashMap<usize, HashMap<Option<usize>, u64>> = HashMap::new();
     attribute(p, objects, |i, hit, regions| {
         let s = &p.samples[i];
@@ -212,7 +215,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         } else {
             e.0 += 1;
         }
-        *e.2.entry(s.pc).or_default() += 1;
+        *e.2.entry((s.pid, s.pc)).or_default() += 1;
         for &r in regions {
             *per_region.entry(r).or_default().entry(object).or_default() += 1;
         }
@@ -228,7 +231,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             let pid = key.map_or(0, |k| objects.list[k].pid);
             let mut lines: Vec<(String, u64)> = Vec::new();
             let mut by_label: HashMap<String, u64> = HashMap::new();
-            for (pc, n) in pcs {
+            for ((pid, pc), n) in pcs {
                 *by_label.entry(location_label(p, pid, pc)).or_default() += n;
             }
             lines.extend(by_label);

@@ -417,11 +417,14 @@ impl PerfSession {
         })
     }
 
-    /// Saves what the rings hold; a write error surfaces at the final flush.
+    /// Saves what the rings hold, flushed each time: if memlens is killed, the
+    /// samples up to the last interval stay readable. A write error surfaces at
+    /// the final flush.
     fn drain(&mut self) {
         for ring in &mut self.rings {
             let _ = ring.drain(&mut self.out);
         }
+        let _ = self.out.flush();
     }
 }
 
