@@ -170,6 +170,10 @@ pub fn period_unit(sources: &[String]) -> &'static str {
     }
 }
 
+/// An object's load and store samples, and samples per (pid, pc): the
+/// unattributed samples mix processes, each PC is labelled in its own.
+type ObjectTally = (u64, u64, HashMap<(u32, u64), u64>);
+
 pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
     let sources = sample_sources(&p.meta);
     let available = !sources.is_empty();
@@ -201,10 +205,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);
     }
 
-    // Per object: loads, stores, and samples per (pid, pc): the unattributed
-    // samples mix processes, each PC is labelled in its own.
-    let mut per_object: HashMap<Option<usize>, (u64, u64, HashMap<(u32, u64), u64>)> =
-        HashMap::new();
+    let mut per_object: HashMap<Option<usize>, ObjectTally> = HashMap::new();
     let mut per_region: HashMap<usize, HashMap<Option<usize>, u64>> = HashMap::new();
     attribute(p, objects, |i, hit, regions| {
         let s = &p.samples[i];
