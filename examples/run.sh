@@ -22,3 +22,4 @@ $memlens record -o examples/out/stream-profile -- examples/out/stream
 $memlens report examples/out/stream-profile
 $memlens plot scatter examples/out/stream-profile -o examples/out/scatter.png
 $memlens plot bandwidth examples/out/stream-profile -o examples/out/bandwidth.png
+$memlens plot counters examples/out/stream-profile -o examples/out/counters.png

@@ -202,6 +202,14 @@ enum PlotKind {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Counting perf events over time (CPU time, page faults, instructions,
+    /// memory traffic), one panel each, regions shaded.
+    Counters {
+        dir: PathBuf,
+        /// Output image: .png or .svg.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
 }
 
 fn main() {
@@ -226,13 +234,15 @@ fn run(cli: Cli) -> Result<i32> {
             let (dir, output) = match &kind {
                 PlotKind::Capacity { dir, output }
                 | PlotKind::Scatter { dir, output }
-                | PlotKind::Bandwidth { dir, output } => (dir, output),
+                | PlotKind::Bandwidth { dir, output }
+                | PlotKind::Counters { dir, output } => (dir, output),
             };
             let p = load(dir)?;
             match kind {
                 PlotKind::Capacity { .. } => memlens_present::plot_capacity(&p, output)?,
                 PlotKind::Scatter { .. } => memlens_present::plot_scatter(&p, output)?,
                 PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(&p, output)?,
+                PlotKind::Counters { .. } => memlens_present::plot_counters(&p, output)?,
             }
             eprintln!("memlens: wrote {}", output.display());
             Ok(0)
