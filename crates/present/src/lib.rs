@@ -4,8 +4,7 @@ mod plot;
 mod report;
 
 pub use plot::{
-    bandwidth_series, counter_rates, plot_bandwidth, plot_capacity, plot_counters, plot_scatter,
-    PlotError,
+    bandwidth_series, plot_bandwidth, plot_capacity, plot_counters, plot_scatter, PlotError,
 };
 pub use report::{build_report, render_text, Report};
 

@@ -360,9 +360,14 @@ pub fn plot_counters(p: &Profile, out: &Path) -> Result<(), PlotError> {
     render!(out, draw_counters(p))
 }
 
-/// (seconds, rate per second) between consecutive readings of each counter,
-/// with its unit.
-pub fn counter_rates(p: &Profile) -> Vec<(String, String, Vec<(f64, f64)>)> {
+/// A counter's rate between consecutive readings: (seconds, per second).
+struct CounterRates {
+    name: String,
+    unit: String,
+    rates: Vec<(f64, f64)>,
+}
+
+fn counter_rates(p: &Profile) -> Vec<CounterRates> {
     analysis::counter_series(p)
         .into_iter()
         .map(|(name, series)| {
@@ -375,7 +380,7 @@ pub fn counter_rates(p: &Profile) -> Vec<(String, String, Vec<(f64, f64)>)> {
                     (w[1].time_ns as f64 / 1e9, (w[1].value - w[0].value) / dt)
                 })
                 .collect();
-            (name, unit, rates)
+            CounterRates { name, unit, rates }
         })
         .collect()
 }
@@ -398,7 +403,7 @@ where
     ))
     .map_err(drawing_error)?;
     let regions = top_level_regions(p);
-    for (i, (panel, (name, unit, rates))) in rest
+    for (i, (panel, CounterRates { name, unit, rates })) in rest
         .split_evenly((series.len(), 1))
         .into_iter()
         .zip(&series)
