@@ -346,6 +346,16 @@ impl<'a> PerfData<'a> {
         })
     }
 
+    /// A sample's time, read at its fixed offset when every event puts it at
+    /// the same place (the usual case), else from a full parse.
+    pub fn sample_time(&self, body: &[u8]) -> Option<u64> {
+        let first = self.layouts.first()?.time_offset();
+        if first.is_some() && self.layouts.iter().all(|l| l.time_offset() == first) {
+            return u64_at(body, first?);
+        }
+        self.sample(body)?.1.ok()?.time
+    }
+
     pub fn feature(&self, bit: u32) -> Option<&'a [u8]> {
         self.features.get(&bit).copied()
     }

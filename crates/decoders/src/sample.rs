@@ -131,6 +131,19 @@ impl<'a> Reader<'a> {
 }
 
 impl Layout {
+    /// Where TIME lies in a sample body: only fixed-size fields (IDENTIFIER,
+    /// IP, TID) come before it. `None` without TIME.
+    pub fn time_offset(&self) -> Option<usize> {
+        use bits::*;
+        (self.sample_type & TIME != 0).then(|| {
+            [IDENTIFIER, IP, TID]
+                .iter()
+                .filter(|&&b| self.sample_type & b != 0)
+                .count()
+                * 8
+        })
+    }
+
     /// Parses a little-endian sample body (the record without its 8-byte header).
     pub fn parse<'a>(&self, body: &'a [u8]) -> Result<Sample<'a>, Truncated> {
         use bits::*;

@@ -82,6 +82,12 @@ impl<T: Table> TableWriter<T> {
             "begin_ns",
             "end_ns",
             "phys_addr",
+            // Samples: code addresses and latencies vary too much to pay back.
+            "pc",
+            "latency",
+            "issue_latency",
+            "translation_latency",
+            "data_src",
         ] {
             props = props.set_column_dictionary_enabled(unique.into(), false);
         }

@@ -107,9 +107,7 @@ pub fn first_time(perf: &PerfData<'_>) -> Option<u64> {
     let mut buffers_done = HashSet::new();
     for item in perf.items().map_while(Result::ok) {
         let t = match item {
-            Item::Record(r) if r.kind == record::kind::SAMPLE => {
-                perf.sample(r.body).and_then(|(_, s)| s.ok()?.time)
-            }
+            Item::Record(r) if r.kind == record::kind::SAMPLE => perf.sample_time(r.body),
             Item::Record(r) if r.kind == user::TIME_CONV => {
                 time_conv = TimeConv::parse(r.body);
                 None
