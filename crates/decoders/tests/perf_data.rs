@@ -41,6 +41,7 @@ fn ours(bytes: &[u8]) -> (Vec<(u32, u64, u64)>, Vec<String>) {
         if r.kind == kind::SAMPLE {
             let (_, s) = perf.sample(r.body).unwrap();
             let s = s.unwrap();
+            assert_eq!(perf.sample_time(r.body), s.time);
             samples.push((s.tid.unwrap(), s.ip.unwrap(), s.addr.unwrap()));
         } else if let Some(Parsed::Comm { name, .. }) = r.parse() {
             comms.push(String::from_utf8_lossy(name).into_owned());
