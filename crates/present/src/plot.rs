@@ -117,6 +117,11 @@ fn top_level_regions(p: &Profile) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
+/// The time axis' end: the run's duration in seconds (never zero).
+fn run_seconds(p: &Profile) -> f64 {
+    (p.meta.clock.duration_ns as f64 / 1e9).max(1e-3)
+}
+
 fn title(what: &str, p: &Profile) -> String {
     let program = p
         .meta
@@ -197,7 +202,7 @@ where
         })
         .collect();
     let bands = names.len().max(1) as f64;
-    let x_max = (p.meta.clock.duration_ns as f64 / 1e9).max(1e-3);
+    let x_max = run_seconds(p);
     area.fill(&WHITE).map_err(drawing_error)?;
     let (left, right) = area.split_horizontally(280);
     let mut chart = ChartBuilder::on(&right)
@@ -303,7 +308,7 @@ where
     DB::ErrorType: 'static,
 {
     let series = bandwidth_series(p);
-    let x_max = (p.meta.clock.duration_ns as f64 / 1e9).max(1e-3);
+    let x_max = run_seconds(p);
     let y_max = series
         .iter()
         .map(|s| s.1.max(s.2))
@@ -393,7 +398,7 @@ where
     DB::ErrorType: 'static,
 {
     let series = counter_rates(p);
-    let x_max = (p.meta.clock.duration_ns as f64 / 1e9).max(1e-3);
+    let x_max = run_seconds(p);
     area.fill(&WHITE).map_err(drawing_error)?;
     let (top, rest) = area.split_vertically(40);
     top.draw(&Text::new(
