@@ -83,6 +83,9 @@ impl EventAttr {
     /// Reads an attr of any version (64 bytes and up); fields the writer's
     /// version did not have stay zero.
     pub fn parse(b: &[u8]) -> Option<EventAttr> {
+        if b.len() < 64 {
+            return None; // shorter than the first attr version
+        }
         let size = (u32_at(b, 4)? as usize).clamp(64, b.len());
         let b = &b[..size];
         Some(EventAttr {
