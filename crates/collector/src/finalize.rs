@@ -866,12 +866,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         locations.push(symbolizer.location(pid, pc, modules, false));
     });
     if let Some(perf) = &perf {
-        losses.lost_samples += perf.losses.lost_samples;
-        losses.throttled += perf.losses.throttled;
-        losses.aux_truncated += perf.losses.aux_truncated;
-        losses.aux_partial += perf.losses.aux_partial;
-        losses.aux_collisions += perf.losses.aux_collisions;
-        losses.decode_errors += perf.losses.decode_errors;
+        losses.add(&perf.losses);
         last_time = last_time.max(perf.last_ns);
     }
     sinks.allocations.finish()?;

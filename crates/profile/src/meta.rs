@@ -94,32 +94,36 @@ pub struct Losses {
 }
 
 impl Losses {
+    /// Every count, in field order (for adding and totalling them).
+    fn counts_mut(&mut self) -> [&mut u64; 11] {
+        [
+            &mut self.dropped_events,
+            &mut self.untracked_allocs,
+            &mut self.truncated_blocks,
+            &mut self.unmatched_frees,
+            &mut self.missed_ticks,
+            &mut self.lost_samples,
+            &mut self.throttled,
+            &mut self.aux_truncated,
+            &mut self.aux_partial,
+            &mut self.aux_collisions,
+            &mut self.decode_errors,
+        ]
+    }
+
+    /// Adds `o`'s counts; saturating, since some come from damaged files.
     pub fn add(&mut self, o: &Losses) {
-        self.dropped_events += o.dropped_events;
-        self.untracked_allocs += o.untracked_allocs;
-        self.truncated_blocks += o.truncated_blocks;
-        self.unmatched_frees += o.unmatched_frees;
-        self.missed_ticks += o.missed_ticks;
-        self.lost_samples += o.lost_samples;
-        self.throttled += o.throttled;
-        self.aux_truncated += o.aux_truncated;
-        self.aux_partial += o.aux_partial;
-        self.aux_collisions += o.aux_collisions;
-        self.decode_errors += o.decode_errors;
+        let mut o = o.clone();
+        for (mine, theirs) in self.counts_mut().into_iter().zip(o.counts_mut()) {
+            *mine = mine.saturating_add(*theirs);
+        }
     }
 
     pub fn total(&self) -> u64 {
-        self.dropped_events
-            + self.untracked_allocs
-            + self.truncated_blocks
-            + self.unmatched_frees
-            + self.missed_ticks
-            + self.lost_samples
-            + self.throttled
-            + self.aux_truncated
-            + self.aux_partial
-            + self.aux_collisions
-            + self.decode_errors
+        self.clone()
+            .counts_mut()
+            .into_iter()
+            .fold(0u64, |sum, n| sum.saturating_add(*n))
     }
 }
 

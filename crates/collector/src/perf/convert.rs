@@ -215,7 +215,9 @@ pub fn convert(perf: &PerfData<'_>, mut emit: impl FnMut(AccessSample)) -> Conve
                     path,
                 }) => c.add_mapping(pid, start, len, pgoff, path),
                 Some(Parsed::Lost { count } | Parsed::LostSamples { count }) => {
-                    c.summary.losses.lost_samples += count
+                    // Saturating: a damaged record may claim any count.
+                    c.summary.losses.lost_samples =
+                        c.summary.losses.lost_samples.saturating_add(count)
                 }
                 Some(Parsed::Throttle) => c.summary.losses.throttled += 1,
                 Some(Parsed::Aux { flags, .. }) => {
