@@ -88,8 +88,17 @@ pub fn probe() -> Vec<(Spec, Result<(), Unavailable>)> {
     specs.extend(memory_traffic());
     specs
         .into_iter()
-        .map(|spec| {
-            let check = open_once(&spec);
+        .map(|mut spec| {
+            let mut check = open_once(&spec);
+            if check.is_err() && spec.attr.flags & flag::EXCLUDE_KERNEL == 0 {
+                // Under perf_event_paranoid 2 an unprivileged user may count
+                // only user space: CPU time then excludes the kernel's share.
+                spec.attr.flags |= flag::EXCLUDE_KERNEL;
+                if open_once(&spec).is_ok() {
+                    spec.method = "measured (user space only: perf_event_paranoid)".into();
+                    check = Ok(());
+                }
+            }
             (spec, check)
         })
         .collect()
