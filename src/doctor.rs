@@ -5,8 +5,6 @@
 use crate::compile;
 use memlens_collector::perf::backends::{self, Kind, Options};
 use memlens_collector::perf::counters;
-use memlens_collector::perf::Event;
-use memlens_decoders::perf_data::{flag, EventAttr};
 use std::path::Path;
 
 /// One check's outcome: `Ok(detail)` or `Err((reason, fix))`.
@@ -25,23 +23,6 @@ fn line(out: &mut String, name: &str, check: &Check) {
     }
 }
 
-/// A counting event of `type_`/`config` opened on memlens itself.
-fn counting(name: &str, type_: u32, config: u64) -> Check {
-    let attr = EventAttr {
-        type_,
-        config,
-        flags: flag::DISABLED | flag::EXCLUDE_KERNEL | flag::EXCLUDE_HV,
-        ..EventAttr::default()
-    };
-    match Event::open(&attr, 0, -1) {
-        Ok(_) => Ok(format!("{name} opens")),
-        Err(e) => {
-            let u = backends::open_error(name, &e);
-            Err((u.reason, u.fix))
-        }
-    }
-}
-
 pub fn report(runtime: &Path) -> String {
     let mut out = String::new();
     let kernel = memlens_collector::sysinfo::kernel();
@@ -52,16 +33,41 @@ pub fn report(runtime: &Path) -> String {
         memlens_collector::sysinfo::cpu_model(),
         paranoid.map_or("unknown".into(), |p| p.to_string())
     ));
+    // The counters answer for perf events in general (task-clock) and for a
+    // hardware PMU (instructions).
+    let counters: Vec<(counters::Spec, Check)> = counters::probe()
+        .into_iter()
+        .map(|(spec, opened)| {
+            let check = opened
+                .map(|_| spec.method.clone())
+                .map_err(|u| (u.reason, u.fix));
+            (spec, check)
+        })
+        .collect();
+    let counter = |name: &str| {
+        counters
+            .iter()
+            .find(|(spec, _)| spec.name == name)
+            .map(|(_, check)| check.clone())
+            .expect("counters::probe lists task-clock and instructions")
+    };
     out.push_str("PERF EVENTS\n");
-    // PERF_TYPE_SOFTWARE / PERF_COUNT_SW_TASK_CLOCK, PERF_TYPE_HARDWARE / INSTRUCTIONS.
-    line(&mut out, "perf_event_open", &counting("task-clock", 1, 1));
-    let pmu = counting("instructions", 0, 1).map_err(|(reason, _)| {
+    line(
+        &mut out,
+        "perf_event_open",
+        &counter("task-clock").map(|_| "task-clock opens".to_string()),
+    );
+    let pmu = counter("instructions").map_err(|(reason, _)| {
         (
             format!("no hardware PMU events ({reason})"),
             "run on bare metal, or give the VM a virtual PMU (KVM: -cpu host,pmu=on; VMware: virtualize CPU performance counters; cloud: a bare-metal or PMU-enabled instance type)".into(),
         )
     });
-    line(&mut out, "hardware PMU", &pmu);
+    line(
+        &mut out,
+        "hardware PMU",
+        &pmu.map(|_| "instructions opens".to_string()),
+    );
 
     out.push_str("\nACCESS SAMPLING BACKENDS\n");
     let sancov: Check = match (compile::find_clang(false), runtime.is_file()) {
@@ -105,11 +111,8 @@ pub fn report(runtime: &Path) -> String {
     }
 
     out.push_str("\nCOUNTERS (read every interval by memlens record)\n");
-    for (spec, check) in counters::probe() {
-        let check = check
-            .map(|()| spec.method.clone())
-            .map_err(|u| (u.reason, u.fix));
-        line(&mut out, &spec.name, &check);
+    for (spec, check) in &counters {
+        line(&mut out, &spec.name, check);
     }
 
     out.push_str("\nMEMLENS RECORD WILL USE\n");

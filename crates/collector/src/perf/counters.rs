@@ -54,8 +54,9 @@ fn program(name: &str, attr: EventAttr, scale: f64, unit: &'static str, method: 
     }
 }
 
-/// Every counter memlens knows, each with whether this machine can open it.
-pub fn probe() -> Vec<(Spec, Result<(), Unavailable>)> {
+/// Every counter memlens knows, opened (disabled, on memlens or on its CPUs)
+/// where this machine allows it, else why not.
+pub fn probe() -> Vec<(Spec, Result<Vec<Event>, Unavailable>)> {
     let mut specs = vec![
         // task-clock counts in kernel context too: it is CPU time, not an event.
         {
@@ -89,17 +90,17 @@ pub fn probe() -> Vec<(Spec, Result<(), Unavailable>)> {
     specs
         .into_iter()
         .map(|mut spec| {
-            let mut check = open_once(&spec);
-            if check.is_err() && spec.attr.flags & flag::EXCLUDE_KERNEL == 0 {
+            let mut opened = open(&spec);
+            if opened.is_err() && spec.attr.flags & flag::EXCLUDE_KERNEL == 0 {
                 // Under perf_event_paranoid 2 an unprivileged user may count
                 // only user space: CPU time then excludes the kernel's share.
                 spec.attr.flags |= flag::EXCLUDE_KERNEL;
-                if open_once(&spec).is_ok() {
+                if let Ok(events) = open(&spec) {
                     spec.method = "measured (user space only: perf_event_paranoid)".into();
-                    check = Ok(());
+                    opened = Ok(events);
                 }
             }
-            (spec, check)
+            (spec, opened)
         })
         .collect()
 }
@@ -156,12 +157,19 @@ fn memory_traffic() -> Vec<Spec> {
     )]
 }
 
-fn open_once(spec: &Spec) -> Result<(), Unavailable> {
-    let cpu = spec.cpus.first().map_or(-1, |&c| c as i32);
-    let pid = if spec.cpus.is_empty() { 0 } else { -1 };
-    Event::open(&spec.attr, pid, cpu)
-        .map(|_| ())
-        .map_err(|e| backends::open_error(&spec.name, &e))
+/// A counter's events: one on memlens (the program's count), or one on each
+/// of its CPUs (a machine-wide count).
+fn open(spec: &Spec) -> Result<Vec<Event>, Unavailable> {
+    let fail = |e| backends::open_error(&spec.name, &e);
+    if spec.cpus.is_empty() {
+        return Event::open(&spec.attr, 0, -1)
+            .map(|e| vec![e])
+            .map_err(fail);
+    }
+    spec.cpus
+        .iter()
+        .map(|&cpu| Event::open(&spec.attr, -1, cpu as i32).map_err(fail))
+        .collect()
 }
 
 /// The opened counters: per spec, one event (program) or one per CPU (machine).
@@ -176,26 +184,14 @@ impl Counters {
     pub fn open_available() -> Counters {
         let mut specs = Vec::new();
         let mut events = Vec::new();
-        for (spec, check) in probe() {
-            if check.is_err() {
-                continue;
+        for (spec, opened) in probe() {
+            let Ok(opened) = opened else { continue };
+            if !spec.cpus.is_empty() {
+                // Machine-wide counts start now, not at an exec.
+                opened.iter().for_each(Event::enable);
             }
-            let opened: Option<Vec<Event>> = if spec.cpus.is_empty() {
-                Event::open(&spec.attr, 0, -1).ok().map(|e| vec![e])
-            } else {
-                spec.cpus
-                    .iter()
-                    .map(|&cpu| Event::open(&spec.attr, -1, cpu as i32).ok())
-                    .collect()
-            };
-            if let Some(opened) = opened {
-                if !spec.cpus.is_empty() {
-                    // Machine-wide counts start now, not at an exec.
-                    opened.iter().for_each(Event::enable);
-                }
-                specs.push(spec);
-                events.push(opened);
-            }
+            specs.push(spec);
+            events.push(opened);
         }
         Counters { specs, events }
     }
