@@ -7,7 +7,7 @@
 //! was published, so a target that crashed or was killed still gives a profile up
 //! to that point; blocks cut short are counted as losses.
 
-use crate::perf::convert::convert;
+use crate::perf::convert::{convert_into, Streamed};
 use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
 use memlens_decoders::perf_data::PerfData;
@@ -860,13 +860,17 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         tags.extend(built.tags);
         timeline.extend(built.timeline);
     }
-    let perf = perf_samples(&raw_dir, t0, &mut sinks.samples, |pid, pc| {
-        let modules = modules_of.get(&pid).map_or(&[][..], Vec::as_slice);
-        // A PMU's or the kernel's sample names the instruction itself.
-        locations.push(symbolizer.location(pid, pc, modules, false));
-    });
+    let perf = perf_samples(&raw_dir, t0, &mut sinks.samples);
     if let Some(perf) = &perf {
-        losses.add(&perf.losses);
+        let mut code: Vec<&(u32, u64)> = perf.code.iter().collect();
+        code.sort_unstable();
+        for &(pid, pc) in code {
+            let modules = modules_of.get(&pid).map_or(&[][..], Vec::as_slice);
+            // A PMU's or the kernel's sample names the instruction itself.
+            locations.push(symbolizer.location(pid, pc, modules, false));
+        }
+        losses.add(&perf.converted.summary.losses);
+        losses.decode_errors += u64::from(perf.converted.damage.is_some());
         last_time = last_time.max(perf.last_ns);
     }
     sinks.allocations.finish()?;
@@ -885,7 +889,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
         backend: {
             let mut b: Vec<String> = vec!["preload".into(), "procfs".into()];
             match &perf {
-                Some(perf) => b.extend(perf.backends.iter().cloned()),
+                Some(perf) => b.extend(perf.converted.backend_names()),
                 None if images.iter().any(|l| l.instrumented) => b.push("sancov".into()),
                 None => {}
             }
@@ -930,51 +934,14 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     Ok(meta)
 }
 
-/// What a perf backend's samples added to the profile.
-struct PerfSamples {
-    backends: Vec<String>,
-    period: u64,
-    losses: Losses,
-    last_ns: u64,
-}
-
-/// Converts the perf backend's `raw/perf.data` (if the run had one) into sample
-/// rows; `locate` sees each distinct (pid, pc) once.
-fn perf_samples(
-    raw_dir: &Path,
-    t0: u64,
-    sink: &mut TableWriter<AccessSample>,
-    mut locate: impl FnMut(u32, u64),
-) -> Option<PerfSamples> {
+/// The perf backend's `raw/perf.data` (if the run had one), streamed into the
+/// samples table.
+fn perf_samples(raw_dir: &Path, t0: u64, sink: &mut TableWriter<AccessSample>) -> Option<Streamed> {
     let file = std::fs::File::open(raw_dir.join(crate::record::PERF_DATA)).ok()?;
     // SAFETY: read-only map of a file nothing writes any more.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     let perf = PerfData::parse(&map).ok()?;
-    let mut seen = std::collections::HashSet::new();
-    let mut last_ns = 0;
-    let c = convert(&perf, |mut row| {
-        row.time_ns = row.time_ns.saturating_sub(t0);
-        last_ns = last_ns.max(row.time_ns);
-        if seen.insert((row.pid, row.pc)) {
-            locate(row.pid, row.pc);
-        }
-        sink.push(row);
-    });
-    let mut losses = c.summary.losses;
-    losses.decode_errors += u64::from(c.damage.is_some());
-    let mut backends: Vec<String> = c.backends.iter().map(|b| b.to_string()).collect();
-    backends.sort();
-    Some(PerfSamples {
-        backends,
-        period: perf
-            .events
-            .iter()
-            .filter_map(|e| e.attr.period())
-            .max()
-            .unwrap_or(0),
-        losses,
-        last_ns,
-    })
+    Some(convert_into(&perf, t0, sink))
 }
 
 #[cfg(test)]

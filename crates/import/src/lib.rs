@@ -11,7 +11,7 @@ mod csv;
 pub use csv::export_csv;
 
 pub use memlens_collector::perf::convert::Summary as ImportSummary;
-use memlens_collector::perf::convert::{convert, first_time, Converted, Summary};
+use memlens_collector::perf::convert::{convert_into, first_time, Streamed, Summary};
 use memlens_collector::symbols::{LoadedModule, Symbolizer};
 use memlens_decoders::perf_data::{feature, PerfData};
 use memlens_profile::{self as profile, AccessSample, CodeLocation, Meta, Module, Process};
@@ -55,15 +55,9 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     // first sample's.
     let start = first_time(&perf).unwrap_or(0);
     let mut writer = profile::TableWriter::<AccessSample>::create(out)?;
-    let mut end = 0;
-    let mut code = rustc_hash::FxHashSet::default();
-    let c = convert(&perf, |mut row| {
-        row.time_ns = row.time_ns.saturating_sub(start);
-        end = end.max(row.time_ns);
-        code.insert((row.pid, row.pc));
-        writer.push(row);
-    });
+    let streamed = convert_into(&perf, start, &mut writer);
     writer.finish()?;
+    let c = &streamed.converted;
     if c.samples == 0 {
         // Nothing to keep: leave no half-written profile behind.
         let _ = std::fs::remove_file(profile::table_path::<AccessSample>(out));
@@ -99,13 +93,11 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
         text(feature::OSRELEASE),
     );
     let command = perf.cmdline();
-    let periods = perf.events.iter().filter_map(|e| e.attr.period());
-    let period = periods.max().unwrap_or(0);
-    let access_period = if c.spe_seen { 0 } else { period };
+    let access_period = if c.spe_seen { 0 } else { streamed.period };
     write(
-        c,
+        streamed,
+        start,
         out,
-        Span { start, end, code },
         Meta {
             format_version: profile::FORMAT_VERSION,
             memlens_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -125,17 +117,20 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     )
 }
 
-/// The samples' time span and the code locations they hit.
-struct Span {
+/// Writes the tables other than the samples, and meta.json; the samples'
+/// times are relative to `start`.
+fn write(
+    streamed: Streamed,
     start: u64,
-    /// The last sample's time, relative to `start`.
-    end: u64,
-    code: rustc_hash::FxHashSet<(u32, u64)>,
-}
-
-/// Writes the tables other than the samples, and meta.json.
-fn write(mut c: Converted, out: &Path, span: Span, mut meta: Meta) -> Result<Summary, ImportError> {
-    let Span { start, end, code } = span;
+    out: &Path,
+    mut meta: Meta,
+) -> Result<Summary, ImportError> {
+    let Streamed {
+        converted: mut c,
+        last_ns: end,
+        code,
+        ..
+    } = streamed;
     // Symbolize only against files that are the ones recorded: a library of
     // the same path on this machine is usually another build. Each path is
     // checked once, however many processes mapped it.
@@ -200,8 +195,7 @@ fn write(mut c: Converted, out: &Path, span: Span, mut meta: Meta) -> Result<Sum
     profile::write_table::<profile::TimelinePoint>(out, &[])?;
     profile::write_table::<profile::StaticObject>(out, &[])?;
 
-    let mut backends: Vec<String> = c.backends.iter().map(|b| b.to_string()).collect();
-    backends.sort();
+    let mut backends = c.backend_names();
     backends.push("perf.data import".into());
     meta.backend = backends.clone();
     meta.clock = profile::Clock {

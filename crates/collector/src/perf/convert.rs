@@ -10,7 +10,7 @@ use memlens_decoders::perf_data::{feature, u32_at, u64_at, user, DamagedRecord, 
 use memlens_decoders::record::{self, aux_flag, Parsed};
 use memlens_decoders::sample;
 use memlens_decoders::spe::{self, RecordDecoder};
-use memlens_profile::{AccessSample, Losses};
+use memlens_profile::{AccessSample, Losses, TableWriter};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 const TYPE_SOFTWARE: u32 = 1;
@@ -132,6 +132,41 @@ pub fn first_time(perf: &PerfData<'_>) -> Option<u64> {
     first
 }
 
+/// A perf.data's samples streamed into a samples table.
+pub struct Streamed {
+    pub converted: Converted,
+    /// The last sample's time, relative to the start given.
+    pub last_ns: u64,
+    /// Every (pid, pc) the samples hit, for symbolization.
+    pub code: rustc_hash::FxHashSet<(u32, u64)>,
+    /// The largest fixed sampling period of the recording's events (0: none).
+    pub period: u64,
+}
+
+/// Converts `perf` straight into `sink`, times made relative to `start_ns`.
+pub fn convert_into(
+    perf: &PerfData<'_>,
+    start_ns: u64,
+    sink: &mut TableWriter<AccessSample>,
+) -> Streamed {
+    let mut last_ns = 0;
+    // Per-sample lookups: a fast hash (keys are our own pids and PCs).
+    let mut code = rustc_hash::FxHashSet::default();
+    let converted = convert(perf, |mut row| {
+        row.time_ns = row.time_ns.saturating_sub(start_ns);
+        last_ns = last_ns.max(row.time_ns);
+        code.insert((row.pid, row.pc));
+        sink.push(row);
+    });
+    let period = perf.events.iter().filter_map(|e| e.attr.period()).max();
+    Streamed {
+        converted,
+        last_ns,
+        code,
+        period: period.unwrap_or(0),
+    }
+}
+
 /// Converts every record of `perf`, handing each load/store sample to `emit`
 /// with its perf time in `time_ns`; a damaged record ends the stream and is
 /// kept in `damage`, with what precedes it converted.
@@ -243,6 +278,13 @@ pub fn convert(perf: &PerfData<'_>, mut emit: impl FnMut(AccessSample)) -> Conve
 }
 
 impl Converted {
+    /// The sampling backends found, sorted.
+    pub fn backend_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.backends.iter().map(|b| b.to_string()).collect();
+        names.sort();
+        names
+    }
+
     fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &[u8]) {
         let path = String::from_utf8_lossy(path).into_owned();
         let module = LoadedModule {
