@@ -230,72 +230,58 @@ impl Ring {
 
     /// Writes every record written since the last call to `out` (and, for
     /// PERF_RECORD_AUX, the AUX bytes it announces as an AUXTRACE record), then
-    /// frees their space. Returns the number of records.
-    pub fn drain(&mut self, out: &mut PipeWriter) -> std::io::Result<u64> {
+    /// frees their space.
+    pub fn drain(&mut self, out: &mut PipeWriter) -> std::io::Result<()> {
         let head = self.word(PAGE_DATA_HEAD).load(Ordering::Acquire);
         let mut tail = self.word(PAGE_DATA_TAIL).load(Ordering::Relaxed);
         let data = self.map.ptr.wrapping_add(page_size());
-        let mut n = 0;
         while tail < head {
             let at = (tail % self.data_size as u64) as usize;
             let mut header = [0u8; 8];
-            self.copy_out(data, at, &mut header);
+            // SAFETY: the data area is `data_size` mapped bytes.
+            unsafe { copy_wrapped(data, self.data_size, at, &mut header) };
             let Some(h) = record::header(&header, 0).filter(|h| h.size >= 8) else {
                 break; // cannot happen with a kernel-written buffer; stop rather than spin
             };
             let mut rec = std::mem::take(&mut self.scratch);
             rec.resize(h.size as usize, 0);
-            self.copy_out(data, at, &mut rec);
+            // SAFETY: as above.
+            unsafe { copy_wrapped(data, self.data_size, at, &mut rec) };
             out.write_raw(&rec)?;
-            if h.kind == record::kind::AUX {
-                self.forward_aux(&rec[8..], out)?;
+            let parsed = record::Record {
+                kind: h.kind,
+                misc: h.misc,
+                body: &rec[8..],
+            }
+            .parse();
+            if let Some(record::Parsed::Aux { offset, size, .. }) = parsed {
+                self.forward_aux(offset, size, out)?;
             }
             self.scratch = rec;
             tail += u64::from(h.size);
-            n += 1;
         }
         fence(Ordering::Release);
         self.word(PAGE_DATA_TAIL).store(tail, Ordering::Release);
-        Ok(n)
-    }
-
-    fn copy_out(&self, data: *mut u8, at: usize, dst: &mut [u8]) {
-        let first = dst.len().min(self.data_size - at);
-        // SAFETY: both pieces lie inside the mapped data area.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.add(at), dst.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(data, dst[first..].as_mut_ptr(), dst.len() - first);
-        }
+        Ok(())
     }
 
     /// Copies the AUX bytes a PERF_RECORD_AUX announces into an AUXTRACE record.
-    fn forward_aux(&mut self, body: &[u8], out: &mut PipeWriter) -> std::io::Result<()> {
-        let (Some(aux), Some(record::Parsed::Aux { offset, size, .. })) = (
-            &self.aux,
-            (record::Record {
-                kind: record::kind::AUX,
-                misc: 0,
-                body,
-            })
-            .parse(),
-        ) else {
+    fn forward_aux(&mut self, offset: u64, size: u64, out: &mut PipeWriter) -> std::io::Result<()> {
+        let Some(aux) = &self.aux else {
             return Ok(());
         };
-        let len = aux.len as u64;
-        let size = size.min(len);
+        let size = size.min(aux.len as u64);
         if size > 0 {
             let mut bytes = vec![0u8; size as usize];
-            let at = (offset % len) as usize;
-            let first = (size as usize).min(aux.len - at);
-            // SAFETY: both pieces lie inside the mapped AUX area.
+            // SAFETY: the AUX area is `aux.len` mapped bytes.
             unsafe {
-                std::ptr::copy_nonoverlapping(aux.ptr.add(at), bytes.as_mut_ptr(), first);
-                std::ptr::copy_nonoverlapping(
+                copy_wrapped(
                     aux.ptr,
-                    bytes[first..].as_mut_ptr(),
-                    bytes.len() - first,
-                );
-            }
+                    aux.len,
+                    (offset % aux.len as u64) as usize,
+                    &mut bytes,
+                )
+            };
             out.write_auxtrace(offset, self.cpu, &bytes)?;
         }
         fence(Ordering::Release);
@@ -303,6 +289,17 @@ impl Ring {
             .store(offset + size, Ordering::Release);
         Ok(())
     }
+}
+
+/// Copies `dst.len()` bytes from a ring of `len` bytes starting at `at`,
+/// wrapping to its start.
+///
+/// # Safety
+/// `ring` must point to `len` readable bytes, `at < len` and `dst.len() <= len`.
+unsafe fn copy_wrapped(ring: *const u8, len: usize, at: usize, dst: &mut [u8]) {
+    let first = dst.len().min(len - at);
+    std::ptr::copy_nonoverlapping(ring.add(at), dst.as_mut_ptr(), first);
+    std::ptr::copy_nonoverlapping(ring, dst[first..].as_mut_ptr(), dst.len() - first);
 }
 
 /// perf.data in pipe mode, appended to as records arrive: every prefix of it is
