@@ -380,13 +380,7 @@ impl PerfSession {
             .collect();
         let mut out = PipeWriter::create(&path, &attrs).map_err(|e| Error::io(&path, e))?;
         if plan.aux_pages > 0 {
-            // AUXTRACE_INFO: Arm SPE, its PMU type, one AUX buffer per CPU.
-            let mut info = Vec::new();
-            info.extend(4u32.to_le_bytes());
-            info.extend(0u32.to_le_bytes());
-            info.extend(u64::from(plan.pmu_type).to_le_bytes());
-            info.extend(1u64.to_le_bytes());
-            out.write_user(memlens_decoders::perf_data::user::AUXTRACE_INFO, &info)
+            out.write_spe_info(plan.pmu_type)
                 .map_err(|e| Error::io(&path, e))?;
             if let Some(conv) = rings.first().and_then(Ring::time_conv) {
                 // SPE stamps the generic timer; converted, it gives perf's clock.

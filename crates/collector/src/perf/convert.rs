@@ -30,7 +30,7 @@ pub struct Summary {
 }
 
 /// PERF_AUXTRACE_ARM_SPE in AUXTRACE_INFO.
-const AUXTRACE_ARM_SPE: u32 = 4;
+pub const AUXTRACE_ARM_SPE: u32 = 4;
 
 /// perf's conversion of a hardware counter (SPE timestamps) to perf time: the
 /// mmap page's time_shift, time_mult and time_zero, as a TIME_CONV record holds them.

@@ -13,7 +13,7 @@ pub mod convert;
 pub mod counters;
 pub mod pmu;
 
-use convert::TimeConv;
+use convert::{TimeConv, AUXTRACE_ARM_SPE};
 use memlens_decoders::perf_data::{user, EventAttr};
 use memlens_decoders::record;
 use std::io::Write;
@@ -325,6 +325,16 @@ impl PipeWriter {
         Ok(w)
     }
 
+    /// AUXTRACE_INFO for Arm SPE: its PMU type, one AUX buffer per CPU.
+    pub fn write_spe_info(&mut self, pmu_type: u32) -> std::io::Result<()> {
+        let mut info = Vec::new();
+        info.extend(AUXTRACE_ARM_SPE.to_le_bytes());
+        info.extend(0u32.to_le_bytes());
+        info.extend(u64::from(pmu_type).to_le_bytes());
+        info.extend(1u64.to_le_bytes());
+        self.write_user(user::AUXTRACE_INFO, &info)
+    }
+
     /// A record perf writes itself (attrs, AUXTRACE_INFO, TIME_CONV).
     pub fn write_user(&mut self, kind: u32, body: &[u8]) -> std::io::Result<()> {
         let size = 8 + body.len();
@@ -383,9 +393,7 @@ mod tests {
             ..EventAttr::default()
         };
         let mut out = PipeWriter::create(&path, &[(attr, vec![42])]).unwrap();
-        let mut info = 4u32.to_le_bytes().to_vec();
-        info.extend([0u8; 20]);
-        out.write_user(user::AUXTRACE_INFO, &info).unwrap();
+        out.write_spe_info(8).unwrap();
         // A PERF_RECORD_AUX as the kernel writes it: offset, size, flags.
         let mut aux = Vec::new();
         aux.extend(record::kind::AUX.to_le_bytes());
