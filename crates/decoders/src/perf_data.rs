@@ -304,7 +304,7 @@ impl<'a> PerfData<'a> {
     }
 
     fn finish_events(&mut self) {
-        for (i, (name, _)) in self.event_descs().into_iter().enumerate() {
+        for (i, name) in self.event_names().into_iter().enumerate() {
             if let Some(e) = self.events.get_mut(i) {
                 e.name = Some(name);
             }
@@ -394,8 +394,8 @@ impl<'a> PerfData<'a> {
             .collect()
     }
 
-    /// EVENT_DESC: each event's name and ids, in attr order.
-    fn event_descs(&self) -> Vec<(String, Vec<u64>)> {
+    /// EVENT_DESC: each event's name, in attr order.
+    fn event_names(&self) -> Vec<String> {
         let Some(b) = self.feature(feature::EVENT_DESC) else {
             return Vec::new();
         };
@@ -404,22 +404,20 @@ impl<'a> PerfData<'a> {
         };
         let mut at = 8usize;
         let mut out = Vec::new();
+        // Each: its attr, the number of its ids, its name, its ids (which the
+        // attrs section gave already).
         for _ in 0..n {
-            let Some(nr_ids) = at.checked_add(attr_size as usize).and_then(|i| {
-                at = i;
-                u32_at(b, i)
-            }) else {
-                break;
-            };
+            at = at.saturating_add(attr_size as usize);
+            let Some(nr_ids) = u32_at(b, at) else { break };
             at += 4;
             let Some(name) = header_string(b, &mut at) else {
                 break;
             };
-            let Some(ids) = b.get(at..at.saturating_add(nr_ids as usize * 8)) else {
+            at = at.saturating_add(nr_ids as usize * 8);
+            if at > b.len() {
                 break;
-            };
-            at += ids.len();
-            out.push((name, ids.chunks_exact(8).map(le64).collect()));
+            }
+            out.push(name);
         }
         out
     }

@@ -98,9 +98,9 @@ pub struct Converted {
     pub damage: Option<DamagedRecord>,
 }
 
-/// The earliest sample time of the stream, in perf time: sample bodies are
-/// parsed for their time only, and each AUX buffer is decoded up to its first
-/// timestamp (SPE writes a buffer in time order).
+/// The earliest sample time of the stream, in perf time: sample times are read
+/// where they lie, and each AUX buffer is decoded only until one of its chunks
+/// yields a timestamp (SPE writes a buffer in time order).
 pub fn first_time(perf: &PerfData<'_>) -> Option<u64> {
     let mut first: Option<u64> = None;
     let mut time_conv = None;
