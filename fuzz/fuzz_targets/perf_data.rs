@@ -14,5 +14,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = first_time(&perf);
     let mut rows = 0u64;
     let c = convert(&perf, |_| rows += 1);
-    assert_eq!(c.samples, rows);
+    assert_eq!(c.summary.samples, rows);
 });

@@ -58,7 +58,7 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     let streamed = convert_into(&perf, start, &mut writer);
     writer.finish()?;
     let c = &streamed.converted;
-    if c.samples == 0 {
+    if c.summary.samples == 0 {
         // Nothing to keep: leave no half-written profile behind.
         let _ = std::fs::remove_file(profile::table_path::<AccessSample>(out));
         if created {
@@ -66,7 +66,7 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
         }
     }
     match &c.damage {
-        Some(e) if c.samples == 0 => {
+        Some(e) if c.summary.samples == 0 => {
             return Err(ImportError::Corrupt {
                 path: file.to_path_buf(),
                 detail: e.to_string(),
@@ -76,7 +76,7 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
             "memlens import: {}: stopped at a {e}; importing what precedes it",
             file.display()
         ),
-        None if c.samples == 0 => {
+        None if c.summary.samples == 0 => {
             return Err(ImportError::NoMemorySamples {
                 path: file.to_path_buf(),
                 skipped: c.summary.skipped,
@@ -218,7 +218,6 @@ fn write(
     meta.losses = c.summary.losses.clone();
     meta.write(out)?;
     c.summary.backends = backends;
-    c.summary.samples = c.samples;
     Ok(c.summary)
 }
 

@@ -21,6 +21,7 @@ const SW_PAGE_FAULTS: [u64; 3] = [2, 6, 7];
 #[derive(Debug, Default)]
 pub struct Summary {
     pub backends: Vec<String>,
+    /// Load/store samples converted.
     pub samples: u64,
     /// Samples or SPE records that were not loads or stores (branches, other ops,
     /// events without an address).
@@ -83,8 +84,6 @@ impl TimeConv {
 
 #[derive(Default)]
 pub struct Converted {
-    /// Load/store samples emitted.
-    pub samples: u64,
     pub comms: BTreeMap<u32, String>,
     /// Mappings by pid, as MMAP records gave them.
     pub modules: Vec<(u32, LoadedModule)>,
@@ -352,7 +351,7 @@ impl Converted {
             row.level = d.level().code();
             row.latency = s.weight.map(|w| w.min(u64::from(u32::MAX)) as u32);
         }
-        self.samples += 1;
+        self.summary.samples += 1;
         Some(row)
     }
 
@@ -379,7 +378,7 @@ impl Converted {
             .context
             .unwrap_or(if aux_tid == u32::MAX { 0 } else { aux_tid });
         let ts = r.timestamp.unwrap_or(0);
-        self.samples += 1;
+        self.summary.samples += 1;
         Some(AccessSample {
             pid: tid,
             tid,
