@@ -94,6 +94,25 @@ fn base_attr(type_: u32, config: u64, period: u64, sample_type: u64) -> EventAtt
     }
 }
 
+/// A PMU event's attr: `terms` placed into its config words by the PMU's
+/// sysfs format fields.
+fn pmu_attr(
+    pmu: &Pmu,
+    terms: &str,
+    period: u64,
+    sample_type: u64,
+) -> Result<EventAttr, Unavailable> {
+    let c = pmu.resolve(terms).map_err(|reason| Unavailable {
+        reason,
+        fix: "report this PMU's sysfs format".into(),
+    })?;
+    Ok(EventAttr {
+        config1: c.config1,
+        config2: c.config2,
+        ..base_attr(pmu.type_, c.config, period, sample_type)
+    })
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -149,19 +168,12 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
             if o.loads {
                 let ldlat = if o.min_latency > 0 { o.min_latency } else { 30 };
                 let terms = format!("mem-loads,ldlat={ldlat}");
-                let c = cpu
-                    .resolve(&terms)
-                    .map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
-                let mut a = base_attr(cpu.type_, c.config, period, sample_type);
-                a.config1 = c.config1;
+                let mut a = pmu_attr(&cpu, &terms, period, sample_type)?;
                 a.flags |= precise;
                 events.push((format!("{}/{terms}/P", cpu.name), a));
             }
             if o.stores && cpu.event("mem-stores").is_some() {
-                let c = cpu
-                    .resolve("mem-stores")
-                    .map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
-                let mut a = base_attr(cpu.type_, c.config, period, sample_type);
+                let mut a = pmu_attr(&cpu, "mem-stores", period, sample_type)?;
                 a.flags |= precise;
                 events.push((format!("{}/mem-stores/P", cpu.name), a));
             }
@@ -191,14 +203,11 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
             } else {
                 ""
             };
-            let c = ibs
-                .resolve(terms)
-                .map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
             Plan {
                 kind,
                 events: vec![(
                     format!("ibs_op/{terms}/"),
-                    base_attr(ibs.type_, c.config, period, bits::RAW),
+                    pmu_attr(&ibs, terms, period, bits::RAW)?,
                 )],
                 aux_pages: 0,
                 pmu_type: ibs.type_,
@@ -235,12 +244,7 @@ pub fn plan(kind: Kind, o: &Options) -> Result<Plan, Unavailable> {
                 terms.push(format!("min_latency={}", o.min_latency));
             }
             let terms = terms.join(",");
-            let c = spe
-                .resolve(&terms)
-                .map_err(|e| unavailable(&e, "report this PMU's sysfs format"))?;
-            let mut a = base_attr(spe.type_, c.config, period, 0);
-            a.config1 = c.config1;
-            a.config2 = c.config2;
+            let mut a = pmu_attr(&spe, &terms, period, 0)?;
             a.aux_watermark = o.aux_watermark;
             let page = 4096;
             let kib = if o.aux_kib > 0 { o.aux_kib } else { 1024 };
