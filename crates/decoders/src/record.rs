@@ -32,6 +32,7 @@ pub struct Header {
 }
 
 /// The record header at `b[at..]`.
+#[inline]
 pub fn header(b: &[u8], at: usize) -> Option<Header> {
     let kind = u32_at(b, at)?;
     let rest = u32_at(b, at + 4)?;
