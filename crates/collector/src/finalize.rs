@@ -941,7 +941,7 @@ fn perf_samples(raw_dir: &Path, t0: u64, sink: &mut TableWriter<AccessSample>) -
     // SAFETY: read-only map of a file nothing writes any more.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     let perf = PerfData::parse(&map).ok()?;
-    Some(convert_into(&perf, t0, sink))
+    Some(convert_into(&perf, t0, |row| sink.push(row)))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use memlens_decoders::perf_data::{feature, u32_at, u64_at, user, DamagedRecord, 
 use memlens_decoders::record::{self, aux_flag, Parsed};
 use memlens_decoders::sample;
 use memlens_decoders::spe::{self, RecordDecoder};
-use memlens_profile::{AccessSample, Losses, TableWriter};
+use memlens_profile::{AccessSample, Losses};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 const TYPE_SOFTWARE: u32 = 1;
@@ -88,7 +88,9 @@ pub struct Converted {
     /// Mappings by pid, as MMAP records gave them.
     pub modules: Vec<(u32, LoadedModule)>,
     pub summary: Summary,
-    pub backends: HashSet<&'static str>,
+    /// Bit i set: [`BACKEND_NAMES`]`[i]` gave samples (a bit, not a set of
+    /// names: it is marked for every sample).
+    backends: u8,
     /// Build IDs perf noted for the files that got samples, by path.
     pub build_ids: HashMap<String, Vec<u8>>,
     /// The stream carries Arm SPE AUX data.
@@ -131,6 +133,13 @@ pub fn first_time(perf: &PerfData<'_>) -> Option<u64> {
     first
 }
 
+/// The sampling backends a stream can hold, sorted by name.
+const BACKEND_NAMES: [&str; 4] = ["ibs", "page-faults", "pebs", "spe"];
+const IBS: u8 = 1 << 0;
+const PAGE_FAULTS: u8 = 1 << 1;
+const PEBS: u8 = 1 << 2;
+const SPE: u8 = 1 << 3;
+
 /// A perf.data's samples streamed into a samples table.
 pub struct Streamed {
     pub converted: Converted,
@@ -146,7 +155,7 @@ pub struct Streamed {
 pub fn convert_into(
     perf: &PerfData<'_>,
     start_ns: u64,
-    sink: &mut TableWriter<AccessSample>,
+    mut sink: impl FnMut(AccessSample),
 ) -> Streamed {
     let mut last_ns = 0;
     // Per-sample lookups: a fast hash (keys are our own pids and PCs).
@@ -155,7 +164,7 @@ pub fn convert_into(
         row.time_ns = row.time_ns.saturating_sub(start_ns);
         last_ns = last_ns.max(row.time_ns);
         code.insert((row.pid, row.pc));
-        sink.push(row);
+        sink(row);
     });
     let period = perf.events.iter().filter_map(|e| e.attr.period()).max();
     Streamed {
@@ -279,9 +288,12 @@ pub fn convert(perf: &PerfData<'_>, mut emit: impl FnMut(AccessSample)) -> Conve
 impl Converted {
     /// The sampling backends found, sorted.
     pub fn backend_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.backends.iter().map(|b| b.to_string()).collect();
-        names.sort();
-        names
+        BACKEND_NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.backends & (1 << i) != 0)
+            .map(|(_, name)| name.to_string())
+            .collect()
     }
 
     fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &[u8]) {
@@ -321,7 +333,7 @@ impl Converted {
                 self.summary.skipped += 1;
                 return None;
             }
-            self.backends.insert("ibs");
+            self.backends |= IBS;
             row.pc = op.rip;
             row.address = op.dc_lin_addr;
             row.is_store = op.is_store();
@@ -337,7 +349,7 @@ impl Converted {
                 return None;
             };
             // A first touch of a page: neither a load nor a store is known.
-            self.backends.insert("page-faults");
+            self.backends |= PAGE_FAULTS;
             row.address = addr;
         } else {
             let (Some(addr), Some(data_src)) = (s.addr, s.data_src) else {
@@ -345,7 +357,7 @@ impl Converted {
                 return None;
             };
             let d = DataSource::decode(data_src);
-            self.backends.insert("pebs");
+            self.backends |= PEBS;
             row.address = addr;
             row.is_store = d.is_store();
             row.level = d.level().code();
@@ -368,7 +380,7 @@ impl Converted {
             self.summary.skipped += 1;
             return None;
         }
-        self.backends.insert("spe");
+        self.backends |= SPE;
         let (spe::Op::Load { subclass } | spe::Op::Store { subclass }) = r.op else {
             return None;
         };
