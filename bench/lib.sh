@@ -11,7 +11,7 @@ memlens=target/release/memlens
 # interleaved_medians CMD...: runs each command (a string, split on spaces) once
 # per round for $repeats rounds, round-robin so that drift in the machine's speed
 # (frequent in a VM) hits every configuration alike, removing $out/prof (and
-# heaptrack files) before each run. Sets the array `medians` to each command's
+# heaptrack files) and syncing before each run. Sets the array `medians` to each command's
 # median wall time in ms.
 interleaved_medians() {
     local n=$# r i t0 t1
@@ -20,11 +20,14 @@ interleaved_medians() {
     for r in $(seq "$repeats"); do
         for ((i = 0; i < n; i++)); do
             rm -rf "$out/prof" "$out"/heaptrack.*
-            t0=$(date +%s%N)
+            # Earlier runs' files written back now, not inside the next timing.
+            sync
+            # bash's clock in microseconds: no `date` process inside the timing.
+            t0=${EPOCHREALTIME/[.,]/}
             # shellcheck disable=SC2086 # each command is a space-separated string
             ${cmds[i]} >/dev/null 2>&1
-            t1=$(date +%s%N)
-            times[$i]+="$(((t1 - t0) / 1000000)) "
+            t1=${EPOCHREALTIME/[.,]/}
+            times[$i]+="$(((t1 - t0) / 1000)) "
         done
     done
     medians=()
