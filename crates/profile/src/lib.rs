@@ -219,8 +219,13 @@ pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
     })?;
     // Only the row type's columns are decoded: a view with fewer columns reads less.
     let schema = T::schema();
+    let mut rows = Vec::new();
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| {
+            // Sized once from the footer: growing by doubling copies the rows
+            // and, for a moment, holds them twice. Tried, not required: a
+            // damaged footer may claim any count.
+            let _ = rows.try_reserve(usize::try_from(b.metadata().file_metadata().num_rows()).unwrap_or(0));
             let wanted = parquet::arrow::ProjectionMask::columns(
                 b.parquet_schema(),
                 schema.fields().iter().map(|f| f.name().as_str()),
@@ -228,7 +233,6 @@ pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
             b.with_projection(wanted).with_batch_size(1 << 16).build()
         })
         .map_err(|e| perr(e.to_string()))?;
-    let mut rows = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| perr(e.to_string()))?;
         rows.extend(T::from_batch(&batch).map_err(perr)?);
