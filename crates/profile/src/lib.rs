@@ -225,7 +225,8 @@ pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
             // Sized once from the footer: growing by doubling copies the rows
             // and, for a moment, holds them twice. Tried, not required: a
             // damaged footer may claim any count.
-            let _ = rows.try_reserve(usize::try_from(b.metadata().file_metadata().num_rows()).unwrap_or(0));
+            let _ = rows
+                .try_reserve(usize::try_from(b.metadata().file_metadata().num_rows()).unwrap_or(0));
             let wanted = parquet::arrow::ProjectionMask::columns(
                 b.parquet_schema(),
                 schema.fields().iter().map(|f| f.name().as_str()),

@@ -34,16 +34,29 @@ pub struct Summary {
 pub const AUXTRACE_ARM_SPE: u32 = 4;
 
 /// perf's conversion of a hardware counter (SPE timestamps) to perf time: the
-/// mmap page's time_shift, time_mult and time_zero, as a TIME_CONV record holds them.
+/// mmap page's time_shift, time_mult and time_zero, as a TIME_CONV record holds
+/// them, and for a counter narrower than 64 bits (arm64 kernels set
+/// cap_user_time_short) the time_cycles and time_mask that extend it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeConv {
     pub shift: u16,
     pub mult: u32,
     pub zero: u64,
+    /// (time_cycles, time_mask) when the counter is short.
+    pub short: Option<(u64, u64)>,
 }
 
+/// TIME_CONV's body: shift, mult, zero; then (perf 5.10 on) time_cycles,
+/// time_mask and the cap_user_time_zero and cap_user_time_short bytes.
+const TIME_CONV_EXTENDED: usize = 48;
+
 impl TimeConv {
+    /// perf's tsc_to_perf_time.
     pub fn to_ns(self, cycles: u64) -> u64 {
+        let cycles = match self.short {
+            Some((base, mask)) => base.wrapping_add(cycles.wrapping_sub(base) & mask),
+            None => cycles,
+        };
         let quot = cycles >> self.shift;
         let rem = cycles & ((1u64 << self.shift) - 1);
         self.zero
@@ -51,23 +64,39 @@ impl TimeConv {
             .wrapping_add((rem.wrapping_mul(u64::from(self.mult))) >> self.shift)
     }
 
-    /// A TIME_CONV record's body; `None` when damaged (a shift of 64 or more).
+    /// A TIME_CONV record's body, short or extended; `None` when damaged (a
+    /// shift of 64 or more).
     fn parse(b: &[u8]) -> Option<TimeConv> {
         let shift = u64_at(b, 0)?;
         (shift < 64).then_some(())?;
+        let short = match b.get(41) {
+            Some(&cap_short) if cap_short != 0 => Some((u64_at(b, 24)?, u64_at(b, 32)?)),
+            _ => None,
+        };
         Some(TimeConv {
             shift: shift as u16,
             mult: u64_at(b, 8)? as u32,
             zero: u64_at(b, 16)?,
+            short,
         })
     }
 
-    /// The body of a TIME_CONV record.
+    /// The body of an extended TIME_CONV record, as perf writes it.
     pub fn encode(self) -> Vec<u8> {
-        [u64::from(self.shift), u64::from(self.mult), self.zero]
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .collect()
+        let (cycles, mask) = self.short.unwrap_or((0, 0));
+        let mut body: Vec<u8> = [
+            u64::from(self.shift),
+            u64::from(self.mult),
+            self.zero,
+            cycles,
+            mask,
+        ]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+        body.extend([1, u8::from(self.short.is_some()), 0, 0, 0, 0, 0, 0]);
+        debug_assert_eq!(body.len(), TIME_CONV_EXTENDED);
+        body
     }
 
     /// The same conversion landing on another clock: `counter` was read at
@@ -424,6 +453,7 @@ mod tests {
             shift: 22,
             mult: 40 << 22,
             zero: 123_456_789,
+            short: None,
         };
         assert_eq!(conv.to_ns(1000) - conv.to_ns(0), 40_000);
         let on_monotonic = conv.rebased(5_000_000, 9_000_000_000);
@@ -436,5 +466,27 @@ mod tests {
             ..conv
         };
         assert_eq!(TimeConv::parse(&damaged.encode()), None);
+    }
+
+    #[test]
+    fn a_short_counter_is_extended_from_time_cycles() {
+        // A 56-bit counter that wrapped after the kernel noted time_cycles.
+        let mask = (1u64 << 56) - 1;
+        let conv = TimeConv {
+            shift: 0,
+            mult: 1,
+            zero: 0,
+            short: Some((mask - 10, mask)),
+        };
+        // 5 ticks past the wrap read as 4: 15 ticks after time_cycles.
+        assert_eq!(conv.to_ns(4), mask + 5);
+        assert_eq!(conv.to_ns(mask - 10), mask - 10);
+        assert_eq!(TimeConv::parse(&conv.encode()), Some(conv));
+        // perf before 5.10 wrote only shift, mult and zero.
+        let old = TimeConv {
+            short: None,
+            ..conv
+        };
+        assert_eq!(TimeConv::parse(&old.encode()[..24]), Some(old));
     }
 }

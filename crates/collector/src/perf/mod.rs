@@ -151,8 +151,11 @@ const PAGE_DATA_TAIL: usize = 1032;
 const PAGE_AUX_TAIL: usize = 1064;
 const PAGE_AUX_OFFSET: usize = 1072;
 const PAGE_AUX_SIZE: usize = 1080;
-/// cap_user_time_zero in the capabilities word.
+const PAGE_TIME_CYCLES: usize = 80;
+const PAGE_TIME_MASK: usize = 88;
+/// cap_user_time_zero and cap_user_time_short in the capabilities word.
 const CAP_USER_TIME_ZERO: u64 = 1 << 4;
+const CAP_USER_TIME_SHORT: u64 = 1 << 5;
 
 /// An event's ring buffer (and AUX area), read by the collector.
 pub struct Ring {
@@ -220,11 +223,14 @@ impl Ring {
             unsafe { self.map.ptr.add(offset).cast::<u64>().read_volatile() }
         };
         let shift = (field(48) >> 16) as u16;
-        (field(PAGE_CAPABILITIES) & CAP_USER_TIME_ZERO != 0 && shift < 64).then(|| TimeConv {
+        let caps = field(PAGE_CAPABILITIES);
+        (caps & CAP_USER_TIME_ZERO != 0 && shift < 64).then(|| TimeConv {
             // time_shift (u16) and time_mult (u32) share the word at 48 with pmc_width.
             shift,
             mult: (field(48) >> 32) as u32,
             zero: field(PAGE_TIME_ZERO),
+            short: (caps & CAP_USER_TIME_SHORT != 0)
+                .then(|| (field(PAGE_TIME_CYCLES), field(PAGE_TIME_MASK))),
         })
     }
 
