@@ -212,6 +212,19 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
         .unwrap();
     assert!(job.join("rank-0/meta.json").exists() && job.join("rank-1/meta.json").exists());
     check(out, &job);
+    // Each rank's counters stay a series of their own, named after the rank.
+    let counters: Vec<String> = report_json(&job)["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    for rank in ["rank-0", "rank-1"] {
+        assert!(
+            counters.contains(&format!("task-clock [{rank}]")),
+            "{counters:?}"
+        );
+    }
 
     // Transparent mode: every rank preloads the runtime into one directory.
     let shared = dir.path().join("shared");

@@ -29,7 +29,8 @@ pub struct Profile {
     pub statics: Vec<StaticObject>,
     pub samples: Vec<SampleCore>,
     pub locations: HashMap<(u32, u64), CodeLocation>,
-    /// Readings of counting perf events (absent in profiles merged from several runs).
+    /// Readings of counting perf events (merged runs: one series per run,
+    /// the run's directory name in brackets after the counter's).
     pub counters: Vec<CounterReading>,
 }
 
@@ -174,7 +175,6 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
         statics: Vec::new(),
         samples: Vec::new(),
         locations: HashMap::new(),
-        // Each run's counters are cumulative series of their own; not merged.
         counters: Vec::new(),
     };
     out.meta.processes.clear();
@@ -218,6 +218,17 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
         for mut s in p.samples.drain(..) {
             span(&mut s.time_ns, &mut None);
             out.samples.push(s);
+        }
+        // Each run's counters stay a cumulative series of their own, named
+        // after the run: summing them would count a machine-wide counter once
+        // per run on the same machine.
+        let run = p.dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        for mut c in p.counters.drain(..) {
+            span(&mut c.time_ns, &mut None);
+            if let Some(run) = &run {
+                c.name = format!("{} [{run}]", c.name);
+            }
+            out.counters.push(c);
         }
         out.locations.extend(p.locations.drain());
         out.stacks.extend(p.stacks.drain());
