@@ -18,6 +18,7 @@ use memlens_profile::{
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+#[derive(Default)]
 pub struct Profile {
     pub dir: PathBuf,
     pub meta: Meta,
@@ -167,15 +168,7 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
     let mut out = Profile {
         dir: dir.to_path_buf(),
         meta: profiles.first().map(|p| p.meta.clone()).unwrap_or_default(),
-        allocations: Vec::new(),
-        stacks: HashMap::new(),
-        regions: Vec::new(),
-        tags: Vec::new(),
-        timeline: Vec::new(),
-        statics: Vec::new(),
-        samples: Vec::new(),
-        locations: HashMap::new(),
-        counters: Vec::new(),
+        ..Profile::default()
     };
     out.meta.processes.clear();
     out.meta.losses = Default::default();

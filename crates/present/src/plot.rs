@@ -265,14 +265,29 @@ where
 }
 
 /// `memlens plot bandwidth`: read and write bandwidth over time (exact byte
-/// counts differentiated between ticks), regions shaded.
+/// counts differentiated between ticks) and the memory traffic the counters
+/// saw (dashed, labelled measured or modelled), regions shaded.
 pub fn plot_bandwidth(p: &Profile, out: &Path) -> Result<(), PlotError> {
-    if !p.meta.backend.iter().any(|b| b == "sancov") {
+    let exact = p.meta.backend.iter().any(|b| b == "sancov");
+    if !exact && traffic_rates(p).is_empty() {
         return Err(PlotError(
-            "this profile has no byte counts: build the program with `memlens cc` and record it again".into(),
+            "this profile has neither byte counts nor memory-traffic counters: build the program with `memlens cc` and record it again, or record where `memlens doctor` lists a memory-traffic counter".into(),
         ));
     }
-    render!(out, draw_bandwidth(p))
+    render!(out, draw_bandwidth(p, exact))
+}
+
+/// The counters in bytes (memory traffic), as GiB/s between readings.
+fn traffic_rates(p: &Profile) -> Vec<CounterRates> {
+    let gib = (1u64 << 30) as f64;
+    counter_rates(p)
+        .into_iter()
+        .filter(|c| c.unit == "bytes")
+        .map(|mut c| {
+            c.rates.iter_mut().for_each(|r| r.1 /= gib);
+            c
+        })
+        .collect()
 }
 
 /// (seconds, GiB/s read, GiB/s written) between consecutive ticks, all processes.
@@ -303,24 +318,33 @@ pub fn bandwidth_series(p: &Profile) -> Vec<(f64, f64, f64)> {
 fn draw_bandwidth<DB: DrawingBackend>(
     area: DrawingArea<DB, Shift>,
     p: &Profile,
+    exact: bool,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
-    let series = bandwidth_series(p);
+    let series = if exact {
+        bandwidth_series(p)
+    } else {
+        Vec::new()
+    };
+    let traffic = traffic_rates(p);
     let x_max = run_seconds(p);
     let y_max = series
         .iter()
         .map(|s| s.1.max(s.2))
+        .chain(traffic.iter().flat_map(|c| c.rates.iter().map(|r| r.1)))
         .fold(0.0f64, f64::max)
         .max(1e-3)
         * 1.15;
+    let caption = match (exact, traffic.is_empty()) {
+        (true, true) => "achieved bandwidth (exact byte counts)",
+        (true, false) => "achieved bandwidth (exact byte counts) and memory traffic (counters)",
+        (false, _) => "memory traffic (counters)",
+    };
     area.fill(&WHITE).map_err(drawing_error)?;
     let mut chart = ChartBuilder::on(&area)
-        .caption(
-            title("achieved bandwidth (exact byte counts)", p),
-            ("sans-serif", 22),
-        )
+        .caption(title(caption, p), ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
@@ -334,17 +358,41 @@ where
         .draw()
         .map_err(drawing_error)?;
     shade_regions(&mut chart, &top_level_regions(p), y_max)?;
-    for (pick, color, label) in [
-        (0usize, RGBColor(31, 119, 180), "read"),
-        (1, RGBColor(214, 39, 40), "written"),
-    ] {
-        let line = series
+    if exact {
+        for (pick, color, label) in [
+            (0usize, RGBColor(31, 119, 180), "read"),
+            (1, RGBColor(214, 39, 40), "written"),
+        ] {
+            let line = series
+                .iter()
+                .map(|s| (s.0, if pick == 0 { s.1 } else { s.2 }));
+            chart
+                .draw_series(LineSeries::new(line, color.stroke_width(2)))
+                .map_err(drawing_error)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
+                });
+        }
+    }
+    // Traffic below the caches, where the program's loads and stores are
+    // above them: the two differ by what the caches absorb.
+    for (i, c) in traffic.iter().enumerate() {
+        let color = PALETTE[(i + 2) % PALETTE.len()];
+        let method = p
+            .counters
             .iter()
-            .map(|s| (s.0, if pick == 0 { s.1 } else { s.2 }));
+            .find(|r| r.name == c.name)
+            .map_or(String::new(), |r| r.method.clone());
         chart
-            .draw_series(LineSeries::new(line, color.stroke_width(2)))
+            .draw_series(DashedLineSeries::new(
+                c.rates.iter().copied(),
+                8,
+                5,
+                color.stroke_width(2),
+            ))
             .map_err(drawing_error)?
-            .label(label)
+            .label(format!("{} ({method})", c.name))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
             });
@@ -564,4 +612,52 @@ where
     legend(&mut chart)?;
     area.present().map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memlens_profile::CounterReading;
+
+    /// A profile recorded without `memlens cc` on a machine with an IMC
+    /// counter: 1 GiB of traffic in the first second, 3 GiB in the second.
+    fn traffic_only() -> Profile {
+        let mut p = Profile::default();
+        p.meta.clock.duration_ns = 2_000_000_000;
+        p.counters = [(0, 0.0), (1, 1.0), (2, 4.0)]
+            .into_iter()
+            .map(|(s, gib)| CounterReading {
+                name: "memory traffic".into(),
+                unit: "bytes".into(),
+                scope: "machine".into(),
+                method: "measured: uncore IMC CAS x 64 B".into(),
+                time_ns: s * 1_000_000_000,
+                value: gib * (1u64 << 30) as f64,
+                ..Default::default()
+            })
+            .collect();
+        p
+    }
+
+    #[test]
+    fn bandwidth_plot_draws_counter_traffic_with_its_method() {
+        let p = traffic_only();
+        let rates = traffic_rates(&p);
+        assert_eq!(rates.len(), 1);
+        assert_eq!(rates[0].rates, [(1.0, 1.0), (2.0, 3.0)]);
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("bw.svg");
+        plot_bandwidth(&p, &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("memory traffic (counters)"), "caption");
+        assert!(
+            text.contains("memory traffic (measured: uncore IMC CAS x 64 B)"),
+            "legend names the counter and how it was obtained"
+        );
+        // Without counters or byte counts there is nothing to draw.
+        let err = plot_bandwidth(&Profile::default(), &svg).unwrap_err();
+        assert!(err
+            .0
+            .contains("neither byte counts nor memory-traffic counters"));
+    }
 }
