@@ -195,7 +195,8 @@ enum PlotKind {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Read and write bandwidth over time from exact byte counts (instrumented builds).
+    /// Bandwidth over time: exact read/write bytes (instrumented builds) and
+    /// memory-traffic counters.
     Bandwidth {
         dir: PathBuf,
         /// Output image: .png or .svg.
