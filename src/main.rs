@@ -65,6 +65,23 @@ enum Command {
     },
     /// What this machine can do: perf events, PMU, each sampling backend, clang.
     Doctor,
+    /// Measure load latency by working-set size (pointer chase, as lat_mem_rd)
+    /// and streaming bandwidth (as bw_mem): the per-level latencies the cache
+    /// model uses.
+    Calibrate {
+        /// Largest working set, e.g. 64M or 1G [default: 4x the last cache, 256M..1G].
+        #[arg(long, value_parser = parse_size)]
+        max_size: Option<u64>,
+        /// Threads of the parallel bandwidth run [default: every CPU].
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        threads: Option<u32>,
+        /// Where to save the calibration [default: ~/.cache/memlens/calibration.json].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Also draw the latency curve: .png or .svg.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
     /// Turn a perf.data with PEBS, IBS or Arm SPE samples into a memlens profile.
     Import {
         /// perf.data written by `perf record` or `perf mem record`.
@@ -233,6 +250,52 @@ fn main() {
     }
 }
 
+/// "64M", "1G", "4096": bytes.
+fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n >= 4096)
+        .ok_or_else(|| format!("{text:?}: give a size of at least 4K, e.g. 64M or 1G"))
+}
+
+fn calibrate(
+    max_size: Option<u64>,
+    threads: Option<u32>,
+    output: Option<PathBuf>,
+    plot: Option<PathBuf>,
+) -> Result<i32> {
+    use memlens_collector::calibrate as cal;
+    let mut opts = cal::Options::for_machine(&memlens_collector::sysinfo::cache_levels());
+    opts.max_bytes = max_size.unwrap_or(opts.max_bytes);
+    opts.threads = threads.map_or(opts.threads, |t| t as usize);
+    let c = cal::calibrate(&opts, |what, bytes| {
+        eprint!(
+            "\rmemlens calibrate: {what} at {:<12}",
+            memlens_present::human_bytes(bytes as f64)
+        );
+    })
+    .context("cannot map the calibration buffer; give a smaller --max-size")?;
+    eprintln!();
+    print!("{}", memlens_present::render_calibration(&c));
+    let path = output.unwrap_or_else(memlens_profile::Calibration::default_path);
+    c.write(&path)?;
+    println!("\nsaved to {}", path.display());
+    if let Some(plot) = plot {
+        memlens_present::plot_calibration(&c, &plot)?;
+        println!("latency curve drawn in {}", plot.display());
+    }
+    Ok(0)
+}
+
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Record(args) => record(args),
@@ -266,6 +329,12 @@ fn run(cli: Cli) -> Result<i32> {
             print!("{}", doctor::report(&runtime_path()));
             Ok(0)
         }
+        Command::Calibrate {
+            max_size,
+            threads,
+            output,
+            plot,
+        } => calibrate(max_size, threads, output, plot),
         Command::Export { dir, output, .. } => {
             finalize_if_needed(&dir)?;
             let rows = match &output {

@@ -64,3 +64,101 @@ pub fn parse_cpu_list(text: &str) -> Vec<u32> {
         .flatten()
         .collect()
 }
+
+/// CPU 0's data and unified caches, from sysfs, smallest first.
+pub fn cache_levels() -> Vec<memlens_profile::CacheLevel> {
+    cache_levels_in(std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"))
+}
+
+fn cache_levels_in(dir: &std::path::Path) -> Vec<memlens_profile::CacheLevel> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut levels: Vec<memlens_profile::CacheLevel> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("index"))
+        .filter_map(|e| {
+            let field = |name: &str| {
+                std::fs::read_to_string(e.path().join(name))
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default()
+            };
+            let kind = field("type");
+            if kind == "Instruction" {
+                return None;
+            }
+            let level: u8 = field("level").parse().ok()?;
+            Some(memlens_profile::CacheLevel {
+                name: format!("L{level}{}", if kind == "Data" { "d" } else { "" }),
+                level,
+                size: parse_size(&field("size"))?,
+                ways: field("ways_of_associativity").parse().unwrap_or(0),
+                line: field("coherency_line_size").parse().unwrap_or(64),
+                shared_cpus: parse_cpu_list(&field("shared_cpu_list")).len().max(1) as u32,
+            })
+        })
+        .collect();
+    levels.sort_by_key(|l| (l.level, l.size));
+    levels
+}
+
+/// A sysfs size: "48K", "2048K", "32M".
+fn parse_size(text: &str) -> Option<u64> {
+    let (digits, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "K" => n << 10,
+        "M" => n << 20,
+        "G" => n << 30,
+        "" => n,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caches_are_read_from_a_sysfs_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, level, kind, size, ways, shared) in [
+            (0, "1", "Data", "48K", "12", "0"),
+            (1, "1", "Instruction", "32K", "8", "0"),
+            (2, "2", "Unified", "2048K", "16", "0"),
+            (3, "3", "Unified", "32M", "16", "0-7"),
+        ] {
+            let d = dir.path().join(format!("index{i}"));
+            std::fs::create_dir(&d).unwrap();
+            for (name, value) in [
+                ("level", level),
+                ("type", kind),
+                ("size", size),
+                ("ways_of_associativity", ways),
+                ("coherency_line_size", "64"),
+                ("shared_cpu_list", shared),
+            ] {
+                std::fs::write(d.join(name), format!("{value}\n")).unwrap();
+            }
+        }
+        let levels = cache_levels_in(dir.path());
+        let summary: Vec<(&str, u64, u32, u32)> = levels
+            .iter()
+            .map(|l| (l.name.as_str(), l.size, l.ways, l.shared_cpus))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("L1d", 48 << 10, 12, 1),
+                ("L2", 2 << 20, 16, 1),
+                ("L3", 32 << 20, 16, 8)
+            ]
+        );
+        assert_eq!(parse_size("7"), Some(7));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("12Q"), None);
+    }
+}

@@ -1,10 +1,14 @@
 //! Presentation: the capacity report as text or JSON, and plots.
 
+mod calibration;
 mod plot;
 mod report;
 
+pub use calibration::render_calibration;
+
 pub use plot::{
-    bandwidth_series, plot_bandwidth, plot_capacity, plot_counters, plot_scatter, PlotError,
+    bandwidth_series, plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_scatter,
+    PlotError,
 };
 pub use report::{build_report, render_text, Report};
 

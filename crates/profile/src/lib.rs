@@ -5,10 +5,12 @@
 //! columns. Any Arrow tool (pandas, polars, DuckDB, DataFusion, Spark) reads them.
 
 mod columns;
+mod machine;
 mod meta;
 mod tables;
 
 pub use columns::ColumnType;
+pub use machine::*;
 pub use meta::*;
 pub use tables::*;
 

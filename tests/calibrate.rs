@@ -1,0 +1,75 @@
+//! `memlens calibrate` on this machine: a latency curve whose plateaus follow
+//! the cache sizes, bandwidth figures, the saved JSON and the plot.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+#[test]
+fn calibration_measures_each_cache_level_and_saves_it() {
+    let dir = tempdir();
+    let json = dir.path().join("calibration.json");
+    let svg = dir.path().join("latency.svg");
+    let out = Command::new(memlens())
+        .args(["calibrate", "--max-size", "8M", "--threads", "2", "-o"])
+        .arg(&json)
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("LATENCY CURVE (measured)"), "{text}");
+
+    let c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let points: Vec<(u64, f64)> = c["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["bytes"].as_u64().unwrap(), p["ns"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(points.first().unwrap().0, 4096);
+    assert_eq!(points.last().unwrap().0, 8 << 20);
+    let level = |name: &str| {
+        c["levels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .map(|l| l["ns"].as_f64().unwrap())
+    };
+    // Whatever the machine, a load served by L1 is faster than one served by
+    // L2, and a working set four times L2 is slower still.
+    let caches = c["caches"].as_array().unwrap();
+    let l2_size = caches
+        .iter()
+        .find(|k| k["name"] == "L2")
+        .map(|k| k["size"].as_u64().unwrap());
+    if let (Some(l1), Some(l2), Some(l2_size)) = (level("L1d"), level("L2"), l2_size) {
+        assert!(l1 > 0.2 && l1 * 1.5 < l2, "L1d {l1} ns, L2 {l2} ns");
+        let beyond = points.iter().find(|p| p.0 >= 4 * l2_size);
+        if let Some(&(bytes, ns)) = beyond {
+            assert!(ns > 1.5 * l2, "{bytes} B: {ns} ns, L2 {l2} ns");
+        }
+    }
+    let bandwidth = c["bandwidth"].as_array().unwrap();
+    assert_eq!(bandwidth.len(), 6, "read, write, copy with 1 and 2 threads");
+    assert!(bandwidth
+        .iter()
+        .all(|b| b["gib_per_s"].as_f64().unwrap() > 0.1));
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("measured latency") && plot.contains("L1d size (sysfs)"));
+
+    // A size that is not one gets a one-line error naming the fix.
+    let bad = Command::new(memlens())
+        .args(["calibrate", "--max-size", "lots"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("e.g. 64M or 1G"));
+}
