@@ -394,3 +394,65 @@ fn openmp_threads_each_count_their_share() {
     sampled.dedup();
     assert!(sampled.len() >= 2, "both threads are sampled");
 }
+
+/// Builds tests/programs/false_sharing.c with `memlens cc`, records it and
+/// returns the report's shared lines.
+fn shared_lines(defines: &[&str]) -> Vec<serde_json::Value> {
+    let dir = tempdir();
+    let app = dir.path().join("sharing");
+    let st = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["cc", "-O2", "-pthread"])
+        .args(defines)
+        .arg(root().join("tests/programs/false_sharing.c"))
+        .arg("-o")
+        .arg(&app)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = dir.path().join("p");
+    let out = record(&p, &[], &[&app.to_string_lossy()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report_json(&p)["sharing"].as_array().unwrap().clone()
+}
+
+#[test]
+fn false_sharing_is_found_with_both_fields_and_lines_and_gone_when_padded() {
+    let lines = shared_lines(&[]);
+    let line = lines
+        .iter()
+        .find(|l| l["kind"] == "false sharing")
+        .unwrap_or_else(|| panic!("no false sharing in {lines:#?}"));
+    assert!(
+        line["object"].as_str().unwrap().contains("counters"),
+        "{line:#}"
+    );
+    assert_eq!(line["offset_in_object"], 0);
+    let threads = line["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2, "{line:#}");
+    // Each thread writes its own 8-byte field, at the line's two offsets, from
+    // its own source line.
+    let mut seen: Vec<(String, String)> = threads
+        .iter()
+        .map(|t| {
+            (
+                t["written"].to_string(),
+                t["locations"][0]["location"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen[0].0, "[[0,8]]", "{line:#}");
+    assert_eq!(seen[1].0, "[[8,16]]", "{line:#}");
+    assert!(seen[0].1.contains("false_sharing.c:21"), "{seen:?}");
+    assert!(seen[1].1.contains("false_sharing.c:28"), "{seen:?}");
+    assert!(line["thread_switches"].as_u64().unwrap() > 0);
+
+    // A line of padding between the fields: no line is shared.
+    let padded = shared_lines(&["-DPADDED"]);
+    assert!(padded.is_empty(), "{padded:#?}");
+}

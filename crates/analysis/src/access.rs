@@ -109,7 +109,7 @@ enum Event {
 /// Object an address range belongs to: an object index, or a thread stack.
 type Key = usize;
 
-fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
+pub(crate) fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
     match p.locations.get(&(pid, pc)) {
         Some(l) => crate::Site {
             function: l.function.clone(),

@@ -5,11 +5,13 @@ mod access;
 mod capacity;
 mod counters;
 mod objects;
+mod sharing;
 
 pub use access::*;
 pub use capacity::*;
 pub use counters::*;
 pub use objects::*;
+pub use sharing::*;
 
 use memlens_profile::{
     self as profile, Allocation, CodeLocation, CounterReading, Frame, Meta, Region, SampleCore,

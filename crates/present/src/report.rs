@@ -27,6 +27,8 @@ pub struct Report {
     pub access: analysis::AccessReport,
     /// Counting perf events (CPU time, faults, instructions, memory traffic).
     pub counters: Vec<analysis::CounterSummary>,
+    /// Cache lines two or more threads touched, one writing: false and true sharing.
+    pub sharing: Vec<analysis::SharedLine>,
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
@@ -136,6 +138,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         timeline: analysis::capacity_series(p, top.min(10)),
         access: analysis::access_report(p, &all, top),
         counters: analysis::counters_report(p),
+        sharing: analysis::shared_lines(p, &all, top),
         losses: m.losses.clone(),
         provenance: if m.backend.iter().any(|b| b == "perf.data import") {
             vec![
@@ -310,6 +313,7 @@ pub fn render_text(r: &Report) -> String {
     }
     render_access(&mut out, &r.access);
     render_counters(&mut out, &r.counters);
+    render_sharing(&mut out, &r.sharing);
     let _ = writeln!(out, "\nHOW OBTAINED");
     for (what, how) in &r.provenance {
         let _ = writeln!(out, "  {what:<10} {how}");
@@ -346,6 +350,53 @@ fn counter_value(v: f64, unit: &str) -> String {
         _ if v >= 1e9 => format!("{:.2} G", v / 1e9),
         _ if v >= 1e6 => format!("{:.2} M", v / 1e6),
         _ => format!("{v:.0}"),
+    }
+}
+
+fn render_sharing(out: &mut String, lines: &[analysis::SharedLine]) {
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nSHARED CACHE LINES ({}-byte lines touched by two or more threads, one writing; sampled: ranked by sampled ownership changes)",
+        analysis::LINE
+    );
+    let spans = |r: &[(u32, u32)]| {
+        r.iter()
+            .map(|(a, b)| format!("{a}..{b}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for l in lines {
+        let offset = l
+            .offset_in_object
+            .map_or(String::new(), |o| format!(" +{o}"));
+        let _ = writeln!(
+            out,
+            "  {:#x}  {}  {}{}  (pid {}): {} samples (~{:.0} accesses), {} stores, {} ownership changes",
+            l.address,
+            l.kind.to_uppercase(),
+            l.object,
+            offset,
+            l.pid,
+            l.samples,
+            l.est_accesses,
+            l.store_samples,
+            l.thread_switches
+        );
+        for t in &l.threads {
+            let loc = t.locations.first().map_or("", |s| s.location.as_str());
+            let _ = writeln!(
+                out,
+                "    tid {:<8} writes bytes {:<12} reads {:<12} {:>6} stores {:>6} loads  at {loc}",
+                t.tid,
+                spans(&t.written),
+                spans(&t.read),
+                t.stores,
+                t.loads
+            );
+        }
     }
 }
 

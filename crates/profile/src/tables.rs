@@ -119,6 +119,8 @@ table! {
         time_ns: u64,
         pc: u64,
         address: u64,
+        /// Bytes accessed; 0 when the hardware does not say.
+        size: u32,
         is_store: bool,
         level: u8,
         latency: Option<u32>,

@@ -1,0 +1,198 @@
+//! Cache lines shared between threads (seed 001, section 5; perf c2c): lines
+//! that two or more threads of a process touched, at least one of them
+//! writing. False sharing when no thread writes a byte another thread touches
+//! (the threads only share the line), true sharing otherwise. Found from the
+//! sampled accesses' addresses, sizes and threads alone: no HITM bit, so it
+//! works for SPE, IBS, PEBS and software samples alike.
+
+use crate::access::attribute;
+use crate::{Objects, Profile};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Coherence granularity of x86 and most Arm cores.
+pub const LINE: u64 = 64;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SharedLine {
+    pub pid: u32,
+    pub address: u64,
+    /// "false sharing" or "true sharing".
+    pub kind: String,
+    /// The data object holding the line's first sampled byte, and the line's
+    /// offset in it.
+    pub object: String,
+    pub offset_in_object: Option<u64>,
+    pub samples: u64,
+    pub store_samples: u64,
+    /// samples x period: sampled and scaled.
+    pub est_accesses: f64,
+    /// Consecutive samples of the line (in time) from different threads, one
+    /// of them a store: sampled ownership changes, the ranking key.
+    pub thread_switches: u64,
+    pub threads: Vec<ThreadOnLine>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadOnLine {
+    pub tid: u32,
+    pub loads: u64,
+    pub stores: u64,
+    /// Byte ranges of the line (start, end) it wrote, and those it only read.
+    pub written: Vec<(u32, u32)>,
+    pub read: Vec<(u32, u32)>,
+    /// Code that touched the line, most sampled first.
+    pub locations: Vec<crate::access::SourceLine>,
+}
+
+#[derive(Default)]
+struct ThreadTally {
+    loads: u64,
+    stores: u64,
+    /// Bit i: byte i of the line.
+    read_mask: u64,
+    write_mask: u64,
+    pcs: HashMap<u64, u64>,
+}
+
+#[derive(Default)]
+struct LineTally {
+    object: Option<crate::access::Hit>,
+    threads: BTreeMap<u32, ThreadTally>,
+    last: Option<(u32, bool)>,
+    switches: u64,
+}
+
+/// Shared lines, most sampled ownership changes first.
+pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLine> {
+    // First pass: only lines with two threads and a store are tallied in full.
+    let mut seen: HashMap<(u32, u64), (u32, bool, bool)> = HashMap::new();
+    for s in &p.samples {
+        let e = seen
+            .entry((s.pid, s.address / LINE))
+            .or_insert((s.tid, false, false));
+        e.1 |= e.0 != s.tid;
+        e.2 |= s.is_store;
+    }
+    let mut lines: HashMap<(u32, u64), LineTally> = seen
+        .into_iter()
+        .filter(|(_, (_, several, stored))| *several && *stored)
+        .map(|(key, _)| (key, LineTally::default()))
+        .collect();
+    if lines.is_empty() {
+        return Vec::new();
+    }
+    attribute(p, objects, |i, hit, _| {
+        let s = &p.samples[i];
+        let Some(line) = lines.get_mut(&(s.pid, s.address / LINE)) else {
+            return;
+        };
+        line.object = line.object.or(hit);
+        let t = line.threads.entry(s.tid).or_default();
+        let offset = s.address % LINE;
+        let len = u64::from(s.size.max(1)).min(LINE - offset);
+        let mask = (u64::MAX >> (64 - len)) << offset;
+        if s.is_store {
+            t.stores += 1;
+            t.write_mask |= mask;
+        } else {
+            t.loads += 1;
+            t.read_mask |= mask;
+        }
+        *t.pcs.entry(s.pc).or_default() += 1;
+        if let Some((tid, was_store)) = line.last {
+            line.switches += (tid != s.tid && (was_store || s.is_store)) as u64;
+        }
+        line.last = Some((s.tid, s.is_store));
+    });
+    let period = p.meta.settings.access_period.max(1) as f64;
+    let mut out: Vec<SharedLine> = lines
+        .into_iter()
+        .map(|((pid, line), tally)| {
+            let address = line * LINE;
+            let true_sharing = tally.threads.iter().any(|(a, ta)| {
+                tally
+                    .threads
+                    .iter()
+                    .any(|(b, tb)| a != b && ta.write_mask & (tb.read_mask | tb.write_mask) != 0)
+            });
+            let (object, offset_in_object) = match tally.object {
+                Some(hit) => (
+                    objects.list[hit.object].name.clone(),
+                    Some(address.saturating_sub(hit.start)),
+                ),
+                None => ("unknown (no recorded object)".to_string(), None),
+            };
+            let threads: Vec<ThreadOnLine> = tally
+                .threads
+                .into_iter()
+                .map(|(tid, t)| {
+                    let mut pcs: Vec<(u64, u64)> = t.pcs.into_iter().collect();
+                    pcs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                    pcs.truncate(3);
+                    ThreadOnLine {
+                        tid,
+                        loads: t.loads,
+                        stores: t.stores,
+                        written: ranges(t.write_mask),
+                        read: ranges(t.read_mask & !t.write_mask),
+                        locations: pcs
+                            .into_iter()
+                            .map(|(pc, samples)| crate::access::SourceLine {
+                                location: crate::access::location_label(p, pid, pc),
+                                samples,
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            let samples: u64 = threads.iter().map(|t| t.loads + t.stores).sum();
+            SharedLine {
+                pid,
+                address,
+                kind: if true_sharing {
+                    "true sharing"
+                } else {
+                    "false sharing"
+                }
+                .into(),
+                object,
+                offset_in_object,
+                samples,
+                store_samples: threads.iter().map(|t| t.stores).sum(),
+                est_accesses: samples as f64 * period,
+                thread_switches: tally.switches,
+                threads,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (b.thread_switches, b.samples, a.address).cmp(&(a.thread_switches, a.samples, b.address))
+    });
+    out.truncate(top);
+    out
+}
+
+/// The runs of set bits of a line's byte mask, as [start, end) ranges.
+fn ranges(mask: u64) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut rest = mask;
+    while rest != 0 {
+        let start = rest.trailing_zeros();
+        let len = (rest >> start).trailing_ones();
+        out.push((start, start + len));
+        rest &= !((u64::MAX >> (64 - len)) << start);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn byte_masks_become_ranges() {
+        assert_eq!(super::ranges(0), []);
+        assert_eq!(super::ranges(0xff), [(0, 8)]);
+        assert_eq!(super::ranges(0xff00_0000_0000_00f0), [(4, 8), (56, 64)]);
+        assert_eq!(super::ranges(u64::MAX), [(0, 64)]);
+    }
+}

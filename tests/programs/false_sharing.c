@@ -1,0 +1,40 @@
+/* Two threads each increment their own counter. The counters sit side by side
+ * in one cache line (false sharing), or a line apart with -DPADDED. */
+#include <pthread.h>
+#include <stdio.h>
+
+#define ROUNDS 4000000L
+
+struct counters {
+    volatile long first;
+#ifdef PADDED
+    char pad[64];
+#endif
+    volatile long second;
+} __attribute__((aligned(64)));
+
+static struct counters counters;
+
+static void *bump_first(void *arg) {
+    (void)arg;
+    for (long i = 0; i < ROUNDS; i++)
+        counters.first++; /* FIRST */
+    return 0;
+}
+
+static void *bump_second(void *arg) {
+    (void)arg;
+    for (long i = 0; i < ROUNDS; i++)
+        counters.second++; /* SECOND */
+    return 0;
+}
+
+int main(void) {
+    pthread_t a, b;
+    pthread_create(&a, 0, bump_first, 0);
+    pthread_create(&b, 0, bump_second, 0);
+    pthread_join(a, 0);
+    pthread_join(b, 0);
+    printf("%ld %ld\n", counters.first, counters.second);
+    return 0;
+}
