@@ -65,8 +65,20 @@ struct LineTally {
 
 /// Shared lines, most sampled ownership changes first.
 pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLine> {
+    // Nothing to share unless some process has two sampled threads (the
+    // check costs one pass and no memory per line).
+    let mut first_tid: HashMap<u32, u32> = HashMap::new();
+    let threaded = p
+        .samples
+        .iter()
+        .any(|s| *first_tid.entry(s.pid).or_insert(s.tid) != s.tid);
+    if !threaded {
+        return Vec::new();
+    }
     // First pass: only lines with two threads and a store are tallied in full.
-    let mut seen: HashMap<(u32, u64), (u32, bool, bool)> = HashMap::new();
+    // Keyed per sample: a fast hash (our own pids and line numbers).
+    let mut seen: rustc_hash::FxHashMap<(u32, u64), (u32, bool, bool)> =
+        rustc_hash::FxHashMap::default();
     for s in &p.samples {
         let e = seen
             .entry((s.pid, s.address / LINE))
