@@ -227,48 +227,22 @@ fn knees(latency: &[LatencyPoint]) -> Vec<u64> {
 }
 
 /// An anonymous mapping, huge pages asked for.
-struct Buffer {
-    ptr: *mut usize,
-    len: usize,
-}
+struct Buffer(memmap2::MmapMut);
 
 impl Buffer {
     fn new(bytes: usize) -> std::io::Result<Buffer> {
-        let len = bytes.max(4096);
-        // SAFETY: a fresh private anonymous mapping, unmapped in Drop.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: advice on our own mapping; failure only means small pages.
-        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
-        Ok(Buffer {
-            ptr: ptr.cast(),
-            len,
-        })
+        let map = memmap2::MmapMut::map_anon(bytes.max(4096))?;
+        // Failure only means small pages.
+        let _ = map.advise(memmap2::Advice::HugePage);
+        Ok(Buffer(map))
     }
 
     /// The first `bytes` of the buffer as words.
     fn words(&mut self, bytes: usize) -> &mut [usize] {
-        let n = bytes.min(self.len) / std::mem::size_of::<usize>();
-        // SAFETY: within the mapping, which lives as long as `self`.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, n) }
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        let n = bytes.min(self.0.len()) / std::mem::size_of::<usize>();
+        // SAFETY: the mapping is page-aligned and at least n words long; any
+        // bit pattern is a usize.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), n) }
     }
 }
 
