@@ -110,6 +110,17 @@ pub(crate) fn find_lld(clang: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Whether the build optimizes enough for link-time optimization to inline
+/// the fast path: LLVM's LTO pipeline at -O1 inlines nothing, and a called fast
+/// path would give its own address as every sample's PC.
+fn inlines_at_link(args: &[OsString]) -> bool {
+    let level = args
+        .iter()
+        .filter_map(|a| a.to_str()?.strip_prefix("-O"))
+        .next_back();
+    matches!(level, Some(l) if !matches!(l, "" | "0" | "1" | "g"))
+}
+
 fn is_shared(args: &[OsString]) -> bool {
     args.iter().any(|a| a == "-shared")
 }
@@ -273,7 +284,12 @@ fn compile_with(
     let mut _fastpath_dir = None;
     if is_link(&args) {
         // The fast path's IR takes the access's address with x86-64 assembly.
-        if lld.is_some() && !is_shared(&args) && cfg!(target_arch = "x86_64") {
+        // Below -O2 the runtime's callbacks serve (slower, PCs from return addresses).
+        if lld.is_some()
+            && !is_shared(&args)
+            && inlines_at_link(&args)
+            && cfg!(target_arch = "x86_64")
+        {
             let (dir, obj) = fastpath_object(&clang)?;
             cmd.arg(obj);
             _fastpath_dir = Some(dir);
