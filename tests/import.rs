@@ -123,6 +123,72 @@ fn pebs_samples_equal_perf_report() {
 }
 
 #[test]
+fn pebs_level_tables_and_latency_distributions_equal_perf_script() {
+    let dir = tempdir();
+    let out = dir.path().join("p");
+    assert!(import(&fixture("pebs-skx-loadlat/perf.data"), &out)
+        .status
+        .success());
+    // perf script's own account: each load's level (its LVL text) and weight.
+    let text =
+        std::fs::read_to_string(fixture("pebs-skx-loadlat/perf.data.perf-script.txt")).unwrap();
+    let mut expected: std::collections::BTreeMap<&str, Vec<u32>> = Default::default();
+    for line in text.lines().filter(|l| l.contains("|OP LOAD|")) {
+        let level = match line
+            .split("|LVL ")
+            .nth(1)
+            .unwrap()
+            .split('|')
+            .next()
+            .unwrap()
+        {
+            "L1 or L1 hit" => "L1",
+            "LFB/MAB or LFB/MAB hit" => "fill buffer",
+            "L2 or L2 hit" => "L2",
+            "L3 or L3 hit" => "LLC",
+            other => panic!("level {other} not in this fixture's table"),
+        };
+        let weight: u32 = line
+            .split("BLK")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        expected.entry(level).or_default().push(weight);
+    }
+    let report = common::report_json(&out);
+    let tables = &report["levels"];
+    for d in tables["latency"].as_array().unwrap() {
+        let mut w = expected.remove(d["level"].as_str().unwrap()).unwrap();
+        w.sort_unstable();
+        assert_eq!(d["samples"], w.len(), "{d}");
+        assert_eq!(d["min"], w[0], "{d}");
+        assert_eq!(d["max"], *w.last().unwrap(), "{d}");
+        // The sample at rank round((n - 1) / 2), the upper one of two middles.
+        assert_eq!(d["median"], w[w.len() / 2], "{d}");
+        let mean = w.iter().map(|&x| f64::from(x)).sum::<f64>() / w.len() as f64;
+        assert!((d["mean"].as_f64().unwrap() - mean).abs() < 1e-9, "{d}");
+    }
+    assert!(
+        expected.is_empty(),
+        "levels missing from the report: {expected:?}"
+    );
+    // Each routine's shares are of its own loads and add up to 100%.
+    for row in tables["by_routine"].as_array().unwrap() {
+        let sum: f64 = row["percent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_f64().unwrap())
+            .sum();
+        assert!((sum - 100.0).abs() < 1e-9, "{row}");
+    }
+}
+
+#[test]
 fn spe_samples_equal_perf_script_and_export_as_spe_parser_csv() {
     let dir = tempdir();
     let out = dir.path().join("spe");

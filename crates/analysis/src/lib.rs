@@ -4,12 +4,14 @@
 mod access;
 mod capacity;
 mod counters;
+mod levels;
 mod objects;
 mod sharing;
 
 pub use access::*;
 pub use capacity::*;
 pub use counters::*;
+pub use levels::*;
 pub use objects::*;
 pub use sharing::*;
 

@@ -29,6 +29,9 @@ pub struct Report {
     pub counters: Vec<analysis::CounterSummary>,
     /// Cache lines two or more threads touched, one writing: false and true sharing.
     pub sharing: Vec<analysis::SharedLine>,
+    /// Loads by memory level per routine and region, latency by level (when
+    /// the samples carry levels).
+    pub levels: Option<analysis::LevelTables>,
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
@@ -139,6 +142,15 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         access: analysis::access_report(p, &all, top),
         counters: analysis::counters_report(p),
         sharing: analysis::shared_lines(p, &all, top),
+        levels: analysis::level_tables(
+            p,
+            &all,
+            top,
+            &format!(
+                "measured by the PMU ({}): level from each sample's data source, latency in core cycles (PEBS weight, SPE total, IBS miss latency); percentages of load samples",
+                analysis::sample_sources(m).join(", ")
+            ),
+        ),
         losses: m.losses.clone(),
         provenance: if m.backend.iter().any(|b| b == "perf.data import") {
             vec![
@@ -313,6 +325,9 @@ pub fn render_text(r: &Report) -> String {
     }
     render_access(&mut out, &r.access);
     render_counters(&mut out, &r.counters);
+    if let Some(levels) = &r.levels {
+        render_levels(&mut out, levels);
+    }
     render_sharing(&mut out, &r.sharing);
     let _ = writeln!(out, "\nHOW OBTAINED");
     for (what, how) in &r.provenance {
@@ -351,6 +366,45 @@ fn counter_value(v: f64, unit: &str) -> String {
         _ if v >= 1e6 => format!("{:.2} M", v / 1e6),
         _ => format!("{v:.0}"),
     }
+}
+
+fn render_levels(out: &mut String, t: &analysis::LevelTables) {
+    let _ = writeln!(out, "\nLOADS BY MEMORY LEVEL ({})", t.method);
+    for (title, rows) in [("routine", &t.by_routine), ("region", &t.by_region)] {
+        if rows.is_empty() {
+            continue;
+        }
+        let mut header = format!("  {title:<34} {:>8}", "loads");
+        for l in &t.levels {
+            let _ = write!(header, " {:>9}", truncate(l, 9));
+        }
+        let _ = writeln!(out, "{header} {:>9}", "cycles");
+        for r in rows.iter() {
+            let mut line = format!("  {:<34} {:>8}", truncate(&r.name, 34), r.load_samples);
+            for pct in &r.percent {
+                let _ = write!(line, " {:>8.1}%", pct);
+            }
+            let mean = r
+                .mean_latency
+                .map_or("-".to_string(), |m| format!("{m:.0}"));
+            let _ = writeln!(out, "{line} {mean:>9}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  latency by level (cycles)   samples     mean   min  median    p90    p99     max"
+    );
+    for d in &t.latency {
+        let _ = writeln!(
+            out,
+            "  {:<26} {:>9} {:>8.1} {:>5} {:>7} {:>6} {:>6} {:>7}",
+            d.level, d.samples, d.mean, d.min, d.median, d.p90, d.p99, d.max
+        );
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
 }
 
 fn render_sharing(out: &mut String, lines: &[analysis::SharedLine]) {

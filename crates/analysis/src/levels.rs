@@ -1,0 +1,197 @@
+//! Where loads were served, per routine and per region (seed 002, Table 1: "%
+//! of load references by memory level, and average cost"), and the latency
+//! distribution of each level (seed 001, tables 4.4 to 4.6).
+
+use crate::access::attribute;
+use crate::{Objects, Profile};
+use memlens_decoders::MemLevel;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LevelTables {
+    /// How the levels and latencies were obtained.
+    pub method: String,
+    /// Level names in hierarchy order: the columns of every row.
+    pub levels: Vec<String>,
+    pub by_routine: Vec<LevelRowShares>,
+    pub by_region: Vec<LevelRowShares>,
+    pub latency: Vec<LatencyDistribution>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LevelRowShares {
+    pub name: String,
+    pub load_samples: u64,
+    /// Percent of the load samples served by each of `levels`.
+    pub percent: Vec<f64>,
+    /// Mean latency (cycles) of the load samples that carry one.
+    pub mean_latency: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LatencyDistribution {
+    pub level: String,
+    pub samples: u64,
+    pub mean: f64,
+    pub min: u32,
+    pub median: u32,
+    pub p90: u32,
+    pub p99: u32,
+    pub max: u32,
+    /// (from, to, samples): power-of-two buckets of cycles, [from, to).
+    pub histogram: Vec<(u32, u32, u64)>,
+}
+
+#[derive(Default)]
+struct Tally {
+    by_level: BTreeMap<u8, u64>,
+    latency_sum: f64,
+    with_latency: u64,
+}
+
+impl Tally {
+    fn add(&mut self, level: u8, latency: Option<u32>) {
+        *self.by_level.entry(level).or_default() += 1;
+        if let Some(l) = latency {
+            self.latency_sum += f64::from(l);
+            self.with_latency += 1;
+        }
+    }
+
+    fn row(&self, name: String, levels: &[u8]) -> LevelRowShares {
+        let loads: u64 = self.by_level.values().sum();
+        LevelRowShares {
+            name,
+            load_samples: loads,
+            percent: levels
+                .iter()
+                .map(|l| 100.0 * *self.by_level.get(l).unwrap_or(&0) as f64 / loads.max(1) as f64)
+                .collect(),
+            mean_latency: (self.with_latency > 0)
+                .then(|| self.latency_sum / self.with_latency as f64),
+        }
+    }
+}
+
+/// `None` when no load sample has a level (software samples without the
+/// cache model).
+pub fn level_tables(
+    p: &Profile,
+    objects: &Objects,
+    top: usize,
+    method: &str,
+) -> Option<LevelTables> {
+    if !p.samples.iter().any(|s| !s.is_store && s.level != 0) {
+        return None;
+    }
+    let mut routines: HashMap<String, Tally> = HashMap::new();
+    let mut regions: HashMap<String, Tally> = HashMap::new();
+    let mut latencies: BTreeMap<u8, Vec<u32>> = BTreeMap::new();
+    let mut seen_levels: BTreeMap<u8, ()> = BTreeMap::new();
+    // Labels by (pid, pc): one lookup per distinct code address.
+    let mut routine_of: HashMap<(u32, u64), String> = HashMap::new();
+    attribute(p, objects, |i, _, open| {
+        let s = &p.samples[i];
+        if s.is_store {
+            return;
+        }
+        seen_levels.insert(s.level, ());
+        let routine = routine_of
+            .entry((s.pid, s.pc))
+            .or_insert_with(|| routine_label(p, s.pid, s.pc));
+        routines
+            .entry(routine.clone())
+            .or_default()
+            .add(s.level, s.latency);
+        for &r in open {
+            regions
+                .entry(p.regions[r].name.clone())
+                .or_default()
+                .add(s.level, s.latency);
+        }
+        if let Some(l) = s.latency {
+            latencies.entry(s.level).or_default().push(l);
+        }
+    });
+    let levels: Vec<u8> = seen_levels.into_keys().collect();
+    let rows = |tallies: HashMap<String, Tally>, top: usize| {
+        let mut rows: Vec<LevelRowShares> = tallies
+            .into_iter()
+            .map(|(name, t)| t.row(name, &levels))
+            .collect();
+        rows.sort_by(|a, b| {
+            b.load_samples
+                .cmp(&a.load_samples)
+                .then(a.name.cmp(&b.name))
+        });
+        rows.truncate(top);
+        rows
+    };
+    Some(LevelTables {
+        method: method.to_string(),
+        levels: levels
+            .iter()
+            .map(|&l| MemLevel::from_code(l).name().to_string())
+            .collect(),
+        by_routine: rows(routines, top),
+        by_region: rows(regions, usize::MAX),
+        latency: latencies
+            .into_iter()
+            .map(|(level, mut l)| distribution(MemLevel::from_code(level).name(), &mut l))
+            .collect(),
+    })
+}
+
+/// A routine: the function of a code address, or the module it fell in.
+fn routine_label(p: &Profile, pid: u32, pc: u64) -> String {
+    match p.locations.get(&(pid, pc)) {
+        Some(l) if !l.function.is_empty() => l.function.clone(),
+        Some(l) if !l.module.is_empty() => format!("[{}]", l.module),
+        _ => "[unknown code]".to_string(),
+    }
+}
+
+fn distribution(level: &str, cycles: &mut [u32]) -> LatencyDistribution {
+    cycles.sort_unstable();
+    let at = |q: f64| cycles[((cycles.len() - 1) as f64 * q).round() as usize];
+    let mut histogram: BTreeMap<u32, u64> = BTreeMap::new();
+    for &c in cycles.iter() {
+        *histogram.entry(c.checked_ilog2().unwrap_or(0)).or_default() += 1;
+    }
+    LatencyDistribution {
+        level: level.to_string(),
+        samples: cycles.len() as u64,
+        mean: cycles.iter().map(|&c| f64::from(c)).sum::<f64>() / cycles.len() as f64,
+        min: cycles[0],
+        median: at(0.5),
+        p90: at(0.9),
+        p99: at(0.99),
+        max: cycles[cycles.len() - 1],
+        histogram: histogram
+            .into_iter()
+            .map(|(b, n)| {
+                (
+                    if b == 0 { 0 } else { 1 << b },
+                    1u32.checked_shl(b + 1).unwrap_or(u32::MAX),
+                    n,
+                )
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_distribution_has_its_order_statistics_and_buckets() {
+        let mut cycles: Vec<u32> = (1..=100).collect();
+        let d = super::distribution("L1", &mut cycles);
+        assert_eq!((d.min, d.median, d.p90, d.p99, d.max), (1, 51, 90, 99, 100));
+        assert_eq!(d.mean, 50.5);
+        assert_eq!(d.histogram[0], (0, 2, 1));
+        assert_eq!(d.histogram[1], (2, 4, 2));
+        assert_eq!(d.histogram.last(), Some(&(64, 128, 37)));
+        assert_eq!(d.histogram.iter().map(|b| b.2).sum::<u64>(), 100);
+    }
+}
