@@ -140,6 +140,12 @@ struct RecordArgs {
     /// SPE: bytes of new AUX data that wake memlens (default: half the area).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     aux_watermark: u32,
+    /// Run a model of the cache hierarchy on every instrumented access and give
+    /// each sample the level it served (modelled): the levels sysfs describes,
+    /// or SPEC as "size/ways/line" per level, smallest first (48K/12/64,2M/16/64).
+    /// Every access then takes the runtime's slow path.
+    #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "sysfs", value_parser = parse_cache_spec)]
+    cache_model: Option<String>,
     /// Sample stores only (instrumented builds still count loads exactly).
     #[arg(long)]
     no_loads: bool,
@@ -248,6 +254,34 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+/// `--cache-model`'s levels, checked, as the runtime reads them: "sysfs"
+/// becomes this machine's data and unified caches.
+fn parse_cache_spec(text: &str) -> std::result::Result<String, String> {
+    let spec = if text == "sysfs" {
+        memlens_collector::sysinfo::cache_levels()
+            .iter()
+            .map(|c| format!("{}/{}/{}", c.size, c.ways, c.line))
+            .collect::<Vec<_>>()
+            .join(",")
+    } else {
+        text.to_string()
+    };
+    let levels: Vec<&str> = spec.split(',').filter(|l| !l.is_empty()).collect();
+    let valid = |level: &str| {
+        let parts: Vec<&str> = level.split('/').collect();
+        parts.len() == 3
+            && parse_size(parts[0]).is_ok()
+            && parts[1].parse::<u32>().is_ok_and(|w| w > 0)
+            && parts[2].parse::<u32>().is_ok_and(|l| l.is_power_of_two())
+    };
+    if levels.is_empty() || levels.len() > 4 || !levels.iter().all(|l| valid(l)) {
+        return Err(format!(
+            "{text:?}: give one to four levels as size/ways/line, smallest first, e.g. 48K/12/64,2M/16/64,32M/16/64 (or no value: the caches sysfs lists)"
+        ));
+    }
+    Ok(levels.join(","))
 }
 
 /// "64M", "1G", "4096": bytes.
@@ -437,6 +471,7 @@ fn record(args: RecordArgs) -> Result<i32> {
         min_latency: args.min_latency,
         aux_kib: args.aux_size,
         aux_watermark: args.aux_watermark,
+        cache_model: args.cache_model,
     };
     let outcome = memlens_collector::record(&cfg)?;
     // The summary needs no samples: do not read back what may be millions of them.

@@ -463,3 +463,66 @@ fn false_sharing_found(opt: &str) {
     assert!(seen[1].1.contains("false_sharing.c:28"), "{seen:?}");
     assert!(line["thread_switches"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
+    // This machine's L1d and L2 from sysfs; a last level of eight L2s (this
+    // VM's sysfs L3 of 480 MiB would take a chase of a GiB to cross).
+    let caches = memlens_collector::sysinfo::cache_levels();
+    let (l1, l2) = (caches[0].size, caches[1].size);
+    let llc = 8 * l2;
+    let spec = format!(
+        "{}/{}/{},{}/{}/{},{llc}/16/64",
+        l1, caches[0].ways, caches[0].line, l2, caches[1].ways, caches[1].line
+    );
+    let dir = tempdir();
+    let app = dir.path().join("chase");
+    let st = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["cc", "-O2"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join("tests/programs/chase_levels.c"))
+        .arg("-o")
+        .arg(&app)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let sets = [
+        (l1 / 4, "L1"),
+        (4 * l1, "L2"),
+        (2 * l2, "LLC"),
+        (2 * llc, "local DRAM"),
+    ];
+    let mut args: Vec<String> = vec![app.to_string_lossy().into_owned()];
+    args.extend(sets.iter().map(|(bytes, _)| bytes.to_string()));
+    let p = dir.path().join("p");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = record(&p, &["--period", "97", "--cache-model", &spec], &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let levels = &report_json(&p)["levels"];
+    assert!(
+        levels["method"].as_str().unwrap().starts_with("modelled"),
+        "{levels}"
+    );
+    let names: Vec<&str> = levels["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    for (bytes, level) in sets {
+        let row = levels["by_region"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == format!("ws-{bytes}"))
+            .unwrap_or_else(|| panic!("no region ws-{bytes}: {levels}"));
+        let at = names.iter().position(|n| *n == level).unwrap();
+        let pct = row["percent"][at].as_f64().unwrap();
+        assert!(pct > 95.0, "{bytes} B should be served by {level}: {row}");
+    }
+}

@@ -45,6 +45,18 @@ pub struct Level<'a> {
     set_mask: Option<u64>,
 }
 
+impl Level<'static> {
+    /// A level that holds nothing: a placeholder for the unused slots of a
+    /// fixed array of levels. Never look a line up in it.
+    pub const EMPTY: Level<'static> = Level {
+        tags: &[],
+        ways: 0,
+        sets: 0,
+        line_shift: 6,
+        set_mask: None,
+    };
+}
+
 impl<'a> Level<'a> {
     /// `None` when `tags` is shorter than the geometry needs or the line size
     /// is not a power of two.

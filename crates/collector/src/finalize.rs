@@ -31,6 +31,8 @@ pub struct RunInfo {
     pub start_ns: Option<u64>,
     pub end_ns: Option<u64>,
     pub missed_ticks: u64,
+    /// The cache model's geometry ("size/ways/line" per level), when it ran.
+    pub cache_model: Option<String>,
 }
 
 /// What an image log's header says.
@@ -552,6 +554,7 @@ fn build(
                     address: x.addr,
                     size: raw::class_size(class) as u32,
                     is_store: raw::class_is_store(class),
+                    level: x.level,
                     ..AccessSample::default()
                 });
             }
@@ -906,6 +909,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             }
             .into(),
             max_frames: settings.max_frames,
+            cache_model: run.cache_model.clone().unwrap_or_default(),
             access_period: perf.as_ref().map_or(settings.access_period, |p| p.period),
             sample_loads: settings.access_filter & 1 != 0,
             sample_stores: settings.access_filter & 2 != 0,

@@ -37,6 +37,8 @@ pub struct RecordConfig {
     /// SPE AUX area per CPU (KiB) and its wake-up watermark (bytes); 0: defaults.
     pub aux_kib: u64,
     pub aux_watermark: u32,
+    /// Run the cache model on every access: "size/ways/line" per level.
+    pub cache_model: Option<String>,
 }
 
 /// Where access samples come from.
@@ -182,6 +184,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(v) = cfg.period {
         cmd.env("MEMLENS_PERIOD", v.to_string());
     }
+    if let Some(spec) = &cfg.cache_model {
+        cmd.env("MEMLENS_CACHE_MODEL", spec);
+    }
     // One source of access samples per profile: under a perf backend the
     // instrumented build still counts exactly but does not sample.
     if cfg.no_loads || plan.is_some() {
@@ -291,6 +296,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
             .map(|s| s.to_string_lossy().into_owned())
             .collect(),
         interval_ms: cfg.interval_ms,
+        cache_model: cfg.cache_model.clone(),
         start_ns: Some(start_ns),
         end_ns: Some(now_ns()),
         missed_ticks,

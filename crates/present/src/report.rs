@@ -146,10 +146,17 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
             p,
             &all,
             top,
-            &format!(
-                "measured by the PMU ({}): level from each sample's data source, latency in core cycles (PEBS weight, SPE total, IBS miss latency); percentages of load samples",
-                analysis::sample_sources(m).join(", ")
-            ),
+            &if m.settings.cache_model.is_empty() {
+                format!(
+                    "measured by the PMU ({}): level from each sample's data source, latency in core cycles (PEBS weight, SPE total, IBS miss latency); percentages of load samples",
+                    analysis::sample_sources(m).join(", ")
+                )
+            } else {
+                format!(
+                    "modelled: an LRU model of the caches {} (size/ways/line) ran on every access; percentages of load samples, no latency measured",
+                    m.settings.cache_model
+                )
+            },
         ),
         losses: m.losses.clone(),
         provenance: if m.backend.iter().any(|b| b == "perf.data import") {
@@ -389,6 +396,9 @@ fn render_levels(out: &mut String, t: &analysis::LevelTables) {
                 .map_or("-".to_string(), |m| format!("{m:.0}"));
             let _ = writeln!(out, "{line} {mean:>9}");
         }
+    }
+    if t.latency.is_empty() {
+        return;
     }
     let _ = writeln!(
         out,

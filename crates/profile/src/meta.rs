@@ -37,6 +37,10 @@ pub struct Settings {
     pub sample_loads: bool,
     #[serde(default)]
     pub sample_stores: bool,
+    /// The cache model's levels ("size/ways/line", smallest first) when it gave
+    /// the samples their levels; empty otherwise.
+    #[serde(default)]
+    pub cache_model: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

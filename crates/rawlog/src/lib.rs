@@ -264,7 +264,10 @@ pub struct Sample {
     pub cpu: u32,
     /// Access class (see `ACCESS_CLASSES`).
     pub class: u8,
-    pub _pad: [u8; 3],
+    /// Memory level the cache model gave the access (memlens_decoders::MemLevel
+    /// code; 0 when the model is off).
+    pub level: u8,
+    pub _pad: [u8; 2],
 }
 
 /// Region begin/end, with the thread's exact access counts at that instant.

@@ -33,6 +33,8 @@ pub struct AccessState {
     pub exe_countdowns: *mut [u64; ACCESS_CLASSES],
     /// Bytes of intercepted memcpy/memmove (read) and memcpy/memmove/memset (written).
     pub bulk: [u64; 2],
+    /// Accesses counted since the counts were last published (cache model on).
+    pub unpublished: u64,
 }
 
 impl AccessState {
@@ -46,6 +48,7 @@ impl AccessState {
             sources: [zero; 2],
             exe_countdowns: core::ptr::null_mut(),
             bulk: [0; 2],
+            unpublished: 0,
         }
     }
 
@@ -284,6 +287,12 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
         st.access.exe_countdowns = remaining;
     }
     let src = !own as usize;
+    let modelled = crate::model::enabled();
+    let level = if modelled {
+        st.model.level(addr, raw::class_size(class) as u64)
+    } else {
+        0
+    };
     // Everything since the last reset, plus this access.
     let consumed = st.access.sources[src].reset[class] + 1;
     st.access.sources[src].credited[class] += consumed;
@@ -301,15 +310,25 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
             // SAFETY: plain libc call (vDSO getcpu).
             cpu: unsafe { libc::sched_getcpu() }.max(0) as u32,
             class: class as u8,
-            _pad: [0; 3],
+            level,
+            _pad: [0; 2],
         };
         st.writer.write(st.tid, tag::SAMPLE, &ev, &[]);
         st.access.sources[src].until_sample[class] = jittered_period(st, class);
     }
-    let next = st.access.sources[src].until_sample[class].min(PUBLISH_EVERY);
+    // The cache model must see every access: each one comes here then.
+    let next = if modelled {
+        1
+    } else {
+        st.access.sources[src].until_sample[class].min(PUBLISH_EVERY)
+    };
     st.access.sources[src].reset[class] = next - 1;
     remaining[class] = next - 1;
-    publish(st);
+    st.access.unpublished += consumed;
+    if st.access.unpublished >= PUBLISH_EVERY || !modelled {
+        publish(st);
+        st.access.unpublished = 0;
+    }
     set_errno(saved);
     leave(st);
 }

@@ -12,6 +12,7 @@
 
 mod access;
 mod log;
+mod model;
 mod modules;
 mod sampler;
 mod sys;
@@ -204,6 +205,9 @@ unsafe fn configure() -> bool {
     }
     if env(c"MEMLENS_NO_STORES").is_some_and(|v| v == b"1") {
         s.access_filter &= !2;
+    }
+    if let Some(spec) = env(c"MEMLENS_CACHE_MODEL") {
+        model::configure(spec);
     }
     if let Some(v) = env(c"MEMLENS_INTERVAL").and_then(parse_size) {
         INTERVAL_MS = v.max(1);

@@ -28,6 +28,8 @@ pub struct ThreadState {
     pub group_depth: usize,
     pub stack_lo: u64,
     pub stack_hi: u64,
+    /// The cache model's levels for this thread (built at its first access).
+    pub model: crate::model::ThreadModel,
 }
 
 /// TLS values that are not pointers to a state.
@@ -147,6 +149,7 @@ pub fn create() -> *mut ThreadState {
             group_depth: 0,
             stack_lo,
             stack_hi,
+            model: crate::model::ThreadModel::off(),
         });
         (*p).countdown = crate::next_sample_countdown(&mut *p);
     }
@@ -234,6 +237,7 @@ unsafe extern "C" fn on_thread_exit(value: *mut libc::c_void) {
     crate::record_thread_exit(&mut *st);
     retire_slot(&*st);
     (*st).writer.release();
+    (*st).model.release();
     tls_set(DEAD);
     let size = core::mem::size_of::<ThreadState>().next_multiple_of(4096);
     sys::munmap(st as *mut libc::c_void, size);
