@@ -395,21 +395,30 @@ fn openmp_threads_each_count_their_share() {
     assert!(sampled.len() >= 2, "both threads are sampled");
 }
 
-/// Builds tests/programs/false_sharing.c with `memlens cc`, records it and
-/// returns the report's shared lines.
-fn shared_lines(opt: &str, defines: &[&str]) -> Vec<serde_json::Value> {
-    let dir = tempdir();
-    let app = dir.path().join("sharing");
+/// Builds tests/programs/`source` with `memlens cc` and `flags` into `dir`.
+fn memlens_cc(dir: &std::path::Path, source: &str, flags: &[&str]) -> std::path::PathBuf {
+    let app = dir.join(source.split('.').next().unwrap());
     let st = Command::new(memlens())
         .env("MEMLENS_RUNTIME", runtime())
-        .args(["cc", opt, "-pthread"])
-        .args(defines)
-        .arg(root().join("tests/programs/false_sharing.c"))
+        .arg("cc")
+        .args(flags)
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join("tests/programs").join(source))
         .arg("-o")
         .arg(&app)
         .status()
         .unwrap();
-    assert!(st.success());
+    assert!(st.success(), "memlens cc {source}");
+    app
+}
+
+/// Builds tests/programs/false_sharing.c with `memlens cc`, records it and
+/// returns the report's shared lines.
+fn shared_lines(opt: &str, defines: &[&str]) -> Vec<serde_json::Value> {
+    let dir = tempdir();
+    let mut flags = vec![opt, "-pthread"];
+    flags.extend(defines);
+    let app = memlens_cc(dir.path(), "false_sharing.c", &flags);
     let p = dir.path().join("p");
     let out = record(&p, &[], &[&app.to_string_lossy()]);
     assert!(
@@ -476,17 +485,7 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
         l1, caches[0].ways, caches[0].line, l2, caches[1].ways, caches[1].line
     );
     let dir = tempdir();
-    let app = dir.path().join("chase");
-    let st = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["cc", "-O2"])
-        .arg(format!("-I{}", root().join("include").display()))
-        .arg(root().join("tests/programs/chase_levels.c"))
-        .arg("-o")
-        .arg(&app)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let app = memlens_cc(dir.path(), "chase_levels.c", &["-O2"]);
     let sets = [
         (l1 / 4, "L1"),
         (4 * l1, "L2"),
