@@ -494,15 +494,59 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
     ];
     let mut args: Vec<String> = vec![app.to_string_lossy().into_owned()];
     args.extend(sets.iter().map(|(bytes, _)| bytes.to_string()));
+    // A calibration of this machine (small: DRAM is not reached) prices the
+    // modelled levels; record keeps a copy in the profile.
+    let cache_home = dir.path().join("cache");
+    let memlens_with_cache = || {
+        let mut c = Command::new(memlens());
+        c.env("XDG_CACHE_HOME", &cache_home)
+            .env("MEMLENS_RUNTIME", runtime());
+        c
+    };
+    let st = memlens_with_cache()
+        .args(["calibrate", "--max-size", "8M", "--threads", "1"])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
     let p = dir.path().join("p");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = record(&p, &["--period", "97", "--cache-model", &spec], &args);
+    let out = memlens_with_cache()
+        .args(["record", "--period", "97", "--cache-model", &spec, "-o"])
+        .arg(&p)
+        .arg("--")
+        .args(&args)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let calibration: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join("calibration.json")).unwrap())
+            .unwrap();
+    let price = |name: &str| {
+        calibration["levels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .map(|l| l["ns"].as_f64().unwrap())
+    };
+    let last_cache = calibration["caches"].as_array().unwrap().last().unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prices = [
+        price(caches[0].name.as_str()),
+        price("L2"),
+        price(&last_cache),
+        price("DRAM"),
+    ];
     let levels = &report_json(&p)["levels"];
+    assert!(
+        levels["cost"].as_str().unwrap().contains("calibrated"),
+        "{levels}"
+    );
     assert!(
         levels["method"].as_str().unwrap().starts_with("modelled"),
         "{levels}"
@@ -523,5 +567,16 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
         let at = names.iter().position(|n| *n == level).unwrap();
         let pct = row["percent"][at].as_f64().unwrap();
         assert!(pct > 95.0, "{bytes} B should be served by {level}: {row}");
+        // All served by one level: its cost is that level's calibrated latency
+        // (none for DRAM, which the small calibration did not reach).
+        if pct == 100.0 {
+            let k = sets.iter().position(|s| s.1 == level).unwrap();
+            match (row["mean_cost"].as_f64(), prices[k]) {
+                (Some(cost), Some(price)) => {
+                    assert!((cost - price).abs() < 1e-9 * price, "{row}: {price} ns")
+                }
+                (cost, price) => assert_eq!(cost, price, "{row}"),
+            }
+        }
     }
 }

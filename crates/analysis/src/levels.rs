@@ -14,6 +14,9 @@ pub struct LevelTables {
     pub method: String,
     /// Level names in hierarchy order: the columns of every row.
     pub levels: Vec<String>,
+    /// What `mean_cost` is: measured cycles, or the calibrated ns of the
+    /// modelled levels; empty when the samples carry no cost.
+    pub cost: String,
     pub by_routine: Vec<LevelRowShares>,
     pub by_region: Vec<LevelRowShares>,
     pub latency: Vec<LatencyDistribution>,
@@ -25,8 +28,8 @@ pub struct LevelRowShares {
     pub load_samples: u64,
     /// Percent of the load samples served by each of `levels`.
     pub percent: Vec<f64>,
-    /// Mean latency (cycles) of the load samples that carry one.
-    pub mean_latency: Option<f64>,
+    /// Mean cost of the load samples that have one (see `LevelTables::cost`).
+    pub mean_cost: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -51,10 +54,10 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, level: u8, latency: Option<u32>) {
+    fn add(&mut self, level: u8, cost: Option<f64>) {
         *self.by_level.entry(level).or_default() += 1;
-        if let Some(l) = latency {
-            self.latency_sum += f64::from(l);
+        if let Some(c) = cost {
+            self.latency_sum += c;
             self.with_latency += 1;
         }
     }
@@ -68,8 +71,7 @@ impl Tally {
                 .iter()
                 .map(|l| 100.0 * *self.by_level.get(l).unwrap_or(&0) as f64 / loads.max(1) as f64)
                 .collect(),
-            mean_latency: (self.with_latency > 0)
-                .then(|| self.latency_sum / self.with_latency as f64),
+            mean_cost: (self.with_latency > 0).then(|| self.latency_sum / self.with_latency as f64),
         }
     }
 }
@@ -85,6 +87,24 @@ pub fn level_tables(
     if !p.samples.iter().any(|s| !s.is_store && s.level != 0) {
         return None;
     }
+    // Modelled levels are priced with the calibration's plateaus; hardware
+    // samples carry their measured latency.
+    let modelled = !p.meta.settings.cache_model.is_empty();
+    let prices = modelled
+        .then(|| p.calibration.as_ref().map(level_prices))
+        .flatten();
+    let cost_of = |level: u8, latency: Option<u32>| match &prices {
+        Some(prices) => prices.get(&level).copied(),
+        None if modelled => None,
+        None => latency.map(f64::from),
+    };
+    let cost = match (&prices, modelled) {
+        (Some(_), _) => {
+            "ns: the calibrated load latency of each modelled level (memlens calibrate)"
+        }
+        (None, true) => "",
+        (None, false) => "cycles, measured",
+    };
     let mut routines: HashMap<String, Tally> = HashMap::new();
     let mut regions: HashMap<String, Tally> = HashMap::new();
     let mut latencies: BTreeMap<u8, Vec<u32>> = BTreeMap::new();
@@ -100,15 +120,16 @@ pub fn level_tables(
         let routine = routine_of
             .entry((s.pid, s.pc))
             .or_insert_with(|| routine_label(p, s.pid, s.pc));
+        let cost = cost_of(s.level, s.latency);
         routines
             .entry(routine.clone())
             .or_default()
-            .add(s.level, s.latency);
+            .add(s.level, cost);
         for &r in open {
             regions
                 .entry(p.regions[r].name.clone())
                 .or_default()
-                .add(s.level, s.latency);
+                .add(s.level, cost);
         }
         if let Some(l) = s.latency {
             latencies.entry(s.level).or_default().push(l);
@@ -130,6 +151,7 @@ pub fn level_tables(
     };
     Some(LevelTables {
         method: method.to_string(),
+        cost: cost.to_string(),
         levels: levels
             .iter()
             .map(|&l| MemLevel::from_code(l).name().to_string())
@@ -141,6 +163,22 @@ pub fn level_tables(
             .map(|(level, mut l)| distribution(MemLevel::from_code(level).name(), &mut l))
             .collect(),
     })
+}
+
+/// ns per load of each level the model gives, from the calibration's plateaus:
+/// L1 is the first cache, L2 the cache named so, LLC the last, DRAM its own.
+fn level_prices(c: &memlens_profile::Calibration) -> HashMap<u8, f64> {
+    let mut prices = HashMap::new();
+    let mut price = |level: MemLevel, name: Option<&str>| {
+        if let Some(ns) = name.and_then(|n| c.level_ns(n)) {
+            prices.insert(level.code(), ns);
+        }
+    };
+    price(MemLevel::L1, c.caches.first().map(|k| k.name.as_str()));
+    price(MemLevel::L2, Some("L2"));
+    price(MemLevel::Llc, c.caches.last().map(|k| k.name.as_str()));
+    price(MemLevel::LocalDram, Some("DRAM"));
+    prices
 }
 
 /// A routine: the function of a code address, or the module it fell in.

@@ -37,6 +37,8 @@ pub struct Profile {
     /// Readings of counting perf events (merged runs: one series per run,
     /// the run's directory name in brackets after the counter's).
     pub counters: Vec<CounterReading>,
+    /// The machine's calibration, kept by a run with the cache model.
+    pub calibration: Option<profile::Calibration>,
 }
 
 impl Profile {
@@ -70,6 +72,7 @@ impl Profile {
             timeline,
             statics: profile::read_table(dir)?,
             counters: profile::read_table(dir)?,
+            calibration: profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)).ok(),
             samples: if with_samples {
                 profile::read_table(dir)?
             } else {
@@ -172,6 +175,7 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
     let mut out = Profile {
         dir: dir.to_path_buf(),
         meta: profiles.first().map(|p| p.meta.clone()).unwrap_or_default(),
+        calibration: profiles.first().and_then(|p| p.calibration.clone()),
         ..Profile::default()
     };
     out.meta.processes.clear();

@@ -186,6 +186,18 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
     if let Some(spec) = &cfg.cache_model {
         cmd.env("MEMLENS_CACHE_MODEL", spec);
+        // The machine's calibration prices the modelled levels; a profile
+        // keeps its own copy, read wherever it is reported.
+        let calibration = memlens_profile::Calibration::default_path();
+        if let Ok(c) = memlens_profile::Calibration::read(&calibration) {
+            c.write(&cfg.out_dir.join(memlens_profile::CALIBRATION_FILE))
+                .map_err(|e| Error::Usage(e.to_string()))?;
+        } else {
+            eprintln!(
+                "memlens: no calibration at {}: modelled levels get no cost; run `memlens calibrate` once",
+                calibration.display()
+            );
+        }
     }
     // One source of access samples per profile: under a perf backend the
     // instrumented build still counts exactly but does not sample.

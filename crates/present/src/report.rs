@@ -153,7 +153,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
                 )
             } else {
                 format!(
-                    "modelled: an LRU model of the caches {} (size/ways/line) ran on every access; percentages of load samples, no latency measured",
+                    "modelled: an LRU model of the caches {} (size/ways/line) ran on every access; percentages of load samples",
                     m.settings.cache_model
                 )
             },
@@ -377,6 +377,9 @@ fn counter_value(v: f64, unit: &str) -> String {
 
 fn render_levels(out: &mut String, t: &analysis::LevelTables) {
     let _ = writeln!(out, "\nLOADS BY MEMORY LEVEL ({})", t.method);
+    if !t.cost.is_empty() {
+        let _ = writeln!(out, "  cost: {}", t.cost);
+    }
     for (title, rows) in [("routine", &t.by_routine), ("region", &t.by_region)] {
         if rows.is_empty() {
             continue;
@@ -385,15 +388,25 @@ fn render_levels(out: &mut String, t: &analysis::LevelTables) {
         for l in &t.levels {
             let _ = write!(header, " {:>9}", truncate(l, 9));
         }
-        let _ = writeln!(out, "{header} {:>9}", "cycles");
+        let unit = t
+            .cost
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .split(',')
+            .next()
+            .unwrap_or("");
+        let _ = writeln!(
+            out,
+            "{header} {:>9}",
+            if unit.is_empty() { "cost" } else { unit }
+        );
         for r in rows.iter() {
             let mut line = format!("  {:<34} {:>8}", truncate(&r.name, 34), r.load_samples);
             for pct in &r.percent {
                 let _ = write!(line, " {:>8.1}%", pct);
             }
-            let mean = r
-                .mean_latency
-                .map_or("-".to_string(), |m| format!("{m:.0}"));
+            let mean = r.mean_cost.map_or("-".to_string(), |m| format!("{m:.1}"));
             let _ = writeln!(out, "{line} {mean:>9}");
         }
     }

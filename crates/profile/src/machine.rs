@@ -66,7 +66,15 @@ pub struct Calibration {
     pub bandwidth: Vec<BandwidthPoint>,
 }
 
+/// The copy a profile keeps of the calibration its modelled costs use.
+pub const CALIBRATION_FILE: &str = "calibration.json";
+
 impl Calibration {
+    /// The latency plateau (ns) of a cache (by its sysfs name) or "DRAM".
+    pub fn level_ns(&self, name: &str) -> Option<f64> {
+        self.levels.iter().find(|l| l.name == name).map(|l| l.ns)
+    }
+
     /// Where `memlens calibrate` keeps the machine's calibration by default.
     pub fn default_path() -> PathBuf {
         let base = std::env::var_os("XDG_CACHE_HOME")
