@@ -191,6 +191,11 @@ struct ReportArgs {
     dir: PathBuf,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// With --format csv: which table (objects, allocated, leaks, regions,
+    /// access-objects, access-regions, levels-routine, levels-region, latency,
+    /// sharing).
+    #[arg(long, default_value = "objects")]
+    table: String,
     /// Rows per top-N table.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -200,6 +205,7 @@ struct ReportArgs {
 enum Format {
     Text,
     Json,
+    Csv,
 }
 
 #[derive(Subcommand)]
@@ -615,6 +621,11 @@ fn report(args: ReportArgs) -> Result<i32> {
     match args.format {
         Format::Text => print!("{}", memlens_present::render_text(&r)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+        Format::Csv => print!(
+            "{}",
+            memlens_present::report_csv(&serde_json::to_value(&r)?, &args.table)
+                .map_err(anyhow::Error::msg)?
+        ),
     }
     Ok(0)
 }

@@ -176,6 +176,28 @@ fn pebs_level_tables_and_latency_distributions_equal_perf_script() {
         expected.is_empty(),
         "levels missing from the report: {expected:?}"
     );
+    // The same table as CSV: a header and one row per level.
+    let csv = Command::new(memlens())
+        .args(["report", "--format", "csv", "--table", "latency"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(csv.status.success());
+    let csv = String::from_utf8(csv.stdout).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("level,samples,mean,min,median,p90,p99,max"),
+        "{csv}"
+    );
+    assert_eq!(
+        lines.len(),
+        1 + tables["latency"].as_array().unwrap().len(),
+        "{csv}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("fill buffer,5,")),
+        "{csv}"
+    );
     // Each routine's shares are of its own loads and add up to 100%.
     for row in tables["by_routine"].as_array().unwrap() {
         let sum: f64 = row["percent"]

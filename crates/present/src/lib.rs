@@ -1,10 +1,12 @@
 //! Presentation: the capacity report as text or JSON, and plots.
 
 mod calibration;
+mod csv;
 mod plot;
 mod report;
 
 pub use calibration::render_calibration;
+pub use csv::{report_csv, CSV_TABLES};
 
 pub use plot::{
     bandwidth_series, plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_scatter,
