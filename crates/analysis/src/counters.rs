@@ -42,6 +42,18 @@ pub fn counter_series(p: &Profile) -> BTreeMap<String, Vec<&CounterReading>> {
     series
 }
 
+/// The rate (per second) between each two consecutive readings of a series,
+/// at the time of the later one (ns).
+pub fn rates<'a>(series: &'a [&CounterReading]) -> impl Iterator<Item = (u64, f64)> + 'a {
+    series
+        .windows(2)
+        .filter(|w| w[1].time_ns > w[0].time_ns)
+        .map(|w| {
+            let dt = (w[1].time_ns - w[0].time_ns) as f64 / 1e9;
+            (w[1].time_ns, (w[1].value - w[0].value) / dt)
+        })
+}
+
 /// The cumulative value at `t`, linear between the readings around it.
 pub fn value_at(series: &[&CounterReading], t: u64) -> f64 {
     let i = series.partition_point(|r| r.time_ns <= t);
@@ -63,11 +75,7 @@ pub fn counters_report(p: &Profile) -> Vec<CounterSummary> {
             continue;
         };
         let span_s = last.time_ns as f64 / 1e9;
-        let peak_rate = series
-            .windows(2)
-            .filter(|w| w[1].time_ns > w[0].time_ns)
-            .map(|w| (w[1].value - w[0].value) / ((w[1].time_ns - w[0].time_ns) as f64 / 1e9))
-            .fold(0.0, f64::max);
+        let peak_rate = rates(&series).map(|(_, rate)| rate).fold(0.0, f64::max);
         let mut by_region: BTreeMap<String, (f64, u64)> = BTreeMap::new();
         for r in &p.regions {
             let end = r.end_ns.unwrap_or_else(|| p.process_end(r.pid));

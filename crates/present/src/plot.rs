@@ -390,11 +390,6 @@ where
     // above them: the two differ by what the caches absorb.
     for (i, c) in traffic.iter().enumerate() {
         let color = PALETTE[(i + 2) % PALETTE.len()];
-        let method = p
-            .counters
-            .iter()
-            .find(|r| r.name == c.name)
-            .map_or(String::new(), |r| r.method.clone());
         chart
             .draw_series(DashedLineSeries::new(
                 c.rates.iter().copied(),
@@ -403,7 +398,7 @@ where
                 color.stroke_width(2),
             ))
             .map_err(drawing_error)?
-            .label(format!("{} ({method})", c.name))
+            .label(format!("{} ({})", c.name, c.method))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
             });
@@ -525,6 +520,8 @@ pub fn plot_counters(p: &Profile, out: &Path) -> Result<(), PlotError> {
 struct CounterRates {
     name: String,
     unit: String,
+    /// How the counter is obtained ("measured", "modelled: ...").
+    method: String,
     rates: Vec<(f64, f64)>,
 }
 
@@ -532,16 +529,18 @@ fn counter_rates(p: &Profile) -> Vec<CounterRates> {
     analysis::counter_series(p)
         .into_iter()
         .map(|(name, series)| {
-            let unit = series.first().map(|r| r.unit.clone()).unwrap_or_default();
-            let rates = series
-                .windows(2)
-                .filter(|w| w[1].time_ns > w[0].time_ns)
-                .map(|w| {
-                    let dt = (w[1].time_ns - w[0].time_ns) as f64 / 1e9;
-                    (w[1].time_ns as f64 / 1e9, (w[1].value - w[0].value) / dt)
-                })
+            let first = series.first();
+            let unit = first.map(|r| r.unit.clone()).unwrap_or_default();
+            let method = first.map(|r| r.method.clone()).unwrap_or_default();
+            let rates = analysis::rates(&series)
+                .map(|(ns, rate)| (ns as f64 / 1e9, rate))
                 .collect();
-            CounterRates { name, unit, rates }
+            CounterRates {
+                name,
+                unit,
+                method,
+                rates,
+            }
         })
         .collect()
 }
@@ -564,7 +563,18 @@ where
     ))
     .map_err(drawing_error)?;
     let regions = top_level_regions(p);
-    for (i, (panel, CounterRates { name, unit, rates })) in rest
+    for (
+        i,
+        (
+            panel,
+            CounterRates {
+                name,
+                unit,
+                method,
+                rates,
+            },
+        ),
+    ) in rest
         .split_evenly((series.len(), 1))
         .into_iter()
         .zip(&series)
@@ -582,11 +592,6 @@ where
             .fold(0.0, f64::max)
             .max(1e-9)
             * 1.15;
-        let method = p
-            .counters
-            .iter()
-            .find(|r| &r.name == name)
-            .map_or(String::new(), |r| r.method.clone());
         let mut chart = ChartBuilder::on(&panel)
             .caption(format!("{name} ({method})"), ("sans-serif", 15))
             .margin(8)
