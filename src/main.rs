@@ -290,19 +290,9 @@ fn parse_cache_spec(text: &str) -> std::result::Result<String, String> {
     Ok(levels.join(","))
 }
 
-/// "64M", "1G", "4096": bytes.
+/// "64M", "1G", "4096": bytes, at least a page.
 fn parse_size(text: &str) -> std::result::Result<u64, String> {
-    let t = text.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 10),
-        Some((i, 'M' | 'm')) => (&t[..i], 20),
-        Some((i, 'G' | 'g')) => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
+    memlens_rawlog::parse_size(text.trim().as_bytes())
         .filter(|&n| n >= 4096)
         .ok_or_else(|| format!("{text:?}: give a size of at least 4K, e.g. 64M or 1G"))
 }

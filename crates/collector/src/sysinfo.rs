@@ -91,7 +91,7 @@ fn cache_levels_in(dir: &std::path::Path) -> Vec<memlens_profile::CacheLevel> {
             Some(memlens_profile::CacheLevel {
                 name: format!("L{level}{}", if kind == "Data" { "d" } else { "" }),
                 level,
-                size: parse_size(&field("size"))?,
+                size: memlens_rawlog::parse_size(field("size").as_bytes())?,
                 ways: field("ways_of_associativity").parse().unwrap_or(0),
                 line: field("coherency_line_size").parse().unwrap_or(64),
                 shared_cpus: parse_cpu_list(&field("shared_cpu_list")).len().max(1) as u32,
@@ -100,22 +100,6 @@ fn cache_levels_in(dir: &std::path::Path) -> Vec<memlens_profile::CacheLevel> {
         .collect();
     levels.sort_by_key(|l| (l.level, l.size));
     levels
-}
-
-/// A sysfs size: "48K", "2048K", "32M".
-fn parse_size(text: &str) -> Option<u64> {
-    let (digits, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "K" => n << 10,
-        "M" => n << 20,
-        "G" => n << 30,
-        "" => n,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
@@ -157,8 +141,5 @@ mod tests {
                 ("L3", 32 << 20, 16, 8)
             ]
         );
-        assert_eq!(parse_size("7"), Some(7));
-        assert_eq!(parse_size("1G"), Some(1 << 30));
-        assert_eq!(parse_size("12Q"), None);
     }
 }

@@ -674,9 +674,42 @@ impl FileHeader {
     }
 }
 
+/// A size as the CLI, the environment and sysfs write it: "4096", "64K", "1M",
+/// "2G" (powers of 1024); `None` when malformed or past u64.
+pub fn parse_size(v: &[u8]) -> Option<u64> {
+    let (digits, mult) = match v.last()? {
+        b'k' | b'K' => (&v[..v.len() - 1], 1u64 << 10),
+        b'm' | b'M' => (&v[..v.len() - 1], 1 << 20),
+        b'g' | b'G' => (&v[..v.len() - 1], 1 << 30),
+        _ => (v, 1),
+    };
+    let mut n: u64 = 0;
+    if digits.is_empty() {
+        return None;
+    }
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    n.checked_mul(mult)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_as_sysfs_and_the_cli_write_them() {
+        assert_eq!(parse_size(b"7"), Some(7));
+        assert_eq!(parse_size(b"48K"), Some(48 << 10));
+        assert_eq!(parse_size(b"64m"), Some(64 << 20));
+        assert_eq!(parse_size(b"1G"), Some(1 << 30));
+        assert_eq!(parse_size(b"12Q"), None);
+        assert_eq!(parse_size(b"K"), None);
+        assert_eq!(parse_size(b"99999999999999999999"), None);
+    }
 
     #[test]
     fn records_round_trip_and_stop_at_garbage() {

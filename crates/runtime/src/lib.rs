@@ -117,27 +117,6 @@ fn env(name: &CStr) -> Option<&'static [u8]> {
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
 }
 
-/// "4096", "64K", "1M", "2G" (powers of 1024).
-fn parse_size(v: &[u8]) -> Option<u64> {
-    let (digits, mult) = match v.last()? {
-        b'k' | b'K' => (&v[..v.len() - 1], 1u64 << 10),
-        b'm' | b'M' => (&v[..v.len() - 1], 1 << 20),
-        b'g' | b'G' => (&v[..v.len() - 1], 1 << 30),
-        _ => (v, 1),
-    };
-    let mut n: u64 = 0;
-    if digits.is_empty() {
-        return None;
-    }
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        n = n.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    n.checked_mul(mult)
-}
-
 fn mpi_rank() -> i32 {
     for var in [
         c"OMPI_COMM_WORLD_RANK",
@@ -145,7 +124,7 @@ fn mpi_rank() -> i32 {
         c"PMI_RANK",
         c"SLURM_PROCID",
     ] {
-        if let Some(n) = env(var).and_then(parse_size) {
+        if let Some(n) = env(var).and_then(raw::parse_size) {
             return n.min(i32::MAX as u64) as i32;
         }
     }
@@ -183,13 +162,13 @@ extern "C" fn init() {
 /// Reads MEMLENS_* variables. False if no profile directory can be made.
 unsafe fn configure() -> bool {
     let s = &mut *core::ptr::addr_of_mut!(SETTINGS);
-    if let Some(v) = env(c"MEMLENS_MIN_SIZE").and_then(parse_size) {
+    if let Some(v) = env(c"MEMLENS_MIN_SIZE").and_then(raw::parse_size) {
         s.min_size = v;
     }
-    if let Some(v) = env(c"MEMLENS_SAMPLE_RATE").and_then(parse_size) {
+    if let Some(v) = env(c"MEMLENS_SAMPLE_RATE").and_then(raw::parse_size) {
         s.sample_rate = v;
     }
-    if let Some(v) = env(c"MEMLENS_MAX_FRAMES").and_then(parse_size) {
+    if let Some(v) = env(c"MEMLENS_MAX_FRAMES").and_then(raw::parse_size) {
         s.max_frames = v.clamp(1, raw::MAX_FRAMES as u64) as u32;
     }
     match env(c"MEMLENS_UNWIND") {
@@ -197,7 +176,7 @@ unsafe fn configure() -> bool {
         Some(b"none") => s.unwinder = unwind::UNWIND_NONE,
         _ => {}
     }
-    if let Some(v) = env(c"MEMLENS_PERIOD").and_then(parse_size) {
+    if let Some(v) = env(c"MEMLENS_PERIOD").and_then(raw::parse_size) {
         s.access_period = v;
     }
     if env(c"MEMLENS_NO_LOADS").is_some_and(|v| v == b"1") {
@@ -209,7 +188,7 @@ unsafe fn configure() -> bool {
     if let Some(spec) = env(c"MEMLENS_CACHE_MODEL") {
         model::configure(spec);
     }
-    if let Some(v) = env(c"MEMLENS_INTERVAL").and_then(parse_size) {
+    if let Some(v) = env(c"MEMLENS_INTERVAL").and_then(raw::parse_size) {
         INTERVAL_MS = v.max(1);
     }
     // Linked into a program built by `memlens cc` but run without memlens (no

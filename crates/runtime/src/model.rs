@@ -35,7 +35,7 @@ pub unsafe fn configure(spec: &[u8]) {
     let mut levels = [NO_LEVEL; MAX_LEVELS];
     let mut n = 0;
     for level in spec.split(|&b| b == b',') {
-        let mut parts = level.split(|&b| b == b'/').map(crate::parse_size);
+        let mut parts = level.split(|&b| b == b'/').map(memlens_rawlog::parse_size);
         let (Some(Some(size)), Some(Some(ways)), Some(Some(line)), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {
