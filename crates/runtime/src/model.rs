@@ -67,9 +67,9 @@ fn geometry() -> &'static [Geometry] {
 }
 
 /// A thread's levels: its private ones in one mapping, and the shared last.
+/// Built once that mapping exists.
 pub struct ThreadModel {
     levels: [Level<'static>; MAX_LEVELS],
-    built: bool,
     private: *mut u8,
     private_len: usize,
 }
@@ -78,7 +78,6 @@ impl ThreadModel {
     pub const fn off() -> ThreadModel {
         ThreadModel {
             levels: [Level::EMPTY; MAX_LEVELS],
-            built: false,
             private: core::ptr::null_mut(),
             private_len: 0,
         }
@@ -88,7 +87,7 @@ impl ThreadModel {
     /// model is off or its memory could not be had.
     pub fn level(&mut self, addr: u64, size: u64) -> u8 {
         let n = geometry().len();
-        if n == 0 || !(self.built || self.build()) {
+        if n == 0 || (self.private.is_null() && !self.build()) {
             return 0;
         }
         match memlens_cachemodel::access(&self.levels[..n], addr, size) {
@@ -130,7 +129,6 @@ impl ThreadModel {
             };
             self.levels[i] = level;
         }
-        self.built = true;
         true
     }
 
@@ -138,7 +136,6 @@ impl ThreadModel {
     pub fn release(&mut self) {
         if !self.private.is_null() {
             self.levels = [Level::EMPTY; MAX_LEVELS];
-            self.built = false;
             // SAFETY: the mapping made in `build`, no longer referenced.
             unsafe { sys::munmap(self.private.cast(), self.private_len) };
             self.private = core::ptr::null_mut();
