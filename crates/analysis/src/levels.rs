@@ -6,7 +6,7 @@ use crate::access::attribute;
 use crate::{Objects, Profile};
 use memlens_decoders::MemLevel;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LevelTables {
@@ -49,16 +49,16 @@ pub struct LatencyDistribution {
 #[derive(Default)]
 struct Tally {
     by_level: BTreeMap<u8, u64>,
-    latency_sum: f64,
-    with_latency: u64,
+    cost_sum: f64,
+    with_cost: u64,
 }
 
 impl Tally {
     fn add(&mut self, level: u8, cost: Option<f64>) {
         *self.by_level.entry(level).or_default() += 1;
         if let Some(c) = cost {
-            self.latency_sum += c;
-            self.with_latency += 1;
+            self.cost_sum += c;
+            self.with_cost += 1;
         }
     }
 
@@ -71,25 +71,29 @@ impl Tally {
                 .iter()
                 .map(|l| 100.0 * *self.by_level.get(l).unwrap_or(&0) as f64 / loads.max(1) as f64)
                 .collect(),
-            mean_cost: (self.with_latency > 0).then(|| self.latency_sum / self.with_latency as f64),
+            mean_cost: (self.with_cost > 0).then(|| self.cost_sum / self.with_cost as f64),
         }
     }
 }
 
 /// `None` when no load sample has a level (software samples without the
 /// cache model).
-pub fn level_tables(
-    p: &Profile,
-    objects: &Objects,
-    top: usize,
-    method: &str,
-) -> Option<LevelTables> {
+pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelTables> {
     if !p.samples.iter().any(|s| !s.is_store && s.level != 0) {
         return None;
     }
     // Modelled levels are priced with the calibration's plateaus; hardware
     // samples carry their measured latency.
-    let modelled = !p.meta.settings.cache_model.is_empty();
+    let model = &p.meta.settings.cache_model;
+    let modelled = !model.is_empty();
+    let method = if modelled {
+        format!("modelled: an LRU model of the caches {model} (size/ways/line) ran on every access; percentages of load samples")
+    } else {
+        format!(
+            "measured by the PMU ({}): level from each sample's data source, latency in core cycles (PEBS weight, SPE total, IBS miss latency); percentages of load samples",
+            crate::sample_sources(&p.meta).join(", ")
+        )
+    };
     let prices = modelled
         .then(|| p.calibration.as_ref().map(level_prices))
         .flatten();
@@ -108,7 +112,7 @@ pub fn level_tables(
     let mut routines: HashMap<String, Tally> = HashMap::new();
     let mut regions: HashMap<String, Tally> = HashMap::new();
     let mut latencies: BTreeMap<u8, Vec<u32>> = BTreeMap::new();
-    let mut seen_levels: BTreeMap<u8, ()> = BTreeMap::new();
+    let mut seen_levels: BTreeSet<u8> = BTreeSet::new();
     // Labels by (pid, pc): one lookup per distinct code address.
     let mut routine_of: HashMap<(u32, u64), String> = HashMap::new();
     attribute(p, objects, |i, _, open| {
@@ -116,7 +120,7 @@ pub fn level_tables(
         if s.is_store {
             return;
         }
-        seen_levels.insert(s.level, ());
+        seen_levels.insert(s.level);
         let routine = routine_of
             .entry((s.pid, s.pc))
             .or_insert_with(|| routine_label(p, s.pid, s.pc));
@@ -135,7 +139,7 @@ pub fn level_tables(
             latencies.entry(s.level).or_default().push(l);
         }
     });
-    let levels: Vec<u8> = seen_levels.into_keys().collect();
+    let levels: Vec<u8> = seen_levels.into_iter().collect();
     let rows = |tallies: HashMap<String, Tally>, top: usize| {
         let mut rows: Vec<LevelRowShares> = tallies
             .into_iter()
@@ -150,7 +154,7 @@ pub fn level_tables(
         rows
     };
     Some(LevelTables {
-        method: method.to_string(),
+        method,
         cost: cost.to_string(),
         levels: levels
             .iter()

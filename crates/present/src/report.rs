@@ -142,22 +142,7 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         access: analysis::access_report(p, &all, top),
         counters: analysis::counters_report(p),
         sharing: analysis::shared_lines(p, &all, top),
-        levels: analysis::level_tables(
-            p,
-            &all,
-            top,
-            &if m.settings.cache_model.is_empty() {
-                format!(
-                    "measured by the PMU ({}): level from each sample's data source, latency in core cycles (PEBS weight, SPE total, IBS miss latency); percentages of load samples",
-                    analysis::sample_sources(m).join(", ")
-                )
-            } else {
-                format!(
-                    "modelled: an LRU model of the caches {} (size/ways/line) ran on every access; percentages of load samples",
-                    m.settings.cache_model
-                )
-            },
-        ),
+        levels: analysis::level_tables(p, &all, top),
         losses: m.losses.clone(),
         provenance: if m.backend.iter().any(|b| b == "perf.data import") {
             vec![
