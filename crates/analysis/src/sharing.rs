@@ -76,7 +76,7 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
         return Vec::new();
     }
     // First pass: only lines with two threads and a store are tallied in full.
-    // Keyed per sample: a fast hash (our own pids and line numbers).
+    // Both maps are looked up per sample: a fast hash (our own pids and lines).
     let mut seen: rustc_hash::FxHashMap<(u32, u64), (u32, bool, bool)> =
         rustc_hash::FxHashMap::default();
     for s in &p.samples {
@@ -86,7 +86,7 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
         e.1 |= e.0 != s.tid;
         e.2 |= s.is_store;
     }
-    let mut lines: HashMap<(u32, u64), LineTally> = seen
+    let mut lines: rustc_hash::FxHashMap<(u32, u64), LineTally> = seen
         .into_iter()
         .filter(|(_, (_, several, stored))| *several && *stored)
         .map(|(key, _)| (key, LineTally::default()))
