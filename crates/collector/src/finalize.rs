@@ -872,8 +872,8 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             // A PMU's or the kernel's sample names the instruction itself.
             locations.push(symbolizer.location(pid, pc, modules, false));
         }
+        // A damaged record that ended the stream is already among them.
         losses.add(&perf.converted.summary.losses);
-        losses.decode_errors += u64::from(perf.converted.damage.is_some());
         last_time = last_time.max(perf.last_ns);
     }
     sinks.allocations.finish()?;
