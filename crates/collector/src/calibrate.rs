@@ -60,15 +60,15 @@ pub fn calibrate(
         latency.push(LatencyPoint { bytes, ns });
     }
     let mut bandwidth = Vec::new();
-    for threads in [1, opts.threads.max(1)] {
+    // One thread, then all of them when there are more.
+    let mut thread_counts = vec![1];
+    if opts.threads > 1 {
+        thread_counts.push(opts.threads);
+    }
+    for threads in thread_counts {
         for kind in ["read", "write", "copy"] {
-            if threads == 1 || opts.threads > 1 {
-                progress(kind, opts.max_bytes);
-                bandwidth.push(stream(kind, buf.words(opts.max_bytes as usize), threads));
-            }
-        }
-        if opts.threads <= 1 {
-            break;
+            progress(kind, opts.max_bytes);
+            bandwidth.push(stream(kind, buf.words(opts.max_bytes as usize), threads));
         }
     }
     let levels = plateaus(&caches, &latency);
