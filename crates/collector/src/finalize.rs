@@ -12,8 +12,8 @@ use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
 use memlens_decoders::perf_data::PerfData;
 use memlens_profile::{
-    self as profile, AccessSample, Allocation, Losses, Meta, Process, Region, TableWriter,
-    TagRange, TimelinePoint,
+    self as profile, AccessSample, Allocation, KernelUsage, Losses, Meta, Process, Region,
+    TableWriter, TagRange, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, FileHeader, RawRecord, Records};
 use std::cmp::Reverse;
@@ -663,11 +663,13 @@ fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
     }
 }
 
-/// What the collector wrote: capacity samples, process exits, counter readings.
+/// What the collector wrote: capacity samples, process exits and the kernel's
+/// usage of each, counter readings.
 #[derive(Default)]
 struct CollectorLog {
     timeline: Vec<raw::Timeline>,
     exits: Vec<raw::ProcessExit>,
+    usages: Vec<raw::ProcessUsage>,
     /// Counter definitions (with name and method) by index, and readings.
     counters: HashMap<u32, (raw::CounterDef, String, String)>,
     readings: Vec<raw::CounterReading>,
@@ -682,6 +684,7 @@ fn read_collector_log(path: &Path) -> CollectorLog {
         match rec.tag {
             tag::TIMELINE => log.timeline.extend(rec.payload::<raw::Timeline>()),
             tag::PROCESS_EXIT => log.exits.extend(rec.payload::<raw::ProcessExit>()),
+            tag::PROCESS_USAGE => log.usages.extend(rec.payload::<raw::ProcessUsage>()),
             tag::COUNTER_DEF => {
                 if let Some(def) = rec.payload::<raw::CounterDef>() {
                     let text =
@@ -840,6 +843,11 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             .iter()
             .find(|e| e.pid as u32 == log.pid)
             .filter(|_| last_image);
+        let usage = collector
+            .usages
+            .iter()
+            .find(|u| u.pid as u32 == log.pid)
+            .filter(|_| last_image);
         let exe = modules.first().map(|m| m.path.clone()).unwrap_or_default();
         processes.push(Process {
             pid: log.pid,
@@ -858,6 +866,10 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             signal: exit
                 .filter(|e| e.signaled != 0)
                 .map(|e| e.status.wrapping_sub(128)),
+            usage: usage.map(|u| KernelUsage {
+                user_ns: u.user_ns,
+                system_ns: u.system_ns,
+            }),
         });
         regions.extend(built.regions);
         tags.extend(built.tags);

@@ -481,8 +481,10 @@ fn reap(sampler: &mut Sampler) -> Result<Reaped> {
     let mut exits = Vec::new();
     loop {
         let mut status = 0;
-        // SAFETY: plain waitpid on any child.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        // SAFETY: zeroed rusage is a valid out value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: plain wait4 on any child with valid out pointers.
+        let pid = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, &mut usage) };
         if pid == 0 {
             return Ok(Reaped::Exits(exits));
         }
@@ -498,6 +500,7 @@ fn reap(sampler: &mut Sampler) -> Result<Reaped> {
         } else {
             TargetExit::Code(libc::WEXITSTATUS(status))
         };
+        sampler.record_usage(pid as u32, &usage);
         sampler.record_exit(pid as u32, exit);
         exits.push((pid, exit));
     }
@@ -623,6 +626,16 @@ impl Sampler {
         };
         self.write(tag::PROCESS_EXIT, &ev);
         self.watched.remove(&pid);
+    }
+
+    fn record_usage(&mut self, pid: u32, usage: &libc::rusage) {
+        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+        let ev = raw::ProcessUsage {
+            pid: pid as u64,
+            user_ns: ns(usage.ru_utime),
+            system_ns: ns(usage.ru_stime),
+        };
+        self.write(tag::PROCESS_USAGE, &ev);
     }
 
     fn read_counters(&mut self, time: u64) {

@@ -239,6 +239,14 @@ pub fn render_text(r: &Report) -> String {
             seconds(p.start_ns),
             p.end_ns.map(seconds).unwrap_or_else(|| "?".into())
         );
+        if let Some(u) = &p.usage {
+            let _ = writeln!(
+                out,
+                "          cpu {} user + {} system (kernel's account at exit)",
+                seconds(u.user_ns),
+                seconds(u.system_ns),
+            );
+        }
     }
     let pk = &r.peak;
     let _ = writeln!(out, "\nPEAK");

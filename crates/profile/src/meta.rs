@@ -63,6 +63,17 @@ pub struct Process {
     pub end_ns: Option<u64>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    /// The kernel's account at exit, for processes the collector reaped.
+    #[serde(default)]
+    pub usage: Option<KernelUsage>,
+}
+
+/// CPU time as the kernel accounted it (wait4's rusage), including the children
+/// the process waited for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelUsage {
+    pub user_ns: u64,
+    pub system_ns: u64,
 }
 
 /// What was lost, counted; every report prints the non-zero ones.

@@ -178,6 +178,7 @@ pub mod tag {
     pub const SAMPLE: u16 = 19;
     pub const COUNTER_DEF: u16 = 20;
     pub const COUNTER: u16 = 21;
+    pub const PROCESS_USAGE: u16 = 22;
 }
 
 /// How an allocation was made.
@@ -378,6 +379,17 @@ pub struct ProcessExit {
     pub pid: u64,
 }
 
+/// The kernel's account of a child the collector reaped (wait4's rusage): CPU
+/// time, including the children it waited for. (Its peak resident set is left
+/// out: Linux carries it over exec, so it would be memlens' own at fork.)
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessUsage {
+    pub pid: u64,
+    pub user_ns: u64,
+    pub system_ns: u64,
+}
+
 /// A counting perf event the collector reads every tick. Trailing bytes: its
 /// name, a NUL, and how its value is obtained ("measured", "modelled: ...").
 #[repr(C)]
@@ -438,6 +450,7 @@ payload!(
     ThreadEvent,
     Timeline,
     ProcessExit,
+    ProcessUsage,
     CounterDef,
     CounterReading
 );
