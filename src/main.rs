@@ -146,6 +146,12 @@ struct RecordArgs {
     /// Every access then takes the runtime's slow path.
     #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "sysfs", value_parser = parse_cache_spec)]
     cache_model: Option<String>,
+    /// Sample for reuse distance: every access to one cache line in N (lines
+    /// chosen by address hash) instead of one access in N; N = 1 keeps every
+    /// access (exact). Every access then takes the runtime's slow path.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1",
+          conflicts_with = "period", value_parser = clap::value_parser!(u64).range(1..))]
+    reuse: Option<u64>,
     /// Sample stores only (instrumented builds still count loads exactly).
     #[arg(long)]
     no_loads: bool,
@@ -452,7 +458,8 @@ fn record(args: RecordArgs) -> Result<i32> {
             .to_string()
         }),
         max_frames: args.max_frames,
-        period: args.period,
+        period: args.period.or(args.reuse),
+        sample_lines: args.reuse.is_some(),
         no_loads: args.no_loads,
         no_stores: args.no_stores,
         keep_raw: args.keep_raw,

@@ -580,3 +580,179 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
         }
     }
 }
+
+/// The reuse histogram of the object named `name` (its symbol, then the module).
+fn reuse_of(report: &serde_json::Value, name: &str) -> serde_json::Value {
+    report["reuse"]["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"].as_str().unwrap().starts_with(name))
+        .unwrap_or_else(|| panic!("no reuse row for {name}: {:#}", report["reuse"]))["histogram"]
+        .clone()
+}
+
+/// (from, reuses) per bin.
+fn bins(h: &serde_json::Value) -> Vec<(u64, f64)> {
+    h["bins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["from"].as_u64().unwrap(), b["reuses"].as_f64().unwrap()))
+        .collect()
+}
+
+/// Line number of the first source line of tests/programs/`file` containing `text`.
+fn source_line(file: &str, text: &str) -> usize {
+    let source = std::fs::read_to_string(root().join("tests/programs").join(file)).unwrap();
+    1 + source.lines().position(|l| l.contains(text)).unwrap()
+}
+
+/// Records tests/programs/reuse_patterns.c with `--reuse RATE`.
+fn reuse_profile(
+    dir: &std::path::Path,
+    app: &std::path::Path,
+    rate: &str,
+    args: &[&str],
+) -> serde_json::Value {
+    let p = dir.join(format!("reuse-{rate}"));
+    let mut command = vec![app.to_string_lossy().into_owned()];
+    command.extend(args.iter().map(|a| a.to_string()));
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let out = record(&p, &["--reuse", rate], &command);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report_json(&p)
+}
+
+#[test]
+fn reuse_distances_equal_the_brute_force_answer() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "reuse_patterns.c", &["-O2"]);
+    let (cyclic_lines, sweeps, random_lines, accesses, seed) =
+        (300u64, 4u64, 500u64, 40_000usize, 12345u64);
+    let args = [cyclic_lines, sweeps, random_lines, accesses as u64, seed].map(|n| n.to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let report = reuse_profile(dir.path(), &app, "1", &args);
+    assert_eq!(report["reuse"]["exact"], true, "{:#}", report["reuse"]);
+
+    // Cyclic sweep: the first sweep's lines are cold, every other access sees
+    // all the other lines in between.
+    let cyclic = reuse_of(&report, "cyclic_data");
+    assert_eq!(cyclic["cold"].as_f64(), Some(cyclic_lines as f64));
+    assert_eq!(
+        cyclic["reuses"].as_f64(),
+        Some((cyclic_lines * (sweeps - 1)) as f64)
+    );
+    assert_eq!(
+        cyclic["mean_distance"].as_f64(),
+        Some((cyclic_lines - 1) as f64)
+    );
+    assert_eq!(bins(&cyclic), [(256, (cyclic_lines * (sweeps - 1)) as f64)]);
+    let load = format!(
+        "reuse_patterns.c:{}",
+        source_line("reuse_patterns.c", "sum += cyclic_data")
+    );
+    let pair = report["reuse"]["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["object"].as_str().unwrap().starts_with("cyclic_data"))
+        .unwrap();
+    assert!(
+        pair["use_location"].as_str().unwrap().contains(&load),
+        "{pair:#}"
+    );
+    assert!(
+        pair["reuse_location"].as_str().unwrap().contains(&load),
+        "{pair:#}"
+    );
+    assert_eq!(pair["reuses"].as_f64(), cyclic["reuses"].as_f64());
+
+    // Random lines: replay the program's draw and count distinct lines between
+    // each use and reuse by definition.
+    let mut x = seed;
+    let lines: Vec<u64> = (0..accesses)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % random_lines
+        })
+        .collect();
+    let mut expected: std::collections::BTreeMap<u64, f64> = Default::default();
+    let (mut cold, mut sum) = (0u64, 0u64);
+    let mut stamp = vec![usize::MAX; random_lines as usize];
+    for i in 0..accesses {
+        let mut distinct = 0u64;
+        let found = (0..i).rev().find(|&j| {
+            if lines[j] == lines[i] {
+                return true;
+            }
+            if stamp[lines[j] as usize] != i {
+                stamp[lines[j] as usize] = i;
+                distinct += 1;
+            }
+            false
+        });
+        match found {
+            None => cold += 1,
+            Some(_) => {
+                let bin = if distinct == 0 {
+                    0
+                } else {
+                    1u64 << (63 - distinct.leading_zeros())
+                };
+                *expected.entry(bin).or_default() += 1.0;
+                sum += distinct;
+            }
+        }
+    }
+    let random = reuse_of(&report, "random_data");
+    assert_eq!(random["accesses"].as_f64(), Some(accesses as f64));
+    assert_eq!(random["cold"].as_f64(), Some(cold as f64));
+    assert_eq!(bins(&random), expected.into_iter().collect::<Vec<_>>());
+    let mean = sum as f64 / (accesses as u64 - cold) as f64;
+    assert!((random["mean_distance"].as_f64().unwrap() - mean).abs() < 1e-9 * mean);
+}
+
+#[test]
+fn sampled_lines_estimate_reuse_within_stated_tolerance() {
+    // SHARDS at 1 line in 8 over 8192 random lines (~1000 chosen) against the
+    // exact stream: mean distance within 5%, the cumulative share at every
+    // power-of-two distance within 3 points (measured: 1.5% and 0.5 points).
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "reuse_patterns.c", &["-O2"]);
+    let args = ["300", "4", "8192", "300000", "777"];
+    let exact = reuse_of(&reuse_profile(dir.path(), &app, "1", &args), "random_data");
+    let report = reuse_profile(dir.path(), &app, "8", &args);
+    assert_eq!(report["reuse"]["exact"], false);
+    assert!(report["reuse"]["method"]
+        .as_str()
+        .unwrap()
+        .contains("SHARDS"));
+    let estimate = reuse_of(&report, "random_data");
+    let mean = |h: &serde_json::Value| h["mean_distance"].as_f64().unwrap();
+    assert!(
+        (mean(&estimate) / mean(&exact) - 1.0).abs() < 0.05,
+        "{} vs {}",
+        mean(&estimate),
+        mean(&exact)
+    );
+    let cumulative = |h: &serde_json::Value, below: u64| {
+        let total = h["reuses"].as_f64().unwrap();
+        bins(h)
+            .iter()
+            .filter(|b| b.0 < below)
+            .map(|b| b.1)
+            .sum::<f64>()
+            / total
+    };
+    for k in 0..16 {
+        let (a, b) = (cumulative(&estimate, 1 << k), cumulative(&exact, 1 << k));
+        assert!((a - b).abs() < 0.03, "below {}: {a} vs {b}", 1 << k);
+    }
+}

@@ -170,6 +170,15 @@ pub fn period_unit(sources: &[String]) -> &'static str {
     }
 }
 
+/// Each process's last timeline point: its exact access totals.
+pub(crate) fn last_points(p: &Profile) -> impl Iterator<Item = &memlens_profile::TimelinePoint> {
+    let mut last: BTreeMap<u32, &memlens_profile::TimelinePoint> = BTreeMap::new();
+    for t in &p.timeline {
+        last.insert(t.pid, t);
+    }
+    last.into_values()
+}
+
 /// An object's load and store samples, and samples per (pid, pc): the
 /// unattributed samples mix processes, each PC is labelled in its own.
 type ObjectTally = (u64, u64, HashMap<(u32, u64), u64>);
@@ -190,12 +199,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     if !available {
         return out;
     }
-    // Exact totals: the last timeline point of each process.
-    let mut last: BTreeMap<u32, &memlens_profile::TimelinePoint> = BTreeMap::new();
-    for t in &p.timeline {
-        last.insert(t.pid, t);
-    }
-    for t in last.values() {
+    for t in last_points(p) {
         out.counted += t.loads + t.stores;
         out.bytes_read += t.bytes_read;
         out.bytes_written += t.bytes_written;

@@ -6,6 +6,7 @@ mod capacity;
 mod counters;
 mod levels;
 mod objects;
+mod reuse;
 mod sharing;
 
 pub use access::*;
@@ -13,6 +14,7 @@ pub use capacity::*;
 pub use counters::*;
 pub use levels::*;
 pub use objects::*;
+pub use reuse::*;
 pub use sharing::*;
 
 use memlens_profile::{

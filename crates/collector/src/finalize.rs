@@ -925,6 +925,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             access_period: perf.as_ref().map_or(settings.access_period, |p| p.period),
             sample_loads: settings.access_filter & 1 != 0,
             sample_stores: settings.access_filter & 2 != 0,
+            sample_lines: perf.is_none() && settings.access_filter & raw::SAMPLE_LINES != 0,
         },
         clock: profile::Clock {
             source: "CLOCK_MONOTONIC".into(),

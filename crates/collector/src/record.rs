@@ -39,6 +39,8 @@ pub struct RecordConfig {
     pub aux_watermark: u32,
     /// Run the cache model on every access: "size/ways/line" per level.
     pub cache_model: Option<String>,
+    /// Sample every access to one cache line in `period` (reuse distance).
+    pub sample_lines: bool,
 }
 
 /// Where access samples come from.
@@ -183,6 +185,14 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
     if let Some(v) = cfg.period {
         cmd.env("MEMLENS_PERIOD", v.to_string());
+    }
+    if cfg.sample_lines {
+        if let Backend::Perf(kind) = cfg.backend {
+            return Err(Error::Usage(format!(
+                "line sampling (--reuse) follows the instrumented build's accesses, not {kind:?} samples: drop --backend or use --backend software"
+            )));
+        }
+        cmd.env("MEMLENS_SAMPLE_LINES", "1");
     }
     if let Some(spec) = &cfg.cache_model {
         cmd.env("MEMLENS_CACHE_MODEL", spec);

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 /// The tables, and where each lies in the JSON report.
-pub const CSV_TABLES: [(&str, &str); 10] = [
+pub const CSV_TABLES: [(&str, &str); 13] = [
     ("objects", "/objects_by_peak"),
     ("allocated", "/objects_by_allocated"),
     ("leaks", "/leaks/sites"),
@@ -17,6 +17,9 @@ pub const CSV_TABLES: [(&str, &str); 10] = [
     ("levels-region", "/levels/by_region"),
     ("latency", "/levels/latency"),
     ("sharing", "/sharing"),
+    ("reuse", "/reuse/all/bins"),
+    ("reuse-objects", "/reuse/objects"),
+    ("reuse-pairs", "/reuse/pairs"),
 ];
 
 /// The table `name` of a report (as JSON) in CSV, header first.

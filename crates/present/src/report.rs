@@ -32,6 +32,8 @@ pub struct Report {
     /// Loads by memory level per routine and region, latency by level (when
     /// the samples carry levels).
     pub levels: Option<analysis::LevelTables>,
+    /// Reuse distance histograms per object and use/reuse pairs.
+    pub reuse: ReuseSection,
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
@@ -47,6 +49,15 @@ pub struct Summary {
     pub duration_ns: u64,
     pub processes: Vec<Process>,
     pub settings: memlens_profile::Settings,
+}
+
+#[derive(Serialize)]
+pub struct ReuseSection {
+    pub available: bool,
+    /// Why there are none, and how to record them.
+    pub why_not: Option<String>,
+    #[serde(flatten)]
+    pub report: Option<analysis::ReuseReport>,
 }
 
 #[derive(Serialize)]
@@ -143,6 +154,18 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
         counters: analysis::counters_report(p),
         sharing: analysis::shared_lines(p, &all, top),
         levels: analysis::level_tables(p, &all, top),
+        reuse: match analysis::reuse_distances(p, &all, top) {
+            Ok(r) => ReuseSection {
+                available: true,
+                why_not: None,
+                report: Some(r),
+            },
+            Err(why) => ReuseSection {
+                available: false,
+                why_not: Some(why),
+                report: None,
+            },
+        },
         losses: m.losses.clone(),
         provenance: if m.backend.iter().any(|b| b == "perf.data import") {
             vec![
@@ -329,6 +352,9 @@ pub fn render_text(r: &Report) -> String {
         render_levels(&mut out, levels);
     }
     render_sharing(&mut out, &r.sharing);
+    if r.access.available {
+        render_reuse(&mut out, &r.reuse);
+    }
     let _ = writeln!(out, "\nHOW OBTAINED");
     for (what, how) in &r.provenance {
         let _ = writeln!(out, "  {what:<10} {how}");
@@ -417,6 +443,104 @@ fn render_levels(out: &mut String, t: &analysis::LevelTables) {
             d.level, d.samples, d.mean, d.min, d.median, d.p90, d.p99, d.max
         );
     }
+}
+
+fn render_reuse(out: &mut String, section: &ReuseSection) {
+    let Some(r) = &section.report else {
+        let why = section.why_not.as_deref().unwrap_or("");
+        let _ = writeln!(out, "\nREUSE DISTANCE: none ({why})");
+        return;
+    };
+    let _ = writeln!(out, "\nREUSE DISTANCE ({})", r.method);
+    let counts = |h: &analysis::Histogram| {
+        format!(
+            "{} accesses, {} first touches, {} reuses",
+            count(h.accesses),
+            count(h.cold),
+            count(h.reuses)
+        )
+    };
+    let _ = writeln!(out, "  all threads: {}", counts(&r.all));
+    let _ = writeln!(out, "  distance (lines)      reuses   share  cumulative");
+    let mut cumulative = 0.0;
+    for b in &r.all.bins {
+        cumulative += b.reuses;
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>11} {:>6.1}% {:>10.1}%",
+            bin_label(b),
+            count(b.reuses),
+            100.0 * b.reuses / r.all.reuses,
+            100.0 * cumulative / r.all.reuses
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {:<40} {:>10} {:>10} {:>10}  {:<14} {:<14}",
+        "object", "accesses", "reuses", "mean dist", "median", "p90"
+    );
+    for o in &r.objects {
+        let h = &o.histogram;
+        let _ = writeln!(
+            out,
+            "  {:<40} {:>10} {:>10} {:>10}  {:<14} {:<14}",
+            truncate(&format!("{} [pid {}]", o.name, o.pid), 40),
+            count(h.accesses),
+            count(h.reuses),
+            h.mean_distance.map_or("-".into(), |m| format!("{m:.1}")),
+            quantile_bin(h, 0.5),
+            quantile_bin(h, 0.9)
+        );
+    }
+    if r.pairs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  top use -> reuse pairs (distance in lines: mean [min..max])"
+    );
+    for pair in &r.pairs {
+        let _ = writeln!(
+            out,
+            "  {:>10} reuses  {:>10.1} [{:.0}..{:.0}]  {}\n      use   {}\n      reuse {}",
+            count(pair.reuses),
+            pair.mean_distance,
+            pair.min_distance,
+            pair.max_distance,
+            pair.object,
+            pair.use_location,
+            pair.reuse_location
+        );
+    }
+}
+
+/// A count as printed: plain below a million.
+fn count(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn bin_label(b: &analysis::Bin) -> String {
+    if b.to == b.from + 1 {
+        b.from.to_string()
+    } else {
+        format!("{}..{}", b.from, b.to - 1)
+    }
+}
+
+/// The bin holding the q-quantile of an object's reuses.
+fn quantile_bin(h: &analysis::Histogram, q: f64) -> String {
+    let mut cumulative = 0.0;
+    for b in &h.bins {
+        cumulative += b.reuses;
+        if cumulative >= q * h.reuses {
+            return bin_label(b);
+        }
+    }
+    "-".into()
 }
 
 fn truncate(s: &str, n: usize) -> String {

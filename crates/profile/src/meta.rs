@@ -37,6 +37,10 @@ pub struct Settings {
     pub sample_loads: bool,
     #[serde(default)]
     pub sample_stores: bool,
+    /// Samples are every access to one cache line in `access_period` (lines
+    /// chosen by address hash), not one access in `access_period`.
+    #[serde(default)]
+    pub sample_lines: bool,
     /// The cache model's levels ("size/ways/line", smallest first) when it gave
     /// the samples their levels; empty otherwise.
     #[serde(default)]

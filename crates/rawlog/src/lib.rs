@@ -97,9 +97,32 @@ pub struct RuntimeSettings {
     pub unwinder: u32,
     /// One access sample per this many accesses of a class (instrumented code).
     pub access_period: u64,
-    /// Bit 0: sample loads; bit 1: sample stores.
+    /// Bit 0: sample loads; bit 1: sample stores; bit 2 ([`SAMPLE_LINES`]):
+    /// sample by cache line instead of by count.
     pub access_filter: u32,
     pub _pad: u32,
+}
+
+/// `access_filter` bit: instead of one access in `access_period`, every access
+/// to one cache line in `access_period`, the lines chosen by [`line_chosen`]
+/// (spatially hashed sampling, as SHARDS: Waldspurger et al., FAST 2015). A
+/// chosen line's whole access stream is kept, so reuse distances among chosen
+/// lines are exact and scale by the period to estimate all lines'.
+pub const SAMPLE_LINES: u32 = 4;
+
+/// Cache line size the line sampling hashes by.
+pub const SAMPLED_LINE: u64 = 64;
+
+/// Whether the line holding `addr` is one of the 1-in-`period` sampled lines:
+/// a fixed mixing of the line number (splitmix64's finaliser), so every thread
+/// and process chooses the same lines.
+#[inline]
+pub fn line_chosen(addr: u64, period: u64) -> bool {
+    let mut h = addr / SAMPLED_LINE;
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    h.is_multiple_of(period.max(1))
 }
 
 #[repr(C)]

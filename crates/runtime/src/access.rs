@@ -165,14 +165,15 @@ mod callbacks {
 /// once every 2^62 accesses, i.e. never.
 const IDLE: u64 = 1 << 62;
 
+/// Whether samples of this class are taken at all (--no-loads, --no-stores).
+fn class_wanted(class: usize) -> bool {
+    let bit = if raw::class_is_store(class) { 2 } else { 1 };
+    settings().access_filter & bit != 0
+}
+
 fn jittered_period(st: &mut ThreadState, class: usize) -> u64 {
     let s = settings();
-    let wanted = if class < 5 {
-        s.access_filter & 1 != 0
-    } else {
-        s.access_filter & 2 != 0
-    };
-    if !wanted || s.access_period == 0 {
+    if !class_wanted(class) || s.access_period == 0 {
         return u64::MAX;
     }
     // Uniform jitter of +-1/8 of the period, as SPE perturbs its interval, so a
@@ -293,16 +294,23 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
     } else {
         0
     };
+    let s = settings();
+    let by_lines = s.access_filter & raw::SAMPLE_LINES != 0;
     // Everything since the last reset, plus this access.
     let consumed = st.access.sources[src].reset[class] + 1;
     st.access.sources[src].credited[class] += consumed;
-    if st.access.sources[src].until_sample[class] == 0 {
-        // First access of this class from this source on this thread.
-        st.access.sources[src].until_sample[class] = jittered_period(st, class);
-    }
-    let until = st.access.sources[src].until_sample[class].saturating_sub(consumed);
-    st.access.sources[src].until_sample[class] = until;
-    if until == 0 {
+    let due = if by_lines {
+        class_wanted(class) && raw::line_chosen(addr, s.access_period)
+    } else {
+        if st.access.sources[src].until_sample[class] == 0 {
+            // First access of this class from this source on this thread.
+            st.access.sources[src].until_sample[class] = jittered_period(st, class);
+        }
+        let until = st.access.sources[src].until_sample[class].saturating_sub(consumed);
+        st.access.sources[src].until_sample[class] = until;
+        until == 0
+    };
+    if due {
         let ev = raw::Sample {
             time: sys::now_ns(),
             addr,
@@ -314,10 +322,14 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
             _pad: [0; 2],
         };
         st.writer.write(st.tid, tag::SAMPLE, &ev, &[]);
-        st.access.sources[src].until_sample[class] = jittered_period(st, class);
+        if !by_lines {
+            st.access.sources[src].until_sample[class] = jittered_period(st, class);
+        }
     }
-    // The cache model must see every access: each one comes here then.
-    let next = if modelled {
+    // The cache model and line sampling must see every access: each one comes
+    // here then.
+    let every_access = modelled || by_lines;
+    let next = if every_access {
         1
     } else {
         st.access.sources[src].until_sample[class].min(PUBLISH_EVERY)
@@ -325,7 +337,7 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
     st.access.sources[src].reset[class] = next - 1;
     remaining[class] = next - 1;
     st.access.unpublished += consumed;
-    if st.access.unpublished >= PUBLISH_EVERY || !modelled {
+    if st.access.unpublished >= PUBLISH_EVERY || !every_access {
         publish(st);
         st.access.unpublished = 0;
     }

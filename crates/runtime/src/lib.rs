@@ -185,6 +185,9 @@ unsafe fn configure() -> bool {
     if env(c"MEMLENS_NO_STORES").is_some_and(|v| v == b"1") {
         s.access_filter &= !2;
     }
+    if env(c"MEMLENS_SAMPLE_LINES").is_some_and(|v| v == b"1") {
+        s.access_filter |= raw::SAMPLE_LINES;
+    }
     if let Some(spec) = env(c"MEMLENS_CACHE_MODEL") {
         model::configure(spec);
     }
