@@ -199,12 +199,19 @@ struct ReportArgs {
     format: Format,
     /// With --format csv: which table (objects, allocated, leaks, regions,
     /// access-objects, access-regions, levels-routine, levels-region, latency,
-    /// sharing).
+    /// sharing, reuse, reuse-objects, reuse-pairs, folding).
     #[arg(long, default_value = "objects")]
     table: String,
     /// Rows per top-N table.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Fold this region's instances onto one (default: the region repeated
+    /// most, when one repeats 8 or more times).
+    #[arg(long, value_name = "REGION")]
+    fold: Option<String>,
+    /// Phase bins of the folded region.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    fold_bins: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -245,6 +252,20 @@ enum PlotKind {
         /// Output image: .png or .svg.
         #[arg(short, long)]
         output: PathBuf,
+    },
+    /// A repeated region's instances folded onto one: sampled address and
+    /// access rate against the phase of the instance.
+    Fold {
+        dir: PathBuf,
+        /// Output image: .png or .svg.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// The region (default: the most repeated one).
+        #[arg(long)]
+        region: Option<String>,
+        /// Phase bins of the rate.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        bins: u64,
     },
 }
 
@@ -341,14 +362,18 @@ fn run(cli: Cli) -> Result<i32> {
                 PlotKind::Capacity { dir, output }
                 | PlotKind::Scatter { dir, output }
                 | PlotKind::Bandwidth { dir, output }
-                | PlotKind::Counters { dir, output } => (dir, output),
+                | PlotKind::Counters { dir, output }
+                | PlotKind::Fold { dir, output, .. } => (dir, output),
             };
             let p = load(dir)?;
-            match kind {
+            match &kind {
                 PlotKind::Capacity { .. } => memlens_present::plot_capacity(&p, output)?,
                 PlotKind::Scatter { .. } => memlens_present::plot_scatter(&p, output)?,
                 PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(&p, output)?,
                 PlotKind::Counters { .. } => memlens_present::plot_counters(&p, output)?,
+                PlotKind::Fold { region, bins, .. } => {
+                    memlens_present::plot_fold(&p, region.as_deref(), *bins as usize, output)?
+                }
             }
             eprintln!("memlens: wrote {}", output.display());
             Ok(0)
@@ -480,7 +505,13 @@ fn record(args: RecordArgs) -> Result<i32> {
     // The summary needs no samples: do not read back what may be millions of them.
     let p =
         Profile::load_without_samples(&outcome.dir).context("reading the profile just written")?;
-    let r = memlens_present::build_report(&p, 1);
+    let r = memlens_present::build_report(
+        &p,
+        &memlens_present::ReportOptions {
+            top: 1,
+            ..Default::default()
+        },
+    );
     let status = match outcome.exit {
         memlens_collector::TargetExit::Code(c) => format!("exited with {c}"),
         memlens_collector::TargetExit::Signal(s) => format!("was killed by signal {s}"),
@@ -614,7 +645,15 @@ fn load(dir: &Path) -> Result<Profile> {
 
 fn report(args: ReportArgs) -> Result<i32> {
     let p = load(&args.dir)?;
-    let r = memlens_present::build_report(&p, args.top);
+    let options = memlens_present::ReportOptions {
+        top: args.top,
+        fold: args.fold.clone(),
+        fold_bins: args.fold_bins as usize,
+    };
+    let r = memlens_present::build_report(&p, &options);
+    if let (Some(region), Some(why)) = (&args.fold, &r.folding.why_not) {
+        anyhow::bail!("cannot fold {region}: {why}");
+    }
     match args.format {
         Format::Text => print!("{}", memlens_present::render_text(&r)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),

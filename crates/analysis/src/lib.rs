@@ -4,6 +4,7 @@
 mod access;
 mod capacity;
 mod counters;
+mod folding;
 mod levels;
 mod objects;
 mod reuse;
@@ -12,6 +13,7 @@ mod sharing;
 pub use access::*;
 pub use capacity::*;
 pub use counters::*;
+pub use folding::*;
 pub use levels::*;
 pub use objects::*;
 pub use reuse::*;

@@ -9,10 +9,10 @@ pub use calibration::render_calibration;
 pub use csv::{report_csv, CSV_TABLES};
 
 pub use plot::{
-    bandwidth_series, plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_scatter,
-    PlotError,
+    bandwidth_series, plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold,
+    plot_scatter, PlotError,
 };
-pub use report::{build_report, render_text, Report};
+pub use report::{build_report, render_text, Report, ReportOptions};
 
 /// 1536 -> "1.5 KiB".
 pub fn human_bytes(b: f64) -> String {

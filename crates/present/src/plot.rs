@@ -166,34 +166,79 @@ pub fn plot_scatter(p: &Profile, out: &Path) -> Result<(), PlotError> {
         ));
     }
     let objects = analysis::data_objects(p);
-    // Per sample: its object and where in the object it fell (0..1).
+    let scatter = Scatter {
+        placed: place_samples(p, &objects),
+        // A few hundred thousand dots show the pattern; more only slow the drawing.
+        points: (0..p.samples.len())
+            .step_by((p.samples.len() / MAX_DOTS).max(1))
+            .map(|i| (p.samples[i].time_ns as f64 / 1e9, i))
+            .collect(),
+        x_max: run_seconds(p),
+        x_desc: "time (s)",
+        caption: title("sampled accesses by data object", p),
+        regions: top_level_regions(p),
+    };
+    render!(out, draw_scatter_alone(p, &objects, &scatter))
+}
+
+/// Per sample: its object and where in the object it fell (0..1).
+fn place_samples(p: &Profile, objects: &analysis::Objects) -> Vec<Option<(u32, f32)>> {
     let mut placed: Vec<Option<(u32, f32)>> = vec![None; p.samples.len()];
-    analysis::attribute(p, &objects, |i, hit, _| {
+    analysis::attribute(p, objects, |i, hit, _| {
         placed[i] = hit.map(|h| {
             let span = h.end.saturating_sub(h.start).max(1) as f64;
             let frac = p.samples[i].address.saturating_sub(h.start) as f64 / span;
             (h.object as u32, frac.clamp(0.0, 0.999) as f32)
         });
     });
-    render!(out, draw_scatter(p, &objects, &placed))
+    placed
 }
 
 const MAX_BANDS: usize = 10;
 const MAX_DOTS: usize = 300_000;
 
-fn draw_scatter<DB: DrawingBackend>(
+/// Samples to draw as address (band of the object, position in it) against x.
+struct Scatter {
+    placed: Vec<Option<(u32, f32)>>,
+    /// (x, sample index) of the dots.
+    points: Vec<(f64, usize)>,
+    x_max: f64,
+    x_desc: &'static str,
+    caption: String,
+    /// Regions to shade (time axes only).
+    regions: Vec<(String, u64, u64)>,
+}
+
+fn draw_scatter_alone<DB: DrawingBackend>(
     area: DrawingArea<DB, Shift>,
     p: &Profile,
     objects: &analysis::Objects,
-    placed: &[Option<(u32, f32)>],
+    scatter: &Scatter,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE).map_err(drawing_error)?;
+    draw_scatter(&area, p, objects, scatter)?;
+    area.present().map_err(drawing_error)?;
+    Ok(())
+}
+
+fn draw_scatter<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    p: &Profile,
+    objects: &analysis::Objects,
+    scatter: &Scatter,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
     // The most sampled objects get a band each, from the bottom up.
     let mut counts: BTreeMap<usize, u64> = BTreeMap::new();
-    for &(o, _) in placed.iter().flatten() {
-        *counts.entry(o as usize).or_default() += 1;
+    for &(_, i) in &scatter.points {
+        if let Some((o, _)) = scatter.placed[i] {
+            *counts.entry(o as usize).or_default() += 1;
+        }
     }
     let mut ranked: Vec<(usize, u64)> = counts.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -213,14 +258,10 @@ where
         })
         .collect();
     let bands = names.len().max(1) as f64;
-    let x_max = run_seconds(p);
-    area.fill(&WHITE).map_err(drawing_error)?;
+    let x_max = scatter.x_max;
     let (left, right) = area.split_horizontally(280);
     let mut chart = ChartBuilder::on(&right)
-        .caption(
-            title("sampled accesses by data object", p),
-            ("sans-serif", 22),
-        )
+        .caption(&scatter.caption, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(10)
@@ -228,13 +269,13 @@ where
         .map_err(drawing_error)?;
     chart
         .configure_mesh()
-        .x_desc("time (s)")
+        .x_desc(scatter.x_desc)
         .disable_y_mesh()
         .y_labels(0)
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(drawing_error)?;
-    shade_regions(&mut chart, &top_level_regions(p), bands)?;
+    shade_regions(&mut chart, &scatter.regions, bands)?;
     for i in 1..names.len() {
         let line = PathElement::new(vec![(0.0, i as f64), (x_max, i as f64)], BLACK.mix(0.3));
         chart
@@ -252,25 +293,119 @@ where
         (false, RGBColor(31, 119, 180), "loads"),
         (true, RGBColor(214, 39, 40), "stores"),
     ] {
-        // A few hundred thousand dots show the pattern; more only slow the drawing.
-        let stride = (p.samples.len() / MAX_DOTS).max(1);
-        let points = p
-            .samples
-            .iter()
-            .zip(placed)
-            .step_by(stride)
-            .filter_map(|(s, h)| {
-                let (o, frac) = (*h)?;
-                let b = *band.get(&(o as usize))?;
-                (s.is_store == is_store).then(|| (s.time_ns as f64 / 1e9, b as f64 + frac as f64))
-            });
+        let points = scatter.points.iter().filter_map(|&(x, i)| {
+            let (o, frac) = scatter.placed[i]?;
+            let b = *band.get(&(o as usize))?;
+            (p.samples[i].is_store == is_store).then_some((x, b as f64 + frac as f64))
+        });
         chart
             .draw_series(points.map(|c| Circle::new(c, 1, color.mix(0.5).filled())))
             .map_err(drawing_error)?
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
     }
-    legend(&mut chart)?;
+    legend(&mut chart)
+}
+
+/// `memlens plot fold`: a repeated region folded onto one instance: sampled
+/// address against the phase of the instance (above) and the folded access
+/// rate, loads and stores (below).
+pub fn plot_fold(
+    p: &Profile,
+    region: Option<&str>,
+    bins: usize,
+    out: &Path,
+) -> Result<(), PlotError> {
+    let objects = analysis::data_objects(p);
+    let folding = analysis::fold(p, &objects, region, bins)
+        .map_err(|why| PlotError(format!("cannot fold: {why}")))?;
+    let stride = (folding.points.len() / MAX_DOTS).max(1);
+    let scatter = Scatter {
+        placed: place_samples(p, &objects),
+        points: folding
+            .points
+            .iter()
+            .step_by(stride)
+            .map(|pt| (f64::from(pt.phase), pt.sample))
+            .collect(),
+        x_max: 1.0,
+        x_desc: "phase of the instance",
+        caption: title(
+            &format!(
+                "region {} folded ({} of {} instances, mean {:.1} us, sampled)",
+                folding.region,
+                folding.folded,
+                folding.instances,
+                folding.mean_ns / 1e3
+            ),
+            p,
+        ),
+        regions: Vec::new(),
+    };
+    render!(out, draw_fold(p, &objects, &scatter, &folding))
+}
+
+fn draw_fold<DB: DrawingBackend>(
+    area: DrawingArea<DB, Shift>,
+    p: &Profile,
+    objects: &analysis::Objects,
+    scatter: &Scatter,
+    folding: &analysis::Folding,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE).map_err(drawing_error)?;
+    let (top, bottom) = area.split_vertically(470);
+    draw_scatter(&top, p, objects, scatter)?;
+    let (_, right) = bottom.split_horizontally(280);
+    // Millions of loads or stores per second in each bin, drawn as steps.
+    let rate = |b: &analysis::FoldedBin, stores: bool| {
+        let n = if stores {
+            b.store_samples
+        } else {
+            b.samples - b.store_samples
+        };
+        b.est_accesses_per_s * n as f64 / b.samples.max(1) as f64 / 1e6
+    };
+    let y_max = folding
+        .bins
+        .iter()
+        .map(|b| rate(b, false).max(rate(b, true)))
+        .fold(0.0, f64::max)
+        .max(1e-3)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&right)
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..1.0, 0.0..y_max)
+        .map_err(drawing_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("phase of the instance")
+        .y_desc("M accesses/s (sampled x period)")
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(drawing_error)?;
+    for (stores, color, label) in [
+        (false, RGBColor(31, 119, 180), "loads"),
+        (true, RGBColor(214, 39, 40), "stores"),
+    ] {
+        let steps: Vec<(f64, f64)> = folding
+            .bins
+            .iter()
+            .flat_map(|b| [(b.from, rate(b, stores)), (b.to, rate(b, stores))])
+            .collect();
+        chart
+            .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+            .map_err(drawing_error)?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
+            });
+    }
+    legend_at(&mut chart, SeriesLabelPosition::UpperRight)?;
     area.present().map_err(drawing_error)?;
     Ok(())
 }

@@ -34,6 +34,8 @@ pub struct Report {
     pub levels: Option<analysis::LevelTables>,
     /// Reuse distance histograms per object and use/reuse pairs.
     pub reuse: ReuseSection,
+    /// The samples of a repeated region's instances on one normalised instance.
+    pub folding: FoldSection,
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
@@ -61,6 +63,33 @@ pub struct ReuseSection {
 }
 
 #[derive(Serialize)]
+pub struct FoldSection {
+    pub available: bool,
+    pub why_not: Option<String>,
+    #[serde(flatten)]
+    pub folding: Option<analysis::Folding>,
+}
+
+/// What a report shows beyond its defaults.
+pub struct ReportOptions {
+    /// Rows per top-N table.
+    pub top: usize,
+    /// The region to fold (default: the most repeated one).
+    pub fold: Option<String>,
+    pub fold_bins: usize,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            top: 10,
+            fold: None,
+            fold_bins: 20,
+        }
+    }
+}
+
+#[derive(Serialize)]
 pub struct ThreadStacks {
     pub threads: usize,
     pub reserved_bytes: f64,
@@ -80,7 +109,8 @@ pub struct PidBytes {
     pub bytes: u64,
 }
 
-pub fn build_report(p: &Profile, top: usize) -> Report {
+pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
+    let top = options.top;
     let all = analysis::data_objects(p);
     let objects = &all.list;
     let pick = |idx: Vec<usize>| {
@@ -164,6 +194,18 @@ pub fn build_report(p: &Profile, top: usize) -> Report {
                 available: false,
                 why_not: Some(why),
                 report: None,
+            },
+        },
+        folding: match analysis::fold(p, &all, options.fold.as_deref(), options.fold_bins) {
+            Ok(f) => FoldSection {
+                available: true,
+                why_not: None,
+                folding: Some(f),
+            },
+            Err(why) => FoldSection {
+                available: false,
+                why_not: Some(why),
+                folding: None,
             },
         },
         losses: m.losses.clone(),
@@ -355,6 +397,9 @@ pub fn render_text(r: &Report) -> String {
     if r.access.available {
         render_reuse(&mut out, &r.reuse);
     }
+    if let Some(f) = &r.folding.folding {
+        render_folding(&mut out, f);
+    }
     let _ = writeln!(out, "\nHOW OBTAINED");
     for (what, how) in &r.provenance {
         let _ = writeln!(out, "  {what:<10} {how}");
@@ -511,6 +556,65 @@ fn render_reuse(out: &mut String, section: &ReuseSection) {
             pair.use_location,
             pair.reuse_location
         );
+    }
+}
+
+fn render_folding(out: &mut String, f: &analysis::Folding) {
+    let _ = writeln!(
+        out,
+        "\nFOLDED REGION {} (pid {}): {} instances, {} folded (the rest over 2x or under 1/2 the median duration), mean {}; {} samples, 1 per {}; sampled and scaled",
+        f.region,
+        f.pid,
+        f.instances,
+        f.folded,
+        duration(f.mean_ns),
+        f.samples,
+        f.period
+    );
+    if let Some(exact) = f.exact_accesses_per_instance {
+        let _ = writeln!(
+            out,
+            "  accesses per instance: exact {:.0}, folded estimate {:.0} ({:+.1}%)",
+            exact,
+            f.est_accesses_per_instance,
+            100.0 * (f.est_accesses_per_instance / exact - 1.0)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {:<11} {:>8} {:>7} {:>12} {:>11}  {:<40} code",
+        "phase", "samples", "stores", "accesses/s", "bytes/s", "objects (samples)"
+    );
+    for b in &f.bins {
+        let objects = b
+            .objects
+            .iter()
+            .take(2)
+            .map(|o| format!("{} ({})", truncate(&o.name, 16), o.samples))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            out,
+            "  {:.2}-{:.2}   {:>8} {:>7} {:>12} {:>11}  {:<40} {}",
+            b.from,
+            b.to,
+            b.samples,
+            b.store_samples,
+            count(b.est_accesses_per_s),
+            format!("{}/s", human_bytes(b.est_bytes_per_s)),
+            truncate(&objects, 40),
+            b.location.as_deref().unwrap_or("-")
+        );
+    }
+}
+
+/// A duration in the unit that suits it.
+fn duration(ns: f64) -> String {
+    match ns {
+        n if n < 1e3 => format!("{n:.0} ns"),
+        n if n < 1e6 => format!("{:.1} us", n / 1e3),
+        n if n < 1e9 => format!("{:.2} ms", n / 1e6),
+        n => format!("{:.3} s", n / 1e9),
     }
 }
 

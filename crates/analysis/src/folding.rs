@@ -1,0 +1,253 @@
+//! Folding (seed 002, BSC's Folding tool): the samples of every instance of a
+//! repeated region mapped onto one normalised instance, so a run sampled
+//! coarsely still shows what happens inside one iteration: which objects and
+//! code lines it touches at each point of the iteration, and at what rate.
+//!
+//! Each instance's samples (of its own thread) get a phase in [0, 1): their
+//! time from the instance's start over its duration. Instances far from the
+//! typical duration (under half or over twice the median) are left out, as the
+//! Folding tool prunes outliers, and counted. Rates per phase bin are sampled
+//! and scaled: samples x period over the bin's share of the mean duration.
+
+use crate::access::{attribute, location_label};
+use crate::{Objects, Profile};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// A region is folded unasked only with at least this many instances.
+pub const MIN_INSTANCES: usize = 8;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FoldedBin {
+    /// Phase range [from, to) of the normalised instance.
+    pub from: f64,
+    pub to: f64,
+    pub samples: u64,
+    pub store_samples: u64,
+    /// Sampled and scaled: samples x period / (instances x bin time).
+    pub est_accesses_per_s: f64,
+    pub est_bytes_per_s: f64,
+    /// Most sampled objects in the bin.
+    pub objects: Vec<ObjectInBin>,
+    /// Most sampled source line in the bin.
+    pub location: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ObjectInBin {
+    pub name: String,
+    pub samples: u64,
+    /// Mean position of the samples in the object's range (0: its start, 1:
+    /// its end): the folded address picture in one number.
+    pub mean_offset: f64,
+}
+
+/// One sample placed in the folded instance (for the plot).
+#[derive(Clone, Copy, Debug)]
+pub struct FoldedPoint {
+    pub phase: f32,
+    pub sample: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Folding {
+    pub region: String,
+    pub pid: u32,
+    pub instances: u64,
+    /// Instances folded (the others' durations were outliers).
+    pub folded: u64,
+    pub mean_ns: f64,
+    pub median_ns: u64,
+    pub samples: u64,
+    pub period: u64,
+    /// Exact accesses per folded instance (instrumented builds), and the
+    /// folded estimate of the same (samples x period / instances).
+    pub exact_accesses_per_instance: Option<f64>,
+    pub est_accesses_per_instance: f64,
+    pub bins: Vec<FoldedBin>,
+    #[serde(skip)]
+    pub points: Vec<FoldedPoint>,
+}
+
+/// One finished instance of a region: (begin, end, tid).
+type Instance = (u64, u64, u32);
+
+/// The region to fold: `name` if given, else the one with the most instances
+/// in one process; with its pid and instances.
+fn pick_region(p: &Profile, name: Option<&str>) -> Result<(String, u32, Vec<Instance>), String> {
+    let mut by_region: HashMap<(&str, u32), Vec<Instance>> = HashMap::new();
+    for r in &p.regions {
+        if name.is_some_and(|n| n != r.name) {
+            continue;
+        }
+        if let Some(end) = r.end_ns.filter(|&e| e > r.begin_ns) {
+            by_region
+                .entry((r.name.as_str(), r.pid))
+                .or_default()
+                .push((r.begin_ns, end, r.tid));
+        }
+    }
+    let best = by_region
+        .into_iter()
+        .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(&a.0)));
+    match best {
+        // A region named by the user is folded however few its instances.
+        Some(((region, pid), instances)) if instances.len() >= MIN_INSTANCES || name.is_some() => {
+            Ok((region.to_string(), pid, instances))
+        }
+        Some(((region, _), instances)) => Err(format!(
+            "region {region} has {} finished instances; folding needs {MIN_INSTANCES} or more",
+            instances.len()
+        )),
+        None => Err(match name {
+            Some(n) => format!("no finished instance of region {n:?} in this profile"),
+            None => "no annotated region: mark the repeated iteration with memlens_region_begin/end (README, Annotations)".into(),
+        }),
+    }
+}
+
+/// Folds the region `name` (or the most repeated one) into `bins` phase bins.
+pub fn fold(
+    p: &Profile,
+    objects: &Objects,
+    name: Option<&str>,
+    bins: usize,
+) -> Result<Folding, String> {
+    if p.samples.is_empty() {
+        return Err("no access samples to fold".into());
+    }
+    let (region, pid, mut instances) = pick_region(p, name)?;
+    let all = instances.len() as u64;
+    let mut durations: Vec<u64> = instances.iter().map(|(b, e, _)| e - b).collect();
+    durations.sort_unstable();
+    let median = durations[durations.len() / 2];
+    instances.retain(|(b, e, _)| (median / 2..=median.saturating_mul(2)).contains(&(e - b)));
+    let mean_ns = instances
+        .iter()
+        .map(|(b, e, _)| (e - b) as f64)
+        .sum::<f64>()
+        / instances.len() as f64;
+    // Each thread's instances in time order: a sample finds its own by search.
+    let mut by_thread: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    for &(b, e, tid) in &instances {
+        by_thread.entry(tid).or_default().push((b, e));
+    }
+    for v in by_thread.values_mut() {
+        v.sort_unstable();
+    }
+    let exact: Option<f64> = {
+        let rows: Vec<_> = p
+            .regions
+            .iter()
+            .filter(|r| r.pid == pid && r.name == region)
+            .filter(|r| {
+                by_thread.get(&r.tid).is_some_and(|v| {
+                    v.binary_search(&(r.begin_ns, r.end_ns.unwrap_or(0)))
+                        .is_ok()
+                })
+            })
+            .collect();
+        rows.iter()
+            .map(|r| Some(r.loads? + r.stores?))
+            .sum::<Option<u64>>()
+            .filter(|_| !rows.is_empty())
+            .map(|n| n as f64 / rows.len() as f64)
+    };
+    let bins = bins.max(1);
+    let period = p.meta.settings.access_period.max(1);
+    #[derive(Default, Clone)]
+    struct Tally {
+        samples: u64,
+        stores: u64,
+        bytes: u64,
+        /// Samples and summed position in the object, per object.
+        objects: HashMap<Option<usize>, (u64, f64)>,
+        pcs: HashMap<u64, u64>,
+    }
+    let mut tallies = vec![Tally::default(); bins];
+    let mut points = Vec::new();
+    attribute(p, objects, |i, hit, _| {
+        let s = &p.samples[i];
+        if s.pid != pid {
+            return;
+        }
+        let Some(list) = by_thread.get(&s.tid) else {
+            return;
+        };
+        // The last instance starting at or before the sample.
+        let at = list.partition_point(|&(b, _)| b <= s.time_ns);
+        let Some(&(b, e)) = at.checked_sub(1).map(|k| &list[k]) else {
+            return;
+        };
+        if s.time_ns >= e {
+            return;
+        }
+        let phase = (s.time_ns - b) as f64 / (e - b) as f64;
+        let t = &mut tallies[((phase * bins as f64) as usize).min(bins - 1)];
+        t.samples += 1;
+        t.stores += s.is_store as u64;
+        t.bytes += u64::from(s.size);
+        let o = t.objects.entry(hit.map(|h| h.object)).or_default();
+        o.0 += 1;
+        o.1 += hit.map_or(0.0, |h| {
+            s.address.saturating_sub(h.start) as f64 / h.end.saturating_sub(h.start).max(1) as f64
+        });
+        *t.pcs.entry(s.pc).or_default() += 1;
+        points.push(FoldedPoint {
+            phase: phase as f32,
+            sample: i,
+        });
+    });
+    let name_of = |o: Option<usize>| match o {
+        Some(o) => objects.list[o].name.clone(),
+        None => "unknown (no recorded object)".to_string(),
+    };
+    // Seconds one bin of one instance lasts, over all folded instances.
+    let bin_seconds = mean_ns * 1e-9 / bins as f64 * instances.len() as f64;
+    let out_bins: Vec<FoldedBin> = tallies
+        .into_iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let mut objs: Vec<(Option<usize>, (u64, f64))> = t.objects.into_iter().collect();
+            objs.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+            objs.truncate(3);
+            let location = t
+                .pcs
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(pc, _)| location_label(p, pid, pc));
+            FoldedBin {
+                from: k as f64 / bins as f64,
+                to: (k + 1) as f64 / bins as f64,
+                samples: t.samples,
+                store_samples: t.stores,
+                est_accesses_per_s: (t.samples * period) as f64 / bin_seconds,
+                est_bytes_per_s: (t.bytes * period) as f64 / bin_seconds,
+                objects: objs
+                    .into_iter()
+                    .map(|(o, (n, offsets))| ObjectInBin {
+                        name: name_of(o),
+                        samples: n,
+                        mean_offset: offsets / n as f64,
+                    })
+                    .collect(),
+                location,
+            }
+        })
+        .collect();
+    let samples: u64 = out_bins.iter().map(|b| b.samples).sum();
+    Ok(Folding {
+        region,
+        pid,
+        instances: all,
+        folded: instances.len() as u64,
+        mean_ns,
+        median_ns: median,
+        samples,
+        period,
+        exact_accesses_per_instance: exact,
+        est_accesses_per_instance: (samples * period) as f64 / instances.len() as f64,
+        bins: out_bins,
+        points,
+    })
+}

@@ -1,0 +1,28 @@
+/* ITERATIONS identical iterations (region "iteration"), each three copies of
+ * equal work in turn: first -> second, second -> third, third -> first. Folded,
+ * each third of an iteration touches two of the arrays, and the offsets within
+ * them grow with the phase. */
+#include <memlens.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define N (8 * 1024)
+double first[N], second[N], third[N];
+
+static void copy(double *restrict to, const double *restrict from) {
+    for (long i = 0; i < N; i++)
+        to[i] = from[i] + 1;
+}
+
+int main(int argc, char **argv) {
+    long iterations = argc > 1 ? atol(argv[1]) : 100;
+    for (long it = 0; it < iterations; it++) {
+        memlens_region_begin("iteration");
+        copy(second, first);
+        copy(third, second);
+        copy(first, third);
+        memlens_region_end("iteration");
+    }
+    printf("%g\n", first[N / 2]);
+    return 0;
+}
