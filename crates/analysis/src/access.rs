@@ -46,6 +46,61 @@ pub struct RegionAccess {
     pub write_bandwidth: f64,
     /// Objects whose samples fell inside the region, most sampled first.
     pub objects: Vec<(String, u64)>,
+    /// The same figures estimated from samples alone (seed 001, 4.2.4 and
+    /// 4.4.2), to show the estimate's error where the exact ones exist.
+    pub derived: Derived,
+    /// Exact time per load: the region's time over its exact loads.
+    pub exact_ns_per_load: Option<f64>,
+}
+
+/// Figures derived from samples, their periods and timestamps only. Per
+/// instance and class, the accesses between its first and last sample are
+/// (samples - 1) x period and took the time between them; summed over the
+/// region's instances.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Derived {
+    pub load_samples: u64,
+    pub store_samples: u64,
+    /// Time between first and last load sample, summed over instances.
+    pub load_span_ns: u64,
+    pub store_span_ns: u64,
+    /// Time per load (the load latency when each load waits for the last).
+    pub derived_latency_ns: Option<f64>,
+    /// Bytes/s (None without access sizes or two samples in an instance).
+    pub est_read_bandwidth: Option<f64>,
+    pub est_write_bandwidth: Option<f64>,
+}
+
+/// One class's samples in one region instance: first and last time, count,
+/// bytes.
+#[derive(Clone, Copy, Default)]
+struct Span {
+    first: u64,
+    last: u64,
+    samples: u64,
+    bytes: u64,
+}
+
+impl Span {
+    fn add(&mut self, time: u64, bytes: u32) {
+        if self.samples == 0 {
+            self.first = time;
+        }
+        self.last = time;
+        self.samples += 1;
+        self.bytes += u64::from(bytes);
+    }
+
+    /// (span ns, accesses in it, bytes in it) at `period`: the accesses after
+    /// the first sample up to the last.
+    fn between(&self, period: u64) -> (u64, f64, f64) {
+        if self.samples < 2 {
+            return (0, 0.0, 0.0);
+        }
+        let accesses = ((self.samples - 1) * period) as f64;
+        let mean_size = self.bytes as f64 / self.samples as f64;
+        (self.last - self.first, accesses, accesses * mean_size)
+    }
 }
 
 /// Samples served by one memory level (hardware samples; modelled levels come
@@ -211,6 +266,8 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
 
     let mut per_object: HashMap<Option<usize>, ObjectTally> = HashMap::new();
     let mut per_region: HashMap<usize, HashMap<Option<usize>, u64>> = HashMap::new();
+    // Per region instance: the load and the store samples' spans.
+    let mut spans: HashMap<usize, [Span; 2]> = HashMap::new();
     attribute(p, objects, |i, hit, regions| {
         let s = &p.samples[i];
         let object = hit.map(|h| h.object);
@@ -223,6 +280,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         *e.2.entry((s.pid, s.pc)).or_default() += 1;
         for &r in regions {
             *per_region.entry(r).or_default().entry(object).or_default() += 1;
+            spans.entry(r).or_default()[s.is_store as usize].add(s.time_ns, s.size);
         }
     });
     let name_of = |key: Option<usize>| match key {
@@ -266,6 +324,9 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     // Regions: exact traffic summed over instances, objects from the samples.
     let mut by_name: BTreeMap<(u32, String), RegionAccess> = BTreeMap::new();
     let mut touched: BTreeMap<(u32, String), HashMap<Option<usize>, u64>> = BTreeMap::new();
+    // Per region: (loads, bytes read) and (stores, bytes written) between
+    // samples, estimated.
+    let mut between: BTreeMap<(u32, String), [(f64, f64); 2]> = BTreeMap::new();
     for (i, r) in p.regions.iter().enumerate() {
         let key = (r.pid, r.name.clone());
         let e = by_name.entry(key.clone()).or_insert_with(|| RegionAccess {
@@ -282,6 +343,20 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         e.bytes_written += r.bytes_written.unwrap_or(0);
         e.loads += r.loads.unwrap_or(0);
         e.stores += r.stores.unwrap_or(0);
+        let d = &mut e.derived;
+        let est = between.entry(key.clone()).or_default();
+        for (class, span) in spans.remove(&i).unwrap_or_default().iter().enumerate() {
+            let (ns, accesses, bytes) = span.between(period);
+            if class == 0 {
+                d.load_samples += span.samples;
+                d.load_span_ns += ns;
+            } else {
+                d.store_samples += span.samples;
+                d.store_span_ns += ns;
+            }
+            est[class].0 += accesses;
+            est[class].1 += bytes;
+        }
         for (k, n) in per_region.remove(&i).unwrap_or_default() {
             *touched
                 .entry(key.clone())
@@ -296,6 +371,13 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             r.read_bandwidth = r.bytes_read as f64 / secs;
             r.write_bandwidth = r.bytes_written as f64 / secs;
         }
+        r.exact_ns_per_load = (r.loads > 0).then(|| r.total_ns as f64 / r.loads as f64);
+        let [(loads, read), (_, written)] = between.remove(key).unwrap_or_default();
+        let d = &mut r.derived;
+        let rate = |bytes: f64, ns: u64| (bytes > 0.0 && ns > 0).then(|| bytes / (ns as f64 / 1e9));
+        d.derived_latency_ns = (loads > 0.0).then(|| d.load_span_ns as f64 / loads);
+        d.est_read_bandwidth = rate(read, d.load_span_ns);
+        d.est_write_bandwidth = rate(written, d.store_span_ns);
         let mut objs: Vec<(String, u64)> = touched
             .remove(key)
             .unwrap_or_default()

@@ -876,5 +876,50 @@ fn render_access(out: &mut String, a: &analysis::AccessReport) {
             rate(r.write_bandwidth),
             objs.join(", ")
         );
+        let derived = derived_figures(r);
+        if !derived.is_empty() {
+            let _ = writeln!(
+                out,
+                "    from {} samples alone: {}",
+                r.derived.load_samples + r.derived.store_samples,
+                derived.join(", ")
+            );
+        }
     }
+}
+
+/// A region's figures derived from its samples, each with the exact one and
+/// the estimate's error where the exact one exists.
+fn derived_figures(r: &analysis::RegionAccess) -> Vec<String> {
+    let d = &r.derived;
+    let versus = |estimate: f64, exact: Option<f64>, shown: &dyn Fn(f64) -> String| match exact {
+        Some(x) if x > 0.0 => format!(
+            "{} (exact {}, {:+.1}%)",
+            shown(estimate),
+            shown(x),
+            100.0 * (estimate / x - 1.0)
+        ),
+        _ => shown(estimate),
+    };
+    let exact_rate = |bytes: u64, bw: f64| (bytes > 0).then_some(bw);
+    let mut out = Vec::new();
+    if let Some(ns) = d.derived_latency_ns {
+        out.push(format!(
+            "{} per load",
+            versus(ns, r.exact_ns_per_load, &|v| format!("{v:.2} ns"))
+        ));
+    }
+    if let Some(bw) = d.est_read_bandwidth {
+        out.push(format!(
+            "read {}",
+            versus(bw, exact_rate(r.bytes_read, r.read_bandwidth), &rate)
+        ));
+    }
+    if let Some(bw) = d.est_write_bandwidth {
+        out.push(format!(
+            "write {}",
+            versus(bw, exact_rate(r.bytes_written, r.write_bandwidth), &rate)
+        ));
+    }
+    out
 }
