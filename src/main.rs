@@ -199,12 +199,19 @@ struct ReportArgs {
     format: Format,
     /// With --format csv: which table (objects, allocated, leaks, regions,
     /// access-objects, access-regions, levels-routine, levels-region, latency,
-    /// sharing, reuse, reuse-objects, reuse-pairs, folding).
+    /// sharing, reuse, reuse-objects, reuse-pairs, folding, threads).
     #[arg(long, default_value = "objects")]
     table: String,
     /// Rows per top-N table.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Only this process: its samples, regions, objects and timeline.
+    #[arg(long, value_name = "PID", conflicts_with = "thread")]
+    pid: Option<u32>,
+    /// Only this thread: its samples, regions and exact counts (capacity
+    /// figures stay its process's).
+    #[arg(long, value_name = "TID")]
+    thread: Option<u32>,
     /// Fold this region's instances onto one (default: the region repeated
     /// most, when one repeats 8 or more times).
     #[arg(long, value_name = "REGION")]
@@ -644,7 +651,15 @@ fn load(dir: &Path) -> Result<Profile> {
 }
 
 fn report(args: ReportArgs) -> Result<i32> {
-    let p = load(&args.dir)?;
+    let mut p = load(&args.dir)?;
+    let only = match (args.pid, args.thread) {
+        (Some(pid), _) => Some(memlens_analysis::Only::Process(pid)),
+        (_, Some(tid)) => Some(memlens_analysis::Only::Thread(tid)),
+        _ => None,
+    };
+    if let Some(only) = only {
+        p.restrict(only).map_err(anyhow::Error::msg)?;
+    }
     let options = memlens_present::ReportOptions {
         top: args.top,
         fold: args.fold.clone(),

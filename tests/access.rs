@@ -910,3 +910,76 @@ fn a_coarsely_sampled_loop_folds_to_the_finely_sampled_iteration() {
         assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
     }
 }
+
+fn report_view(p: &std::path::Path, view: &[&str]) -> std::process::Output {
+    Command::new(memlens())
+        .args(["report", "--format", "json"])
+        .args(view)
+        .arg(p)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn threads_have_exact_counts_and_a_report_of_their_own() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "false_sharing.c", &["-O2", "-pthread"]);
+    let p = dir.path().join("p");
+    let out = record(&p, &[], &[&app.to_string_lossy()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report_json(&p);
+    let threads = report["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 3, "{threads:#?}");
+    // Each worker increments its counter ROUNDS times: a load and a store each.
+    const ROUNDS: u64 = 4_000_000;
+    let workers: Vec<&serde_json::Value> =
+        threads.iter().filter(|t| t["loads"] == ROUNDS).collect();
+    assert_eq!(workers.len(), 2, "{threads:#?}");
+    for t in &workers {
+        assert_eq!(t["stores"], ROUNDS);
+        assert_eq!(t["final_counts"], true);
+        assert!(t["end_ns"].as_u64() > t["start_ns"].as_u64());
+    }
+    let summed: u64 = threads
+        .iter()
+        .map(|t| t["loads"].as_u64().unwrap() + t["stores"].as_u64().unwrap())
+        .sum();
+    assert_eq!(summed, report["access"]["counted"].as_u64().unwrap());
+
+    // One thread's view: its samples, its exact counts, no sharing with itself.
+    let tid = workers[0]["tid"].as_u64().unwrap();
+    let out = report_view(&p, &["--thread", &tid.to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view["summary"]["only"]["Thread"], tid);
+    assert_eq!(view["access"]["counted"], 2 * ROUNDS);
+    assert_eq!(view["access"]["samples"], workers[0]["samples"]);
+    assert!(
+        view["access"]["accuracy"].as_f64().unwrap() > 0.98,
+        "{:#}",
+        view["access"]
+    );
+    assert_eq!(view["sharing"].as_array().unwrap().len(), 0);
+    // The process view keeps both workers; a thread or process not there is refused.
+    let pid = workers[0]["pid"].as_u64().unwrap();
+    let out = report_view(&p, &["--pid", &pid.to_string()]);
+    let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view["access"]["counted"], report["access"]["counted"]);
+    for bad in [["--thread", "4000000000"], ["--pid", "4000000000"]] {
+        let out = report_view(&p, &bad);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no thread 4000000000") || err.contains("no process 4000000000"),
+            "{err}"
+        );
+    }
+}

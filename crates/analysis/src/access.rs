@@ -225,13 +225,77 @@ pub fn period_unit(sources: &[String]) -> &'static str {
     }
 }
 
-/// Each process's last timeline point: its exact access totals.
-pub(crate) fn last_points(p: &Profile) -> impl Iterator<Item = &memlens_profile::TimelinePoint> {
+/// One thread: lifetime, exact totals and how many samples it took.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadSummary {
+    #[serde(flatten)]
+    pub row: memlens_profile::ThreadRow,
+    pub samples: u64,
+}
+
+/// The view's threads, busiest (most exact accesses, then samples) first.
+pub fn thread_summaries(p: &Profile) -> Vec<ThreadSummary> {
+    let mut samples: HashMap<(u32, u32), u64> = HashMap::new();
+    for s in &p.samples {
+        *samples.entry((s.pid, s.tid)).or_default() += 1;
+    }
+    let mut out: Vec<ThreadSummary> = p
+        .threads
+        .iter()
+        .map(|t| ThreadSummary {
+            row: t.clone(),
+            samples: samples.remove(&(t.pid, t.tid)).unwrap_or(0),
+        })
+        .collect();
+    // Threads only the samples know (hardware backends, imports).
+    out.extend(samples.into_iter().map(|((pid, tid), n)| ThreadSummary {
+        row: memlens_profile::ThreadRow {
+            pid,
+            tid,
+            ..Default::default()
+        },
+        samples: n,
+    }));
+    let busy = |t: &ThreadSummary| t.row.loads.unwrap_or(0) + t.row.stores.unwrap_or(0);
+    out.sort_by(|a, b| {
+        (busy(b), b.samples, a.row.pid, a.row.tid).cmp(&(busy(a), a.samples, b.row.pid, b.row.tid))
+    });
+    out
+}
+
+/// Exact access totals of instrumented code in the view.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Totals {
+    pub loads: u64,
+    pub stores: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// The view's exact totals: a thread's own, else each process's last
+/// timeline point.
+pub(crate) fn exact_totals(p: &Profile) -> Totals {
+    let mut out = Totals::default();
+    if let Some(crate::Only::Thread(_)) = p.only {
+        for t in &p.threads {
+            out.loads += t.loads.unwrap_or(0);
+            out.stores += t.stores.unwrap_or(0);
+            out.bytes_read += t.bytes_read.unwrap_or(0);
+            out.bytes_written += t.bytes_written.unwrap_or(0);
+        }
+        return out;
+    }
     let mut last: BTreeMap<u32, &memlens_profile::TimelinePoint> = BTreeMap::new();
     for t in &p.timeline {
         last.insert(t.pid, t);
     }
-    last.into_values()
+    for t in last.values() {
+        out.loads += t.loads;
+        out.stores += t.stores;
+        out.bytes_read += t.bytes_read;
+        out.bytes_written += t.bytes_written;
+    }
+    out
 }
 
 /// An object's load and store samples, and samples per (pid, pc): the
@@ -254,11 +318,10 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     if !available {
         return out;
     }
-    for t in last_points(p) {
-        out.counted += t.loads + t.stores;
-        out.bytes_read += t.bytes_read;
-        out.bytes_written += t.bytes_written;
-    }
+    let totals = exact_totals(p);
+    out.counted = totals.loads + totals.stores;
+    out.bytes_read = totals.bytes_read;
+    out.bytes_written = totals.bytes_written;
     if out.counted > 0 {
         let est = out.samples as f64 * period as f64;
         out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);

@@ -21,7 +21,7 @@ pub use sharing::*;
 
 use memlens_profile::{
     self as profile, Allocation, CodeLocation, CounterReading, Frame, Meta, Region, SampleCore,
-    StaticObject, TagRange, TimelinePoint,
+    StaticObject, TagRange, ThreadRow, TimelinePoint,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +43,18 @@ pub struct Profile {
     pub counters: Vec<CounterReading>,
     /// The machine's calibration, kept by a run with the cache model.
     pub calibration: Option<profile::Calibration>,
+    /// Each thread's lifetime and exact totals.
+    pub threads: Vec<ThreadRow>,
+    /// Set by [`Profile::restrict`]: the view is of one process or thread.
+    pub only: Option<Only>,
+}
+
+/// The part of a profile a view keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Only {
+    Process(u32),
+    /// A thread, by tid (unique among live threads of the machine).
+    Thread(u32),
 }
 
 impl Profile {
@@ -76,6 +88,8 @@ impl Profile {
             timeline,
             statics: profile::read_table(dir)?,
             counters: profile::read_table(dir)?,
+            threads: profile::read_table(dir)?,
+            only: None,
             calibration: profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)).ok(),
             samples: if with_samples {
                 profile::read_table(dir)?
@@ -103,6 +117,44 @@ impl Profile {
             .filter_map(|p| p.end_ns)
             .max()
             .unwrap_or(self.meta.clock.duration_ns)
+    }
+
+    /// Keeps one process's (or one thread's) part: its samples, regions and
+    /// tags, and, for a process, its allocations, timeline and statics. A
+    /// thread keeps its process's allocations, statics and timeline: the
+    /// objects its accesses land in and the memory it shares.
+    pub fn restrict(&mut self, only: Only) -> Result<(), String> {
+        let pid = match only {
+            Only::Process(pid) => pid,
+            Only::Thread(tid) => self
+                .threads
+                .iter()
+                .find(|t| t.tid == tid)
+                .map(|t| t.pid)
+                .or_else(|| self.samples.iter().find(|s| s.tid == tid).map(|s| s.pid))
+                .or_else(|| self.regions.iter().find(|r| r.tid == tid).map(|r| r.pid))
+                .ok_or_else(|| {
+                    format!("no thread {tid} in this profile (see its THREADS table)")
+                })?,
+        };
+        if !self.meta.processes.iter().any(|p| p.pid == pid) {
+            return Err(format!("no process {pid} in this profile"));
+        }
+        let tid = match only {
+            Only::Thread(tid) => Some(tid),
+            Only::Process(_) => None,
+        };
+        let keep = |p: u32, t: u32| p == pid && tid.is_none_or(|tid| tid == t);
+        self.samples.retain(|s| keep(s.pid, s.tid));
+        self.regions.retain(|r| keep(r.pid, r.tid));
+        self.tags.retain(|t| keep(t.pid, t.tid));
+        self.threads.retain(|t| keep(t.pid, t.tid));
+        self.allocations.retain(|a| a.pid == pid);
+        self.timeline.retain(|t| t.pid == pid);
+        self.statics.retain(|s| s.pid == pid);
+        self.meta.processes.retain(|p| p.pid == pid);
+        self.only = Some(only);
+        Ok(())
     }
 
     pub fn process_start(&self, pid: u32) -> u64 {
@@ -220,6 +272,11 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
             out.timeline.push(t);
         }
         out.statics.append(&mut p.statics);
+        for mut t in p.threads.drain(..) {
+            t.start_ns = t.start_ns.map(|v| v.saturating_add(shift));
+            t.end_ns = t.end_ns.map(|v| v.saturating_add(shift));
+            out.threads.push(t);
+        }
         for mut s in p.samples.drain(..) {
             span(&mut s.time_ns, &mut None);
             out.samples.push(s);

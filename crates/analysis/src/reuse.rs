@@ -22,7 +22,7 @@
 //! Distances are per thread: another thread's accesses neither count between a
 //! use and its reuse nor make one.
 
-use crate::access::{attribute, last_points, location_label};
+use crate::access::{attribute, exact_totals, location_label};
 use crate::sharing::LINE;
 use crate::{ObjectKind, Objects, Profile};
 use rustc_hash::FxHashMap;
@@ -223,9 +223,8 @@ fn method(p: &Profile) -> Result<(bool, f64, String), String> {
         )),
         (true, n) => {
             // The exact count of the sampled classes over the samples.
-            let counted: u64 = last_points(p)
-                .map(|t| t.loads * s.sample_loads as u64 + t.stores * s.sample_stores as u64)
-                .sum();
+            let t = exact_totals(p);
+            let counted = t.loads * s.sample_loads as u64 + t.stores * s.sample_stores as u64;
             let scale = if counted > 0 && !p.samples.is_empty() {
                 counted as f64 / p.samples.len() as f64
             } else {

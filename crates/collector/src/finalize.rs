@@ -13,13 +13,14 @@ use crate::{Error, Result};
 use memlens_decoders::perf_data::PerfData;
 use memlens_profile::{
     self as profile, AccessSample, Allocation, KernelUsage, Losses, Meta, Process, Region,
-    TableWriter, TagRange, TimelinePoint,
+    TableWriter, TagRange, ThreadRow, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, FileHeader, RawRecord, Records};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 pub const COLLECTOR_LOG: &str = "collector.mltl";
 
@@ -48,6 +49,8 @@ struct ImageHeader {
     untracked: u64,
     /// Instrumented code ran in this image (access counts and samples exist).
     instrumented: bool,
+    /// Threads holding a header slot when the image ended, as last published.
+    live_threads: Vec<raw::ThreadTotals>,
 }
 
 fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
@@ -73,6 +76,21 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
         dropped: h.dropped_events.into_inner(),
         untracked: h.untracked_allocs.into_inner(),
         instrumented: h.instrumented.into_inner() != 0,
+        live_threads: h
+            .slots
+            .iter()
+            .filter(|slot| slot.tid.load(Ordering::Relaxed) != 0)
+            .map(|slot| raw::ThreadTotals {
+                tid: slot.tid.load(Ordering::Relaxed).into(),
+                access: slot.access.load(),
+                alloc_bytes: slot.counters.alloc_bytes.load(Ordering::Relaxed),
+                free_bytes: slot.counters.free_bytes.load(Ordering::Relaxed),
+                allocs: slot.counters.allocs.load(Ordering::Relaxed),
+                frees: slot.counters.frees.load(Ordering::Relaxed),
+                own_alloc_counters: 1,
+                ..Default::default()
+            })
+            .collect(),
     }))
 }
 
@@ -275,6 +293,7 @@ fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
 #[derive(Default)]
 struct Built {
     regions: Vec<Region>,
+    threads: Vec<ThreadRow>,
     tags: Vec<TagRange>,
     timeline: Vec<TimelinePoint>,
     stack_ids: std::collections::BTreeSet<u64>,
@@ -377,6 +396,9 @@ fn build(
     let mut open_regions: HashMap<u32, Vec<usize>> = HashMap::new();
     let mut region_start: HashMap<usize, [u64; raw::COUNTS]> = HashMap::new();
     let mut open_stacks: HashMap<u32, Allocation> = HashMap::new();
+    // Per thread: (start, end) and its totals (final, or as last published).
+    let mut thread_times: BTreeMap<u32, (Option<u64>, Option<u64>)> = BTreeMap::new();
+    let mut final_totals: BTreeMap<u32, (raw::ThreadTotals, bool)> = BTreeMap::new();
     let pid = log.pid;
     let mut emit = |row: Allocation, built: &mut Built| {
         if row.stack_id != 0 {
@@ -589,6 +611,7 @@ fn build(
                 let Some(t) = rec.payload::<raw::ThreadEvent>() else {
                     continue;
                 };
+                thread_times.entry(tid).or_default().0 = Some(rel(t.time));
                 if t.stack_hi > t.stack_lo {
                     let size = t.stack_hi - t.stack_lo;
                     let row = Allocation {
@@ -608,10 +631,16 @@ fn build(
                     }
                 }
             }
+            tag::THREAD_TOTALS => {
+                if let Some(t) = rec.payload::<raw::ThreadTotals>() {
+                    final_totals.insert(t.tid as u32, (t, true));
+                }
+            }
             tag::THREAD_EXIT => {
                 let Some(t) = rec.payload::<raw::ThreadEvent>() else {
                     continue;
                 };
+                thread_times.entry(tid).or_default().1 = Some(rel(t.time));
                 if let Some(mut row) = open_stacks.remove(&(t.tid as u32)) {
                     row.free_ns = Some(rel(t.time));
                     emit(row, &mut built);
@@ -624,6 +653,30 @@ fn build(
             }
             _ => {}
         }
+    }
+    for t in &log.live_threads {
+        final_totals.entry(t.tid as u32).or_insert((*t, false));
+    }
+    for (&tid, (t, done)) in &final_totals {
+        let (start_ns, end_ns) = thread_times.get(&tid).copied().unwrap_or_default();
+        let (read, written, loads, stores) = raw::AccessCounters::traffic(&t.access);
+        let instrumented = log.instrumented;
+        let own = t.own_alloc_counters != 0;
+        built.threads.push(ThreadRow {
+            pid,
+            tid,
+            start_ns,
+            end_ns: end_ns.or((*done && t.time > 0).then(|| rel(t.time))),
+            loads: instrumented.then_some(loads),
+            stores: instrumented.then_some(stores),
+            bytes_read: instrumented.then_some(read),
+            bytes_written: instrumented.then_some(written),
+            allocs: own.then_some(t.allocs),
+            alloc_bytes: own.then_some(t.alloc_bytes),
+            frees: own.then_some(t.frees),
+            free_bytes: own.then_some(t.free_bytes),
+            final_counts: *done,
+        });
     }
     // Whatever is still live was live when the process ended.
     let still_live: Vec<Allocation> = live_heap
@@ -779,6 +832,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     };
     let mut locations = Vec::new();
     let mut regions = Vec::new();
+    let mut threads = Vec::new();
     let mut tags = Vec::new();
     let mut timeline: Vec<TimelinePoint> = collector_timeline
         .iter()
@@ -872,6 +926,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
             }),
         });
         regions.extend(built.regions);
+        threads.extend(built.threads);
         tags.extend(built.tags);
         timeline.extend(built.timeline);
     }
@@ -938,6 +993,7 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     profile::write_table(dir, &frames)?;
     profile::write_table(dir, &locations)?;
     profile::write_table(dir, &regions)?;
+    profile::write_table(dir, &threads)?;
     profile::write_table(dir, &tags)?;
     profile::write_table(dir, &timeline)?;
     profile::write_table(dir, &modules_rows)?;

@@ -191,6 +191,7 @@ fn write(
     profile::write_table::<profile::Allocation>(out, &[])?;
     profile::write_table::<profile::Frame>(out, &[])?;
     profile::write_table::<profile::Region>(out, &[])?;
+    profile::write_table::<profile::ThreadRow>(out, &[])?;
     profile::write_table::<profile::TagRange>(out, &[])?;
     profile::write_table::<profile::TimelinePoint>(out, &[])?;
     profile::write_table::<profile::StaticObject>(out, &[])?;

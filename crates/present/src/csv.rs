@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 /// The tables, and where each lies in the JSON report.
-pub const CSV_TABLES: [(&str, &str); 14] = [
+pub const CSV_TABLES: [(&str, &str); 15] = [
     ("objects", "/objects_by_peak"),
     ("allocated", "/objects_by_allocated"),
     ("leaks", "/leaks/sites"),
@@ -21,6 +21,7 @@ pub const CSV_TABLES: [(&str, &str); 14] = [
     ("reuse-objects", "/reuse/objects"),
     ("reuse-pairs", "/reuse/pairs"),
     ("folding", "/folding/bins"),
+    ("threads", "/threads"),
 ];
 
 /// The table `name` of a report (as JSON) in CSV, header first.

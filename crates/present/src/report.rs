@@ -27,6 +27,8 @@ pub struct Report {
     pub access: analysis::AccessReport,
     /// Counting perf events (CPU time, faults, instructions, memory traffic).
     pub counters: Vec<analysis::CounterSummary>,
+    /// Each thread's lifetime, exact totals and samples.
+    pub threads: Vec<analysis::ThreadSummary>,
     /// Cache lines two or more threads touched, one writing: false and true sharing.
     pub sharing: Vec<analysis::SharedLine>,
     /// Loads by memory level per routine and region, latency by level (when
@@ -43,6 +45,8 @@ pub struct Report {
 
 #[derive(Serialize)]
 pub struct Summary {
+    /// The part of the profile shown (null: all of it).
+    pub only: Option<analysis::Only>,
     pub command: Vec<String>,
     pub host: String,
     pub cpu: String,
@@ -158,6 +162,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
         memlens_version: env!("CARGO_PKG_VERSION").into(),
         profile: p.dir.display().to_string(),
         summary: Summary {
+            only: p.only,
             command: m.command.clone(),
             host: m.host.clone(),
             cpu: m.cpu.clone(),
@@ -182,6 +187,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
         timeline: analysis::capacity_series(p, top.min(10)),
         access: analysis::access_report(p, &all, top),
         counters: analysis::counters_report(p),
+        threads: analysis::thread_summaries(p),
         sharing: analysis::shared_lines(p, &all, top),
         levels: analysis::level_tables(p, &all, top),
         reuse: match analysis::reuse_distances(p, &all, top) {
@@ -281,6 +287,18 @@ pub fn render_text(r: &Report) -> String {
     let s = &r.summary;
     let _ = writeln!(out, "memlens report: {}", r.profile);
     let _ = writeln!(out, "command   {}", s.command.join(" "));
+    match s.only {
+        Some(analysis::Only::Process(pid)) => {
+            let _ = writeln!(out, "view      process {pid} only");
+        }
+        Some(analysis::Only::Thread(tid)) => {
+            let _ = writeln!(
+                out,
+                "view      thread {tid} only: its samples, regions, tags and exact counts; resident set, heap and objects are its process's"
+            );
+        }
+        None => {}
+    }
     let _ = writeln!(out, "host      {} | {} | Linux {}", s.host, s.cpu, s.kernel);
     let _ = writeln!(
         out,
@@ -389,6 +407,7 @@ pub fn render_text(r: &Report) -> String {
         }
     }
     render_access(&mut out, &r.access);
+    render_threads(&mut out, &r.threads);
     render_counters(&mut out, &r.counters);
     if let Some(levels) = &r.levels {
         render_levels(&mut out, levels);
@@ -486,6 +505,56 @@ fn render_levels(out: &mut String, t: &analysis::LevelTables) {
             out,
             "  {:<26} {:>9} {:>8.1} {:>5} {:>7} {:>6} {:>6} {:>7}",
             d.level, d.samples, d.mean, d.min, d.median, d.p90, d.p99, d.max
+        );
+    }
+}
+
+fn render_threads(out: &mut String, threads: &[analysis::ThreadSummary]) {
+    // One thread says nothing a process line does not.
+    if threads.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nTHREADS (exact counts of each thread; `memlens report --thread TID` shows one)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>11} {:>11} {:>8} {:>11} {:>8}",
+        "pid",
+        "tid",
+        "start",
+        "end",
+        "loads",
+        "stores",
+        "read",
+        "written",
+        "allocs",
+        "allocated",
+        "samples"
+    );
+    let opt = |v: Option<u64>, f: &dyn Fn(u64) -> String| v.map_or("-".to_string(), f);
+    for t in threads {
+        let r = &t.row;
+        let _ = writeln!(
+            out,
+            "  {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>11} {:>11} {:>8} {:>11} {:>8}{}",
+            r.pid,
+            r.tid,
+            opt(r.start_ns, &seconds),
+            opt(r.end_ns, &seconds),
+            opt(r.loads, &|v| count(v as f64)),
+            opt(r.stores, &|v| count(v as f64)),
+            opt(r.bytes_read, &|v| human_bytes(v as f64)),
+            opt(r.bytes_written, &|v| human_bytes(v as f64)),
+            opt(r.allocs, &|v| v.to_string()),
+            opt(r.alloc_bytes, &|v| human_bytes(v as f64)),
+            t.samples,
+            if r.final_counts || r.start_ns.is_none() {
+                ""
+            } else {
+                "  (running at exit: as last published)"
+            }
         );
     }
 }

@@ -153,6 +153,31 @@ table! {
 }
 
 table! {
+    /// One thread of a traced process: its lifetime and its own exact totals.
+    ThreadRow = "threads" {
+        pid: u32,
+        tid: u32,
+        start_ns: Option<u64>,
+        end_ns: Option<u64>,
+        /// Exact accesses of instrumented code (null when none ran), with
+        /// intercepted memcpy/memmove/memset bytes.
+        loads: Option<u64>,
+        stores: Option<u64>,
+        bytes_read: Option<u64>,
+        bytes_written: Option<u64>,
+        /// Exact heap calls and bytes of the thread (null when it shared its
+        /// counters with others: more threads than header slots).
+        allocs: Option<u64>,
+        alloc_bytes: Option<u64>,
+        frees: Option<u64>,
+        free_bytes: Option<u64>,
+        /// False: the thread still ran when its process ended, and its counts
+        /// are as it last published them (up to 65536 accesses a class short).
+        final_counts: bool,
+    }
+}
+
+table! {
     /// Capacity of one process at one instant.
     TimelinePoint = "timeline" {
         pid: u32,

@@ -202,6 +202,7 @@ pub mod tag {
     pub const COUNTER_DEF: u16 = 20;
     pub const COUNTER: u16 = 21;
     pub const PROCESS_USAGE: u16 = 22;
+    pub const THREAD_TOTALS: u16 = 23;
 }
 
 /// How an allocation was made.
@@ -368,6 +369,24 @@ pub struct ThreadEvent {
     pub stack_hi: u64,
 }
 
+/// A thread's own exact totals, written by the thread when it exits (or runs
+/// the process's exit).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadTotals {
+    pub time: u64,
+    pub tid: u64,
+    /// Exact access counts per class, then bulk bytes read and written.
+    pub access: [u64; COUNTS],
+    pub alloc_bytes: u64,
+    pub free_bytes: u64,
+    pub allocs: u64,
+    pub frees: u64,
+    /// 0 when the thread had no slot of its own: its allocation counters were
+    /// shared with others and are not its own.
+    pub own_alloc_counters: u64,
+}
+
 /// One capacity sample of one process.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -471,6 +490,7 @@ payload!(
     StackDef,
     Module,
     ThreadEvent,
+    ThreadTotals,
     Timeline,
     ProcessExit,
     ProcessUsage,

@@ -271,6 +271,7 @@ extern "C" fn fini() {
         access::publish(st);
         let last = sampler::snapshot();
         st.writer.write(st.tid, tag::TIMELINE, &last, &[]);
+        record_thread_totals(st);
         record_exit(st, EXIT_STATUS.load(Ordering::Relaxed));
         set_errno(saved);
         leave(st);
@@ -1070,6 +1071,25 @@ pub unsafe extern "C" fn memlens_group_end() {
 #[no_mangle]
 pub extern "C" fn memlens_active() -> c_int {
     (STATE.load(Ordering::Acquire) == READY) as c_int
+}
+
+/// The thread's exact totals, from its own counters.
+pub(crate) fn record_thread_totals(st: &mut ThreadState) {
+    let mut ev = raw::ThreadTotals {
+        time: sys::now_ns(),
+        tid: st.tid as u64,
+        access: access::exact_counts(st),
+        ..Default::default()
+    };
+    // SAFETY: points into the mapped header, or is null.
+    if let (false, Some(c)) = (st.shared_counters, unsafe { st.counters.as_ref() }) {
+        ev.alloc_bytes = c.alloc_bytes.load(Ordering::Relaxed);
+        ev.free_bytes = c.free_bytes.load(Ordering::Relaxed);
+        ev.allocs = c.allocs.load(Ordering::Relaxed);
+        ev.frees = c.frees.load(Ordering::Relaxed);
+        ev.own_alloc_counters = 1;
+    }
+    st.writer.write(st.tid, tag::THREAD_TOTALS, &ev, &[]);
 }
 
 pub(crate) fn record_thread_exit(st: &mut ThreadState) {

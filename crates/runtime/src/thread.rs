@@ -234,6 +234,7 @@ unsafe extern "C" fn on_thread_exit(value: *mut libc::c_void) {
     }
     // A signal handler that allocates now must not write to the block we retire.
     (*st).in_hook = true;
+    crate::record_thread_totals(&mut *st);
     crate::record_thread_exit(&mut *st);
     retire_slot(&*st);
     (*st).writer.release();
