@@ -242,6 +242,24 @@ fn spe_samples_equal_perf_script_and_export_as_spe_parser_csv() {
     );
     assert_eq!(samples[0].issue_latency, Some(6));
     assert_eq!(samples[0].translation_latency, Some(1));
+    // The level table's SPE breakdown: the L1 load's LAT 8 TOT, 6 ISSUE and 1
+    // XLAT of `perf report -D`, execution derived as 8 - 6 - 1.
+    let report = common::report_json(&out);
+    let spe = &report["levels"]["spe_latency"];
+    assert_eq!(spe.as_array().map(Vec::len), Some(1), "{spe:#}");
+    let l1 = &spe[0];
+    assert_eq!(l1["level"], "L1");
+    assert_eq!(
+        [
+            &l1["samples"],
+            &l1["total"],
+            &l1["issue"],
+            &l1["translation"],
+            &l1["execution"]
+        ]
+        .map(|v| v.as_f64().unwrap()),
+        [1.0, 8.0, 6.0, 1.0, 1.0]
+    );
 
     let csv = Command::new(memlens())
         .args(["export", "--csv"])

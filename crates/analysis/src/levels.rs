@@ -20,6 +20,66 @@ pub struct LevelTables {
     pub by_routine: Vec<LevelRowShares>,
     pub by_region: Vec<LevelRowShares>,
     pub latency: Vec<LatencyDistribution>,
+    /// SPE's latency breakdown per level (seed 001 table 4.4), when the
+    /// samples carry it.
+    pub spe_latency: Vec<SpeLatencyRow>,
+}
+
+/// Mean SPE latencies (cycles) of one level's load samples: total, issue
+/// (dispatch to issue), translation, and execution derived as total - issue -
+/// translation (seed 001, 4.2).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SpeLatencyRow {
+    pub level: String,
+    pub samples: u64,
+    pub total: f64,
+    pub issue: f64,
+    pub translation: f64,
+    pub execution: f64,
+}
+
+/// The SPE breakdown from the samples' latency columns (read apart from the
+/// other sample columns, only for SPE profiles).
+fn spe_breakdown(p: &Profile) -> Vec<SpeLatencyRow> {
+    if !p.meta.backend.iter().any(|b| b == "spe") {
+        return Vec::new();
+    }
+    let Ok(rows) = memlens_profile::read_table::<memlens_profile::SampleLatencies>(&p.dir) else {
+        return Vec::new();
+    };
+    // Per level: samples, then sums of total, issue, translation.
+    let mut by_level: BTreeMap<u8, (u64, [u64; 3])> = BTreeMap::new();
+    let in_view = |r: &memlens_profile::SampleLatencies| match p.only {
+        Some(crate::Only::Process(pid)) => r.pid == pid,
+        Some(crate::Only::Thread(tid)) => r.tid == tid,
+        None => true,
+    };
+    for r in rows.iter().filter(|r| !r.is_store && in_view(r)) {
+        let (Some(total), Some(issue), Some(translation)) =
+            (r.latency, r.issue_latency, r.translation_latency)
+        else {
+            continue;
+        };
+        let e = by_level.entry(r.level).or_default();
+        e.0 += 1;
+        for (sum, v) in e.1.iter_mut().zip([total, issue, translation]) {
+            *sum += u64::from(v);
+        }
+    }
+    by_level
+        .into_iter()
+        .map(|(level, (n, [total, issue, translation]))| {
+            let mean = |v: u64| v as f64 / n as f64;
+            SpeLatencyRow {
+                level: MemLevel::from_code(level).name().to_string(),
+                samples: n,
+                total: mean(total),
+                issue: mean(issue),
+                translation: mean(translation),
+                execution: mean(total) - mean(issue) - mean(translation),
+            }
+        })
+        .collect()
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -166,6 +226,7 @@ pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelT
             .into_iter()
             .map(|(level, mut l)| distribution(MemLevel::from_code(level).name(), &mut l))
             .collect(),
+        spe_latency: spe_breakdown(p),
     })
 }
 

@@ -493,6 +493,19 @@ fn render_levels(out: &mut String, t: &analysis::LevelTables) {
             let _ = writeln!(out, "{line} {mean:>9}");
         }
     }
+    if !t.spe_latency.is_empty() {
+        let _ = writeln!(
+            out,
+            "  SPE latency by level (mean cycles)  samples    total    issue  translation  execution (total - issue - translation)"
+        );
+        for r in &t.spe_latency {
+            let _ = writeln!(
+                out,
+                "  {:<33} {:>8} {:>8.1} {:>8.1} {:>12.1} {:>10.1}",
+                r.level, r.samples, r.total, r.issue, r.translation, r.execution
+            );
+        }
+    }
     if t.latency.is_empty() {
         return;
     }

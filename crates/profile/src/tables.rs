@@ -128,6 +128,20 @@ table! {
 }
 
 table! {
+    /// The latency columns of `samples`, read only for profiles whose samples
+    /// carry SPE's latency breakdown. Read-only (written as [`AccessSample`]).
+    SampleLatencies = "samples" {
+        pid: u32,
+        tid: u32,
+        is_store: bool,
+        level: u8,
+        latency: Option<u32>,
+        issue_latency: Option<u32>,
+        translation_latency: Option<u32>,
+    }
+}
+
+table! {
     /// Source location of each code address that samples refer to.
     CodeLocation = "locations" {
         pid: u32,
