@@ -9,10 +9,18 @@
 //! model can be shared by every thread: concurrent updates of one set may lose
 //! or repeat a line (a racy LRU, as the hardware's own is approximate) but never
 //! touch memory outside it.
+//!
+//! A tag is a 32-bit fingerprint of the line, not the line: a 16-way set is one
+//! 64-byte cache line of the real machine, so a lookup in a large last level
+//! costs one real miss, not two. Two lines of one set share a fingerprint with
+//! probability 2^-31 per pair; such a pair would count a miss as a hit.
 
 #![no_std]
 
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+/// One way of a set: 0 when empty, else the fingerprint of the line it holds.
+pub type Tag = AtomicU32;
 
 /// One cache level's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,15 +35,20 @@ impl Geometry {
         (self.size / (u64::from(self.ways.max(1)) * u64::from(self.line.max(1)))).max(1)
     }
 
-    /// Tag words the level keeps: one per line it holds.
+    /// Tags the level keeps: one per line it holds.
     pub fn words(&self) -> usize {
         (self.sets() * u64::from(self.ways.max(1))) as usize
+    }
+
+    /// Bytes of its tags.
+    pub fn bytes(&self) -> usize {
+        self.words() * core::mem::size_of::<Tag>()
     }
 }
 
 /// One level over `words()` tags the caller provides.
 pub struct Level<'a> {
-    tags: &'a [AtomicU64],
+    tags: &'a [Tag],
     ways: usize,
     sets: u64,
     line_shift: u32,
@@ -60,7 +73,7 @@ impl Level<'static> {
 impl<'a> Level<'a> {
     /// `None` when `tags` is shorter than the geometry needs or the line size
     /// is not a power of two.
-    pub fn new(geometry: Geometry, tags: &'a [AtomicU64]) -> Option<Level<'a>> {
+    pub fn new(geometry: Geometry, tags: &'a [Tag]) -> Option<Level<'a>> {
         let line = geometry.line;
         if !line.is_power_of_two() || geometry.ways == 0 || tags.len() < geometry.words() {
             return None;
@@ -75,7 +88,7 @@ impl<'a> Level<'a> {
         })
     }
 
-    fn set_of(&self, line: u64) -> &'a [AtomicU64] {
+    fn set_of(&self, line: u64) -> &'a [Tag] {
         let set = match self.set_mask {
             Some(mask) => line & mask,
             // Multiply-shift onto [0, sets) of a mixed line number.
@@ -90,8 +103,7 @@ impl<'a> Level<'a> {
     /// Looks `line` up; on a hit it becomes the most recent of its set, on a
     /// miss it replaces the least recent. Returns whether it hit.
     pub fn access_line(&self, line: u64) -> bool {
-        // Tag 0 marks an empty way: lines are stored plus one.
-        let tag = line.wrapping_add(1);
+        let tag = fingerprint(line);
         let set = self.set_of(line);
         let hit = set.iter().position(|t| t.load(Relaxed) == tag);
         // Most recent first: shift the ways before the hit (or all, evicting
@@ -107,6 +119,16 @@ impl<'a> Level<'a> {
     pub fn line_of(&self, addr: u64) -> u64 {
         addr >> self.line_shift
     }
+}
+
+/// A line's tag: splitmix64's finaliser (independent of the set hash), top
+/// bits, never 0 (the empty way).
+fn fingerprint(line: u64) -> u32 {
+    let mut h = line;
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    (h >> 32) as u32 | 1
 }
 
 /// The level of `levels` (smallest first) that served an access of `size`

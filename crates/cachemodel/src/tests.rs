@@ -3,8 +3,8 @@ extern crate std;
 use super::*;
 use std::vec::Vec;
 
-fn storage(g: Geometry) -> Vec<AtomicU64> {
-    (0..g.words()).map(|_| AtomicU64::new(0)).collect()
+fn storage(g: Geometry) -> Vec<Tag> {
+    (0..g.words()).map(|_| Tag::new(0)).collect()
 }
 
 /// The textbook LRU: each set a list, most recent first.
@@ -65,7 +65,7 @@ fn every_hit_and_miss_equals_a_textbook_lru() {
             let addr = rng.u64(..footprint);
             let line = level.line_of(addr);
             let set = (level.set_of(line).as_ptr() as usize - tags.as_ptr() as usize)
-                / core::mem::size_of::<AtomicU64>()
+                / core::mem::size_of::<Tag>()
                 / g.ways as usize;
             let want = reference.access(set, line);
             assert_eq!(level.access_line(line), want, "{g:?} line {line}");
@@ -120,7 +120,7 @@ fn the_pointer_chase_changes_level_where_it_crosses_each_cache_size() {
             line: 64,
         },
     ];
-    let tags: Vec<Vec<AtomicU64>> = geometry.iter().map(|&g| storage(g)).collect();
+    let tags: Vec<Vec<Tag>> = geometry.iter().map(|&g| storage(g)).collect();
     for (bytes, level) in [
         (16 << 10, 0),
         (32 << 10, 0),

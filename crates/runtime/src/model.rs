@@ -6,8 +6,8 @@
 //! smallest first, comma-separated.
 
 use crate::sys;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use memlens_cachemodel::{Geometry, Level};
+use core::sync::atomic::{AtomicPtr, Ordering};
+use memlens_cachemodel::{Geometry, Level, Tag};
 
 pub const MAX_LEVELS: usize = 4;
 
@@ -19,7 +19,7 @@ const NO_LEVEL: Geometry = Geometry {
 static mut GEOMETRY: [Geometry; MAX_LEVELS] = [NO_LEVEL; MAX_LEVELS];
 static mut COUNT: usize = 0;
 /// The shared last level's tags, mapped by the first thread that needs them.
-static SHARED: AtomicPtr<AtomicU64> = AtomicPtr::new(core::ptr::null_mut());
+static SHARED: AtomicPtr<Tag> = AtomicPtr::new(core::ptr::null_mut());
 
 // memlens_decoders::MemLevel codes (the runtime links nothing that big).
 const L1: u8 = 1;
@@ -101,8 +101,8 @@ impl ThreadModel {
     fn build(&mut self) -> bool {
         let geometry = geometry();
         let (private, last) = geometry.split_at(geometry.len() - 1);
-        let words: usize = private.iter().map(Geometry::words).sum();
-        let len = (words * 8).max(8).next_multiple_of(4096);
+        let bytes: usize = private.iter().map(Geometry::bytes).sum();
+        let len = bytes.max(8).next_multiple_of(4096);
         let Some(shared) = shared_tags(last[0]) else {
             return false;
         };
@@ -112,7 +112,7 @@ impl ThreadModel {
         }
         self.private = base;
         self.private_len = len;
-        let mut at = base as *const AtomicU64;
+        let mut at = base as *const Tag;
         for (i, &g) in geometry.iter().enumerate() {
             let tags = if i == private.len() {
                 shared
@@ -144,10 +144,10 @@ impl ThreadModel {
 }
 
 /// The shared last level's tags, mapped once per process.
-fn shared_tags(g: Geometry) -> Option<&'static [AtomicU64]> {
+fn shared_tags(g: Geometry) -> Option<&'static [Tag]> {
     let mut tags = SHARED.load(Ordering::Acquire);
     if tags.is_null() {
-        let mapped = sys::alloc_pages(g.words() * 8) as *mut AtomicU64;
+        let mapped = sys::alloc_pages(g.bytes()) as *mut Tag;
         if mapped.is_null() {
             return None;
         }
@@ -160,7 +160,7 @@ fn shared_tags(g: Geometry) -> Option<&'static [AtomicU64]> {
             Ok(_) => mapped,
             Err(winner) => {
                 // SAFETY: our own mapping, never published.
-                unsafe { sys::munmap(mapped.cast(), g.words() * 8) };
+                unsafe { sys::munmap(mapped.cast(), g.bytes()) };
                 winner
             }
         };
