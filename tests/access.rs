@@ -597,6 +597,14 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
             }
         }
     }
+    // Each sample carries its modelled level's calibrated cost.
+    let by_code = [(1u8, prices[0]), (3, prices[1]), (4, prices[2]), (5, prices[3])];
+    let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
+    assert!(!samples.is_empty());
+    for s in &samples {
+        let want = by_code.iter().find(|c| c.0 == s.level).and_then(|c| c.1);
+        assert_eq!(s.model_cost_ns, want, "level {}", s.level);
+    }
 }
 
 /// The reuse histogram of the object named `name` (its symbol, then the module).

@@ -154,15 +154,13 @@ pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelT
             crate::sample_sources(&p.meta).join(", ")
         )
     };
-    let prices = modelled
-        .then(|| p.calibration.as_ref().map(level_prices))
-        .flatten();
-    let cost_of = |level: u8, latency: Option<u32>| match &prices {
-        Some(prices) => prices.get(&level).copied(),
+    let prices = p.calibration.as_ref().filter(|_| modelled);
+    let cost_of = |level: u8, latency: Option<u32>| match prices {
+        Some(c) => c.model_level_ns(level),
         None if modelled => None,
         None => latency.map(f64::from),
     };
-    let cost = match (&prices, modelled) {
+    let cost = match (prices, modelled) {
         (Some(_), _) => {
             "ns: the calibrated load latency of each modelled level (memlens calibrate)"
         }
@@ -228,22 +226,6 @@ pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelT
             .collect(),
         spe_latency: spe_breakdown(p),
     })
-}
-
-/// ns per load of each level the model gives, from the calibration's plateaus:
-/// L1 is the first cache, L2 the cache named so, LLC the last, DRAM its own.
-fn level_prices(c: &memlens_profile::Calibration) -> HashMap<u8, f64> {
-    let mut prices = HashMap::new();
-    let mut price = |level: MemLevel, name: Option<&str>| {
-        if let Some(ns) = name.and_then(|n| c.level_ns(n)) {
-            prices.insert(level.code(), ns);
-        }
-    };
-    price(MemLevel::L1, c.caches.first().map(|k| k.name.as_str()));
-    price(MemLevel::L2, Some("L2"));
-    price(MemLevel::Llc, c.caches.last().map(|k| k.name.as_str()));
-    price(MemLevel::LocalDram, Some("DRAM"));
-    prices
 }
 
 /// A routine: the function of a code address, or the module it fell in.

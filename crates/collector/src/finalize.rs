@@ -368,6 +368,8 @@ fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
 struct Sinks {
     allocations: TableWriter<Allocation>,
     samples: TableWriter<AccessSample>,
+    /// Calibrated ns of each modelled level code (cache model runs only).
+    model_cost: [Option<f64>; 8],
 }
 
 /// Replays one image's events in time order: allocation rows and samples go to
@@ -381,6 +383,7 @@ fn build(
 ) -> Built {
     let out = &mut sinks.allocations;
     let samples = &mut sinks.samples;
+    let model_cost = sinks.model_cost;
     let rel = |t: u64| t.saturating_sub(t0);
     let name = |id: u64| {
         defs.strings
@@ -577,6 +580,7 @@ fn build(
                     size: raw::class_size(class) as u32,
                     is_store: raw::class_is_store(class),
                     level: x.level,
+                    model_cost_ns: model_cost.get(x.level as usize).copied().flatten(),
                     ..AccessSample::default()
                 });
             }
@@ -829,6 +833,13 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     let mut sinks = Sinks {
         allocations: TableWriter::create(dir)?,
         samples: TableWriter::create(dir)?,
+        model_cost: match (
+            &run.cache_model,
+            profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)),
+        ) {
+            (Some(_), Ok(c)) => std::array::from_fn(|code| c.model_level_ns(code as u8)),
+            _ => [None; 8],
+        },
     };
     let mut locations = Vec::new();
     let mut regions = Vec::new();

@@ -75,6 +75,20 @@ impl Calibration {
         self.levels.iter().find(|l| l.name == name).map(|l| l.ns)
     }
 
+    /// The calibrated latency (ns) of a level the cache model gives, by its
+    /// code in the samples table (1 L1, 3 L2, 4 LLC, 5 local DRAM): L1 is
+    /// the first cache measured, L2 the cache named so, LLC the last, DRAM
+    /// its own plateau.
+    pub fn model_level_ns(&self, code: u8) -> Option<f64> {
+        match code {
+            1 => self.level_ns(&self.caches.first()?.name),
+            3 => self.level_ns("L2"),
+            4 => self.level_ns(&self.caches.last()?.name),
+            5 => self.level_ns("DRAM"),
+            _ => None,
+        }
+    }
+
     /// Where `memlens calibrate` keeps the machine's calibration by default.
     pub fn default_path() -> PathBuf {
         let base = std::env::var_os("XDG_CACHE_HOME")

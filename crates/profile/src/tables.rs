@@ -106,6 +106,10 @@ table! {
         hw_source: Option<u64>,
         /// SPE operation subclass byte (GP-REG, SIMD-FP, atomics, ...).
         op_subclass: u8,
+        /// Modelled, not measured: the calibrated latency (ns) of the level
+        /// the cache model gave (`memlens record --cache-model` on a machine
+        /// with `memlens calibrate` done); null otherwise.
+        model_cost_ns: Option<f64>,
     }
 }
 

@@ -438,6 +438,7 @@ impl Converted {
             hw_source: r.data_source,
             op_subclass: subclass,
             time_ns: time_conv.map_or(ts, |t| t.to_ns(ts)),
+            model_cost_ns: None,
         })
     }
 }
