@@ -30,11 +30,7 @@ fn recorded_stream(defines: &[&str], flags: &[&str]) -> (tempfile::TempDir, std:
     let app = stream_example(dir.path(), defines);
     let p = dir.path().join("p");
     let out = record(&p, flags, &[&app]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     (dir, p)
 }
 
@@ -439,11 +435,7 @@ fn shared_lines(opt: &str, defines: &[&str]) -> Vec<serde_json::Value> {
     let app = memlens_cc(dir.path(), "false_sharing.c", &flags);
     let p = dir.path().join("p");
     let out = record(&p, &[], &[&app.to_string_lossy()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     report_json(&p)["sharing"].as_array().unwrap().clone()
 }
 
@@ -534,11 +526,7 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
         .args(&args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     let calibration: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(p.join("calibration.json")).unwrap())
             .unwrap();
@@ -598,7 +586,12 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
         }
     }
     // Each sample carries its modelled level's calibrated cost.
-    let by_code = [(1u8, prices[0]), (3, prices[1]), (4, prices[2]), (5, prices[3])];
+    let by_code = [
+        (1u8, prices[0]),
+        (3, prices[1]),
+        (4, prices[2]),
+        (5, prices[3]),
+    ];
     let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
     assert!(!samples.is_empty());
     for s in &samples {
@@ -646,11 +639,7 @@ fn reuse_profile(
     command.extend(args.iter().map(|a| a.to_string()));
     let command: Vec<&str> = command.iter().map(String::as_str).collect();
     let out = record(&p, &["--reuse", rate], &command);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     report_json(&p)
 }
 
@@ -799,11 +788,7 @@ fn folded_shape(p: &std::path::Path) -> Vec<std::collections::BTreeMap<String, (
         .arg(p)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let f = &report["folding"];
     // Instances preempted long enough to double are left out (many, on a
@@ -865,19 +850,11 @@ fn a_coarsely_sampled_loop_folds_to_the_finely_sampled_iteration() {
         (&fine, vec!["--period", "16"], "24"),
     ] {
         let out = record(p, &flags, &[&app, iterations]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ran(&out);
     }
     let image = dir.path().join("fold.svg");
     let out = plot("fold", &coarse, &image);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     let svg = std::fs::read_to_string(&image).unwrap();
     assert!(svg.contains("region iteration folded") && svg.contains("phase of the instance"));
     // Fewer than 8 instances are folded only when asked for by name.
@@ -934,11 +911,7 @@ fn threads_have_exact_counts_and_a_report_of_their_own() {
     let app = memlens_cc(dir.path(), "false_sharing.c", &["-O2", "-pthread"]);
     let p = dir.path().join("p");
     let out = record(&p, &[], &[&app.to_string_lossy()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     let report = report_json(&p);
     let threads = report["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 3, "{threads:#?}");
@@ -961,11 +934,7 @@ fn threads_have_exact_counts_and_a_report_of_their_own() {
     // One thread's view: its samples, its exact counts, no sharing with itself.
     let tid = workers[0]["tid"].as_u64().unwrap();
     let out = report_view(&p, &["--thread", &tid.to_string()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(view["summary"]["only"]["Thread"], tid);
     assert_eq!(view["access"]["counted"], 2 * ROUNDS);

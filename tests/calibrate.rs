@@ -18,11 +18,7 @@ fn calibration_measures_each_cache_level_and_saves_it() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     assert!(text.contains("LATENCY CURVE (measured)"), "{text}");
 
     let c: serde_json::Value =

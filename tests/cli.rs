@@ -9,11 +9,7 @@ fn example_report_has_objects_regions_and_leak() {
     let dir = tempdir();
     let p = dir.path().join("p");
     let out = record(&p, &["--interval", "5"], &[&program("phases")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(
         summary.contains(&format!("next       memlens report {}", p.display())),
@@ -189,11 +185,7 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
     let app = mpi_program(dir.path());
     // Both ways of running, the same answer: rank r owns an (r + 1) MiB block.
     let check = |out: std::process::Output, profile: &std::path::Path| {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ran(&out);
         assert!(String::from_utf8_lossy(&out.stdout).contains("sum of ranks 1"));
         let r = report_json(profile);
         assert_eq!(

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{memlens, root, tempdir};
+use common::{assert_ran, memlens, root, tempdir};
 use memlens_profile::{read_table, AccessSample, Meta};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -28,7 +28,7 @@ fn pebs_samples_equal_perf_report() {
     let dir = tempdir();
     let out = dir.path().join("pebs");
     let o = import(&fixture("pebs-skx-loadlat/perf.data"), &out);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_ran(&o);
     let meta = Meta::read(&out).unwrap();
     assert!(meta.backend.contains(&"pebs".to_string()));
     assert_eq!(meta.settings.access_period, 10009);

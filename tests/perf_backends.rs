@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{named, program, record, report_json, tempdir};
+use common::{assert_ran, named, program, record, report_json, tempdir};
 use memlens_profile::{read_table, AccessSample};
 use std::collections::HashSet;
 use std::process::Command;
@@ -57,11 +57,7 @@ fn page_faults_sampled_live_land_on_the_block_that_took_them() {
         .arg(p.join("raw/perf.data"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).lines().count(),
         samples.len()
@@ -77,7 +73,7 @@ fn a_period_keeps_one_fault_in_n() {
         &["--backend", "page-faults", "--period", "16"],
         &[&program("first_touch")],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_ran(&o);
     let report = report_json(&p);
     let block = named(&report["access"]["objects"], "main (first_touch.c:14)");
     // The kernel counts every fault and samples each 16th, per thread and CPU.
@@ -165,7 +161,7 @@ fn counters_agree_with_the_kernels_other_accounts() {
     // (its exit path, where the runtime writes its last records, comes after).
     let p = dir.path().join("spin");
     let o = record(&p, &[], &[&program("spin")]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_ran(&o);
     let own_ns: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
     let report = report_json(&p);
     let task_clock = counter_total(&report, "task-clock");
@@ -188,7 +184,7 @@ fn counters_agree_with_the_kernels_other_accounts() {
         &["--backend", "page-faults"],
         &[&program("first_touch")],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_ran(&o);
     let report = report_json(&p);
     let counted = counter_total(&report, "page-faults");
     assert_eq!(

@@ -205,3 +205,12 @@ pub fn names(list: &serde_json::Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Asserts that a command succeeded, showing its stderr when it did not.
+pub fn assert_ran(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
