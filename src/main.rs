@@ -214,8 +214,12 @@ struct ReportArgs {
     thread: Option<u32>,
     /// Fold this region's instances onto one (default: the region repeated
     /// most, when one repeats 8 or more times).
-    #[arg(long, value_name = "REGION")]
+    #[arg(long, value_name = "REGION", conflicts_with = "fold_detect")]
     fold: Option<String>,
+    /// Fold by the period found in the busiest thread's samples, for loops
+    /// nobody annotated.
+    #[arg(long)]
+    fold_detect: bool,
     /// Phase bins of the folded region.
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
     fold_bins: u64,
@@ -268,8 +272,11 @@ enum PlotKind {
         #[arg(short, long)]
         output: PathBuf,
         /// The region (default: the most repeated one).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "detect")]
         region: Option<String>,
+        /// No region: fold by the period found in the samples.
+        #[arg(long)]
+        detect: bool,
         /// Phase bins of the rate.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
         bins: u64,
@@ -378,8 +385,18 @@ fn run(cli: Cli) -> Result<i32> {
                 PlotKind::Scatter { .. } => memlens_present::plot_scatter(&p, output)?,
                 PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(&p, output)?,
                 PlotKind::Counters { .. } => memlens_present::plot_counters(&p, output)?,
-                PlotKind::Fold { region, bins, .. } => {
-                    memlens_present::plot_fold(&p, region.as_deref(), *bins as usize, output)?
+                PlotKind::Fold {
+                    region,
+                    detect,
+                    bins,
+                    ..
+                } => {
+                    let by = if *detect {
+                        memlens_analysis::FoldBy::DetectedPeriod
+                    } else {
+                        memlens_analysis::FoldBy::Region(region.as_deref())
+                    };
+                    memlens_present::plot_fold(&p, by, *bins as usize, output)?
                 }
             }
             eprintln!("memlens: wrote {}", output.display());
@@ -663,11 +680,12 @@ fn report(args: ReportArgs) -> Result<i32> {
     let options = memlens_present::ReportOptions {
         top: args.top,
         fold: args.fold.clone(),
+        fold_detect: args.fold_detect,
         fold_bins: args.fold_bins as usize,
     };
     let r = memlens_present::build_report(&p, &options);
-    if let (Some(region), Some(why)) = (&args.fold, &r.folding.why_not) {
-        anyhow::bail!("cannot fold {region}: {why}");
+    if let (true, Some(why)) = (args.fold.is_some() || args.fold_detect, &r.folding.why_not) {
+        anyhow::bail!("cannot fold: {why}");
     }
     match args.format {
         Format::Text => print!("{}", memlens_present::render_text(&r)),

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifndef N
 #define N (8 * 1024)
+#endif
 double first[N], second[N], third[N];
 
 static void copy(double *restrict to, const double *restrict from) {

@@ -312,12 +312,12 @@ where
 /// rate, loads and stores (below).
 pub fn plot_fold(
     p: &Profile,
-    region: Option<&str>,
+    by: analysis::FoldBy,
     bins: usize,
     out: &Path,
 ) -> Result<(), PlotError> {
     let objects = analysis::data_objects(p);
-    let folding = analysis::fold(p, &objects, region, bins)
+    let folding = analysis::fold(p, &objects, by, bins)
         .map_err(|why| PlotError(format!("cannot fold: {why}")))?;
     let stride = (folding.points.len() / MAX_DOTS).max(1);
     let scatter = Scatter {
@@ -332,7 +332,7 @@ pub fn plot_fold(
         x_desc: "phase of the instance",
         caption: title(
             &format!(
-                "region {} folded ({} of {} instances, mean {:.1} us, sampled)",
+                "{} folded ({} of {} instances, mean {:.1} us, sampled)",
                 folding.region,
                 folding.folded,
                 folding.instances,

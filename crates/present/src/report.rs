@@ -80,7 +80,19 @@ pub struct ReportOptions {
     pub top: usize,
     /// The region to fold (default: the most repeated one).
     pub fold: Option<String>,
+    /// Fold by the period found in the samples instead of a region.
+    pub fold_detect: bool,
     pub fold_bins: usize,
+}
+
+impl ReportOptions {
+    fn fold_by(&self) -> analysis::FoldBy<'_> {
+        if self.fold_detect {
+            analysis::FoldBy::DetectedPeriod
+        } else {
+            analysis::FoldBy::Region(self.fold.as_deref())
+        }
+    }
 }
 
 impl Default for ReportOptions {
@@ -88,6 +100,7 @@ impl Default for ReportOptions {
         ReportOptions {
             top: 10,
             fold: None,
+            fold_detect: false,
             fold_bins: 20,
         }
     }
@@ -202,7 +215,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
                 report: None,
             },
         },
-        folding: match analysis::fold(p, &all, options.fold.as_deref(), options.fold_bins) {
+        folding: match analysis::fold(p, &all, options.fold_by(), options.fold_bins) {
             Ok(f) => FoldSection {
                 available: true,
                 why_not: None,
@@ -644,7 +657,7 @@ fn render_reuse(out: &mut String, section: &ReuseSection) {
 fn render_folding(out: &mut String, f: &analysis::Folding) {
     let _ = writeln!(
         out,
-        "\nFOLDED REGION {} (pid {}): {} instances, {} folded (the rest over 2x or under 1/2 the median duration), mean {}; {} samples, 1 per {}; sampled and scaled",
+        "\nFOLDED {} (pid {}): {} instances, {} folded (the rest over 2x or under 1/2 the median duration), mean {}; {} samples, 1 per {}; sampled and scaled",
         f.region,
         f.pid,
         f.instances,
@@ -653,6 +666,7 @@ fn render_folding(out: &mut String, f: &analysis::Folding) {
         f.samples,
         f.period
     );
+    let _ = writeln!(out, "  instances: {}", f.how);
     if let Some(exact) = f.exact_accesses_per_instance {
         let _ = writeln!(
             out,

@@ -9,6 +9,8 @@
 //! Folding tool prunes outliers, and counted. Rates per phase bin are sampled
 //! and scaled: samples x period over the bin's share of the mean duration.
 
+mod period;
+
 use crate::access::{attribute, location_label};
 use crate::{Objects, Profile};
 use serde::Serialize;
@@ -51,6 +53,8 @@ pub struct FoldedPoint {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Folding {
+    /// How the instances were marked: an annotated region, or a detected period.
+    pub how: String,
     pub region: String,
     pub pid: u32,
     pub instances: u64,
@@ -106,17 +110,46 @@ fn pick_region(p: &Profile, name: Option<&str>) -> Result<(String, u32, Vec<Inst
     }
 }
 
-/// Folds the region `name` (or the most repeated one) into `bins` phase bins.
-pub fn fold(
-    p: &Profile,
-    objects: &Objects,
-    name: Option<&str>,
-    bins: usize,
-) -> Result<Folding, String> {
+/// What marks the instances to fold.
+#[derive(Clone, Copy, Debug)]
+pub enum FoldBy<'a> {
+    /// An annotated region: this one, or the most repeated.
+    Region(Option<&'a str>),
+    /// The period found in the busiest thread's samples (no annotation).
+    DetectedPeriod,
+}
+
+/// Folds the instances `by` marks into `bins` phase bins.
+pub fn fold(p: &Profile, objects: &Objects, by: FoldBy, bins: usize) -> Result<Folding, String> {
     if p.samples.is_empty() {
         return Err("no access samples to fold".into());
     }
-    let (region, pid, mut instances) = pick_region(p, name)?;
+    let (region, pid, mut instances, how) = match by {
+        FoldBy::Region(name) => {
+            let (region, pid, instances) = pick_region(p, name)?;
+            (region, pid, instances, "annotated region".to_string())
+        }
+        FoldBy::DetectedPeriod => {
+            let d = period::detect(p, objects)?;
+            let count = ((d.end_ns - d.start_ns) as f64 / d.period_ns).floor() as u64;
+            let instances = (0..count)
+                .map(|k| {
+                    let b = d.start_ns + (k as f64 * d.period_ns) as u64;
+                    (b, d.start_ns + ((k + 1) as f64 * d.period_ns) as u64, d.tid)
+                })
+                .collect();
+            let how = format!(
+                "period detected in thread {}'s samples (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2}); phase 0 is its first sample, not an iteration's start",
+                d.tid, d.chi2, d.degrees_of_freedom, d.agreement
+            );
+            (
+                format!("period of {:.1} us", d.period_ns / 1e3),
+                d.pid,
+                instances,
+                how,
+            )
+        }
+    };
     let all = instances.len() as u64;
     let mut durations: Vec<u64> = instances.iter().map(|(b, e, _)| e - b).collect();
     durations.sort_unstable();
@@ -237,6 +270,7 @@ pub fn fold(
         .collect();
     let samples: u64 = out_bins.iter().map(|b| b.samples).sum();
     Ok(Folding {
+        how,
         region,
         pid,
         instances: all,

@@ -1,0 +1,321 @@
+//! The period of a loop nobody annotated, from the busiest thread's samples:
+//! each sample is a point in time labelled by what it touched (object, load or
+//! store). A repeating loop makes those labels recur with its period:
+//!
+//! 1. coarse: the autocorrelation of the labels' counts per time bin (by FFT)
+//!    peaks at the period's lag; the shortest lag that reaches most of the
+//!    highest peak is the fundamental, not a multiple;
+//! 2. fine: epoch folding (as pulsar timing searches periods in sparse event
+//!    times): around the coarse period, the trial period whose fold separates
+//!    the labels into phases most (the largest chi-square against label and
+//!    phase being independent) wins. A bin of the coarse grid is too wide to fold thousands of
+//!    iterations in phase; the fine search resolves it.
+//!
+//! A fixed period folds a steady loop; iterations whose durations wander drift
+//! out of phase over the run, and the annotated region (`memlens_region_begin`)
+//! is the remedy the report names.
+
+use crate::access::attribute;
+use crate::{Objects, Profile};
+use rustfft::{num_complex::Complex, FftPlanner};
+use std::collections::HashMap;
+
+/// Labels followed: the most sampled ones.
+const MAX_LABELS: usize = 8;
+/// Time bins of the coarse search.
+const BINS: usize = 1 << 14;
+/// A period must repeat this often in the run: a run that merely changes
+/// over time (setup, then work) also sorts its labels by phase when folded
+/// at a period a few times shorter than itself.
+const MIN_PERIODS: usize = 32;
+/// How alike the folds of the run's two halves must be (correlation).
+const MIN_AGREEMENT: f64 = 0.5;
+/// Phase bins and most trial periods of the fine search.
+const PHASES: usize = 16;
+const MAX_TRIALS: usize = 20_000;
+/// Samples the fine search folds (the run's first ones).
+const FINE_SAMPLES: usize = 50_000;
+
+pub struct Detected {
+    pub pid: u32,
+    pub tid: u32,
+    pub period_ns: f64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub chi2: f64,
+    pub degrees_of_freedom: usize,
+    /// Correlation of the two halves' folds.
+    pub agreement: f64,
+}
+
+/// The period of the busiest thread's samples, or why none stands out.
+pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
+    let mut per_thread: HashMap<(u32, u32), usize> = HashMap::new();
+    for s in &p.samples {
+        *per_thread.entry((s.pid, s.tid)).or_default() += 1;
+    }
+    let Some((&(pid, tid), _)) = per_thread
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+    else {
+        return Err("no access samples".into());
+    };
+    // (time, label) of the thread's samples in time order.
+    let mut points: Vec<(u64, (Option<usize>, bool))> = Vec::new();
+    attribute(p, objects, |i, hit, _| {
+        let s = &p.samples[i];
+        if (s.pid, s.tid) == (pid, tid) {
+            points.push((s.time_ns, (hit.map(|h| h.object), s.is_store)));
+        }
+    });
+    let mut counts: HashMap<(Option<usize>, bool), usize> = HashMap::new();
+    for (_, label) in &points {
+        *counts.entry(*label).or_default() += 1;
+    }
+    let mut labels: Vec<((Option<usize>, bool), usize)> = counts.into_iter().collect();
+    labels.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    labels.truncate(MAX_LABELS);
+    let index: HashMap<(Option<usize>, bool), usize> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, (label, _))| (*label, i))
+        .collect();
+    let events: Vec<(u64, usize)> = points
+        .iter()
+        .filter_map(|(t, label)| Some((*t, *index.get(label)?)))
+        .collect();
+    let no_period = || {
+        format!("no repeating pattern stands out in thread {tid}'s samples: annotate the iteration with memlens_region_begin/end")
+    };
+    let (Some(&(start, _)), Some(&(end, _))) = (events.first(), events.last()) else {
+        return Err(no_period());
+    };
+    // One label has no composition to change.
+    if events.len() < 64 || end <= start || labels.len() < 2 {
+        return Err(no_period());
+    }
+    let width = (end - start) as f64 / BINS as f64;
+    let lag = coarse_lag(&events, labels.len(), start, width).ok_or_else(no_period)?;
+    let fine = &events[..events.len().min(FINE_SAMPLES)];
+    let (period_ns, chi2) =
+        refine(fine, labels.len(), start, lag as f64 * width, width).ok_or_else(no_period)?;
+    // Flat phases give chi-square ~ its degrees of freedom (sd sqrt(2 dof));
+    // a period must stand ten deviations above.
+    let dof = (labels.len() - 1) * (PHASES - 1);
+    if chi2 < dof as f64 + 10.0 * (2.0 * dof as f64).sqrt() {
+        return Err(no_period());
+    }
+    // A loop folds alike in both halves of the run; a run that changes over
+    // time does not.
+    let middle = start + (fine[fine.len() - 1].0 - start) / 2;
+    let (first, second) = fine.split_at(fine.partition_point(|e| e.0 < middle));
+    let agreement = correlation(
+        &residuals(first, labels.len(), start, period_ns),
+        &residuals(second, labels.len(), start, period_ns),
+    );
+    if agreement < MIN_AGREEMENT {
+        return Err(no_period());
+    }
+    Ok(Detected {
+        pid,
+        tid,
+        period_ns,
+        start_ns: start,
+        end_ns: end,
+        chi2,
+        degrees_of_freedom: dof,
+        agreement,
+    })
+}
+
+/// The lag (in bins) of the labels' summed autocorrelation's fundamental
+/// peak: past its first zero crossing, the shortest local maximum reaching
+/// 70% of the highest, among lags that fit MIN_PERIODS in the run. None when
+/// no lag correlates at all (the fine search's chi-square judges whether the
+/// period is real).
+fn coarse_lag(events: &[(u64, usize)], labels: usize, start: u64, width: f64) -> Option<usize> {
+    let n = 2 * BINS;
+    let fft = FftPlanner::<f64>::new();
+    let (forward, inverse) = {
+        let mut planner = fft;
+        (planner.plan_fft_forward(n), planner.plan_fft_inverse(n))
+    };
+    // What a bin holds beyond its share of each label: a busier or idler
+    // moment (the thread preempted, say) changes every label alike and
+    // cancels out; only a change of what is touched remains.
+    let mut counts = vec![vec![0.0f64; BINS]; labels];
+    for &(t, l) in events {
+        counts[l][(((t - start) as f64 / width) as usize).min(BINS - 1)] += 1.0;
+    }
+    let shares: Vec<f64> = counts
+        .iter()
+        .map(|c| c.iter().sum::<f64>() / events.len() as f64)
+        .collect();
+    let per_bin: Vec<f64> = (0..BINS)
+        .map(|b| counts.iter().map(|c| c[b]).sum())
+        .collect();
+    let mut total = vec![0.0f64; BINS];
+    for (label, c) in counts.iter().enumerate() {
+        let mut x = vec![Complex::new(0.0, 0.0); n];
+        for b in 0..BINS {
+            x[b].re = c[b] - per_bin[b] * shares[label];
+        }
+        forward.process(&mut x);
+        for c in &mut x {
+            *c = Complex::new(c.norm_sqr(), 0.0);
+        }
+        inverse.process(&mut x);
+        for (sum, c) in total.iter_mut().zip(&x) {
+            *sum += c.re;
+        }
+    }
+    // Nearby bins correlate because a phase lasts: past the first zero
+    // crossing, only a recurrence does.
+    let first_negative = (1..BINS / MIN_PERIODS).find(|&l| total[l] < 0.0)?;
+    let range = first_negative..BINS / MIN_PERIODS;
+    let best = range.clone().map(|l| total[l]).fold(f64::MIN, f64::max);
+    if best <= 0.0 {
+        return None;
+    }
+    range
+        .clone()
+        .find(|&l| total[l] >= 0.7 * best && total[l] >= total[l - 1] && total[l] >= total[l + 1])
+}
+
+/// The period near `coarse` (good to `width`) whose fold is sharpest, with
+/// its chi-square. Folding n periods in phase needs the period to T / (PHASES
+/// n): the search steps half that fine across the coarse bin (at most
+/// MAX_TRIALS steps), then polishes around the best.
+fn refine(
+    events: &[(u64, usize)],
+    labels: usize,
+    start: u64,
+    coarse: f64,
+    width: f64,
+) -> Option<(f64, f64)> {
+    let periods = (events.last()?.0 - start) as f64 / coarse;
+    let step =
+        (coarse / (PHASES as f64 * periods.max(1.0) * 2.0)).max(2.0 * width / MAX_TRIALS as f64);
+    let search = |centre: f64, half: f64, step: f64| {
+        let trials = (2.0 * half / step).ceil() as usize;
+        (0..=trials)
+            .map(|k| centre - half + k as f64 * step)
+            .filter(|&t| t > 0.0)
+            .map(|t| (t, epoch_chi2(events, labels, start, t)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    let (rough, _) = search(coarse, width, step)?;
+    search(rough, 2.0 * step, step / 50.0)
+}
+
+/// Folded at `period`: each (label, phase bin) count minus what the bin would
+/// hold at the label's overall share.
+fn residuals(events: &[(u64, usize)], labels: usize, start: u64, period: f64) -> Vec<f64> {
+    let folded = fold_counts(events, labels, start, period);
+    let per_phase: Vec<f64> = (0..PHASES)
+        .map(|b| folded.iter().map(|f| f64::from(f[b])).sum())
+        .collect();
+    let n = events.len().max(1) as f64;
+    folded
+        .iter()
+        .flat_map(|bins| {
+            let share = bins.iter().sum::<u32>() as f64 / n;
+            bins.iter()
+                .zip(&per_phase)
+                .map(move |(&c, &m)| f64::from(c) - m * share)
+        })
+        .collect()
+}
+
+/// Pearson correlation of two equally long series (0 when either is flat).
+fn correlation(a: &[f64], b: &[f64]) -> f64 {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let (ma, mb) = (mean(a), mean(b));
+    let (mut ab, mut aa, mut bb) = (0.0, 0.0, 0.0);
+    for (x, y) in a.iter().zip(b) {
+        ab += (x - ma) * (y - mb);
+        aa += (x - ma).powi(2);
+        bb += (y - mb).powi(2);
+    }
+    if aa == 0.0 || bb == 0.0 {
+        0.0
+    } else {
+        ab / (aa * bb).sqrt()
+    }
+}
+
+fn fold_counts(
+    events: &[(u64, usize)],
+    labels: usize,
+    start: u64,
+    period: f64,
+) -> Vec<[u32; PHASES]> {
+    let mut folded = vec![[0u32; PHASES]; labels];
+    for &(t, l) in events {
+        let phase = ((t - start) as f64 / period).fract();
+        folded[l][((phase * PHASES as f64) as usize).min(PHASES - 1)] += 1;
+    }
+    folded
+}
+
+/// Epoch folding's statistic, on composition: the chi-square of the labels'
+/// counts per phase bin (folded at `period`) against independence of label
+/// and phase (each bin holding each label at its overall share). A phase
+/// that is merely busier, as when the thread runs more at some moments,
+/// adds nothing.
+fn epoch_chi2(events: &[(u64, usize)], labels: usize, start: u64, period: f64) -> f64 {
+    let folded = fold_counts(events, labels, start, period);
+    let per_phase: Vec<f64> = (0..PHASES)
+        .map(|b| folded.iter().map(|f| f64::from(f[b])).sum())
+        .collect();
+    let n = events.len() as f64;
+    folded
+        .iter()
+        .map(|bins| {
+            let share = bins.iter().sum::<u32>() as f64 / n;
+            bins.iter()
+                .zip(&per_phase)
+                .filter(|(_, &m)| m > 0.0 && share > 0.0)
+                .map(|(&c, &m)| (f64::from(c) - m * share).powi(2) / (m * share))
+                .sum::<f64>()
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_steady_pattern_gives_its_period() {
+        // Three labels in turn over a 1000 ns period, 1.5 samples per period
+        // at random times, for 4000 periods.
+        let period = 1000.0;
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut events = Vec::new();
+        for _ in 0..6000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let t = (x % 4_000_000) as f64;
+            let label = ((t % period) / (period / 3.0)) as usize;
+            events.push((t as u64 + 1_000, label));
+        }
+        events.sort_unstable();
+        let start = events[0].0;
+        // Four bins a period: the coarse lag is good to a bin.
+        let width = (events.last().unwrap().0 - start) as f64 / BINS as f64;
+        let lag = coarse_lag(&events, 3, start, width).unwrap();
+        assert!(
+            (lag as f64 * width - period).abs() <= width,
+            "{lag} x {width}"
+        );
+        let sharp = epoch_chi2(&events, 3, start, period);
+        let blurred = epoch_chi2(&events, 3, start, period * 1.01);
+        assert!(sharp > 10.0 * blurred, "{sharp} vs {blurred}");
+        // Folding 4000 periods in phase needs the period to 1/64000.
+        let (found, chi2) = refine(&events, 3, start, lag as f64 * width, width).unwrap();
+        assert!((found / period - 1.0).abs() < 1e-5, "{found}");
+        assert!(chi2 >= sharp * 0.99, "{chi2} vs {sharp}");
+    }
+}
