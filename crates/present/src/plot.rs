@@ -317,7 +317,7 @@ pub fn plot_fold(
     out: &Path,
 ) -> Result<(), PlotError> {
     let objects = analysis::data_objects(p);
-    let folding = analysis::fold(p, &objects, by, bins)
+    let folding = analysis::fold(p, &objects, by, bins, true)
         .map_err(|why| PlotError(format!("cannot fold: {why}")))?;
     let stride = (folding.points.len() / MAX_DOTS).max(1);
     let scatter = Scatter {

@@ -215,7 +215,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
                 report: None,
             },
         },
-        folding: match analysis::fold(p, &all, options.fold_by(), options.fold_bins) {
+        folding: match analysis::fold(p, &all, options.fold_by(), options.fold_bins, false) {
             Ok(f) => FoldSection {
                 available: true,
                 why_not: None,

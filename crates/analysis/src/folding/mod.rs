@@ -119,8 +119,15 @@ pub enum FoldBy<'a> {
     DetectedPeriod,
 }
 
-/// Folds the instances `by` marks into `bins` phase bins.
-pub fn fold(p: &Profile, objects: &Objects, by: FoldBy, bins: usize) -> Result<Folding, String> {
+/// Folds the instances `by` marks into `bins` phase bins; with `points`,
+/// keeps every folded sample's phase too (for the plot; 16 bytes a sample).
+pub fn fold(
+    p: &Profile,
+    objects: &Objects,
+    by: FoldBy,
+    bins: usize,
+    points: bool,
+) -> Result<Folding, String> {
     if p.samples.is_empty() {
         return Err("no access samples to fold".into());
     }
@@ -198,6 +205,7 @@ pub fn fold(p: &Profile, objects: &Objects, by: FoldBy, bins: usize) -> Result<F
         pcs: HashMap<u64, u64>,
     }
     let mut tallies = vec![Tally::default(); bins];
+    let keep_points = points;
     let mut points = Vec::new();
     attribute(p, objects, |i, hit, _| {
         let s = &p.samples[i];
@@ -226,10 +234,12 @@ pub fn fold(p: &Profile, objects: &Objects, by: FoldBy, bins: usize) -> Result<F
             s.address.saturating_sub(h.start) as f64 / h.end.saturating_sub(h.start).max(1) as f64
         });
         *t.pcs.entry(s.pc).or_default() += 1;
-        points.push(FoldedPoint {
-            phase: phase as f32,
-            sample: i,
-        });
+        if keep_points {
+            points.push(FoldedPoint {
+                phase: phase as f32,
+                sample: i,
+            });
+        }
     });
     let name_of = |o: Option<usize>| match o {
         Some(o) => objects.list[o].name.clone(),
