@@ -333,7 +333,7 @@ pub fn plot_fold(
         caption: title(
             &format!(
                 "{} folded ({} of {} instances, mean {:.1} us, sampled)",
-                folding.region,
+                folding.label(),
                 folding.folded,
                 folding.instances,
                 folding.mean_ns / 1e3

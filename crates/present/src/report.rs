@@ -658,7 +658,7 @@ fn render_folding(out: &mut String, f: &analysis::Folding) {
     let _ = writeln!(
         out,
         "\nFOLDED {} (pid {}): {} instances, {} folded (the rest over 2x or under 1/2 the median duration), mean {}; {} samples, 1 per {}; sampled and scaled",
-        f.region,
+        f.label(),
         f.pid,
         f.instances,
         f.folded,

@@ -73,6 +73,19 @@ pub struct Folding {
     pub points: Vec<FoldedPoint>,
 }
 
+impl Folding {
+    /// What was folded, for titles: "region NAME" or "period of N us".
+    pub fn label(&self) -> String {
+        if self.how == ANNOTATED {
+            format!("region {}", self.region)
+        } else {
+            self.region.clone()
+        }
+    }
+}
+
+const ANNOTATED: &str = "annotated region";
+
 /// One finished instance of a region: (begin, end, tid).
 type Instance = (u64, u64, u32);
 
@@ -134,7 +147,7 @@ pub fn fold(
     let (region, pid, mut instances, how) = match by {
         FoldBy::Region(name) => {
             let (region, pid, instances) = pick_region(p, name)?;
-            (region, pid, instances, "annotated region".to_string())
+            (region, pid, instances, ANNOTATED.to_string())
         }
         FoldBy::DetectedPeriod => {
             let d = period::detect(p, objects)?;
