@@ -64,10 +64,10 @@ pub struct ReusePair {
     pub object: String,
     pub use_location: String,
     pub reuse_location: String,
-    pub reuses: f64,
-    pub mean_distance: f64,
     pub min_distance: f64,
     pub max_distance: f64,
+    /// The pair's reuses (all of its accesses are reuses: `cold` is 0).
+    pub histogram: Histogram,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -120,6 +120,18 @@ impl Tally {
                 self.bins[b] += 1;
                 self.distance_sum += u128::from(d);
             }
+        }
+    }
+
+    fn merge(&mut self, other: &Tally) {
+        self.accesses += other.accesses;
+        self.cold += other.cold;
+        self.distance_sum += other.distance_sum;
+        if self.bins.len() < other.bins.len() {
+            self.bins.resize(other.bins.len(), 0);
+        }
+        for (to, from) in self.bins.iter_mut().zip(&other.bins) {
+            *to += from;
         }
     }
 
@@ -244,12 +256,34 @@ fn method(p: &Profile) -> Result<(bool, f64, String), String> {
     }
 }
 
+/// One use/reuse pair's distances: their histogram and extremes.
 #[derive(Default)]
 struct PairTally {
-    reuses: u64,
-    sum: u128,
+    distances: Tally,
     min: u64,
     max: u64,
+}
+
+impl PairTally {
+    fn add(&mut self, d: u64) {
+        self.min = if self.distances.accesses == 0 {
+            d
+        } else {
+            self.min.min(d)
+        };
+        self.max = self.max.max(d);
+        self.distances.add(Some(d));
+    }
+
+    fn merge(&mut self, other: &PairTally) {
+        self.min = if self.distances.accesses == 0 {
+            other.min
+        } else {
+            self.min.min(other.min)
+        };
+        self.max = self.max.max(other.max);
+        self.distances.merge(&other.distances);
+    }
 }
 
 /// Reuse distances of the profile's samples, or why there are none.
@@ -285,11 +319,10 @@ pub fn reuse_distances(p: &Profile, objects: &Objects, top: usize) -> Result<Reu
         let object = hit.map(|h| h.object);
         by_object.entry((s.pid, object)).or_default().add(distance);
         if let Some((d, use_pc)) = reuse {
-            let t = pairs.entry((s.pid, object, use_pc, s.pc)).or_default();
-            t.min = if t.reuses == 0 { d } else { t.min.min(d) };
-            t.max = t.max.max(d);
-            t.reuses += 1;
-            t.sum += u128::from(d);
+            pairs
+                .entry((s.pid, object, use_pc, s.pc))
+                .or_default()
+                .add(d);
         }
     });
     let name = |object: Option<usize>| match object {
@@ -322,15 +355,7 @@ pub fn reuse_distances(p: &Profile, objects: &Objects, top: usize) -> Result<Reu
             location_label(p, pid, use_pc),
             location_label(p, pid, reuse_pc),
         );
-        let row = by_location.entry(key).or_default();
-        row.min = if row.reuses == 0 {
-            t.min
-        } else {
-            row.min.min(t.min)
-        };
-        row.max = row.max.max(t.max);
-        row.reuses += t.reuses;
-        row.sum += t.sum;
+        by_location.entry(key).or_default().merge(&t);
     }
     let mut pair_rows: Vec<ReusePair> = by_location
         .into_iter()
@@ -340,17 +365,19 @@ pub fn reuse_distances(p: &Profile, objects: &Objects, top: usize) -> Result<Reu
                 object,
                 use_location,
                 reuse_location,
-                reuses: t.reuses as f64 * scale,
-                mean_distance: t.sum as f64 / t.reuses as f64,
                 min_distance: t.min as f64,
                 max_distance: t.max as f64,
+                histogram: t.distances.histogram(scale),
             },
         )
         .collect();
     pair_rows.sort_by(|a, b| {
-        b.reuses.total_cmp(&a.reuses).then_with(|| {
-            (&a.use_location, &a.reuse_location).cmp(&(&b.use_location, &b.reuse_location))
-        })
+        b.histogram
+            .reuses
+            .total_cmp(&a.histogram.reuses)
+            .then_with(|| {
+                (&a.use_location, &a.reuse_location).cmp(&(&b.use_location, &b.reuse_location))
+            })
     });
     pair_rows.truncate(top);
     Ok(ReuseReport {

@@ -637,16 +637,18 @@ fn render_reuse(out: &mut String, section: &ReuseSection) {
     }
     let _ = writeln!(
         out,
-        "  top use -> reuse pairs (distance in lines: mean [min..max])"
+        "  top use -> reuse pairs (distance in lines: mean [min..max], median bin)"
     );
     for pair in &r.pairs {
+        let h = &pair.histogram;
         let _ = writeln!(
             out,
-            "  {:>10} reuses  {:>10.1} [{:.0}..{:.0}]  {}\n      use   {}\n      reuse {}",
-            count(pair.reuses),
-            pair.mean_distance,
+            "  {:>10} reuses  {:>10.1} [{:.0}..{:.0}] {:<12} {}\n      use   {}\n      reuse {}",
+            count(h.reuses),
+            h.mean_distance.unwrap_or(0.0),
             pair.min_distance,
             pair.max_distance,
+            quantile_bin(h, 0.5),
             pair.object,
             pair.use_location,
             pair.reuse_location
