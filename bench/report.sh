@@ -8,7 +8,7 @@ source bench/lib.sh
 $memlens cc -O2 -Iinclude examples/stream.c -o "$out/stream-memlens"
 rm -rf "$out/big"
 $memlens record -o "$out/big" --period 10 -- "$out/stream-memlens" >/dev/null
-samples=$(grep -o '[0-9]* samples, 1 per' <($memlens report "$out/big") | cut -d' ' -f1)
+samples=$($memlens report "$out/big" | grep -o '^  [0-9]* samples, 1 per' | head -1 | awk '{print $1}')
 /usr/bin/time -f "%e %M" -o "$out/report.time" $memlens report "$out/big" >/dev/null
 read -r secs kb < "$out/report.time"
 echo "samples: $samples"

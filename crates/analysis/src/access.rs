@@ -4,6 +4,7 @@
 
 use crate::{ObjectKind, Objects, Profile};
 use serde::Serialize;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Clone, Debug, Serialize)]
@@ -235,7 +236,7 @@ pub struct ThreadSummary {
 
 /// The view's threads, busiest (most exact accesses, then samples) first.
 pub fn thread_summaries(p: &Profile) -> Vec<ThreadSummary> {
-    let mut samples: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut samples: FxHashMap<(u32, u32), u64> = FxHashMap::default();
     for s in &p.samples {
         *samples.entry((s.pid, s.tid)).or_default() += 1;
     }
@@ -300,7 +301,7 @@ pub(crate) fn exact_totals(p: &Profile) -> Totals {
 
 /// An object's load and store samples, and samples per (pid, pc): the
 /// unattributed samples mix processes, each PC is labelled in its own.
-type ObjectTally = (u64, u64, HashMap<(u32, u64), u64>);
+type ObjectTally = (u64, u64, FxHashMap<(u32, u64), u64>);
 
 pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
     let sources = sample_sources(&p.meta);
@@ -327,10 +328,11 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);
     }
 
-    let mut per_object: HashMap<Option<usize>, ObjectTally> = HashMap::new();
-    let mut per_region: HashMap<usize, HashMap<Option<usize>, u64>> = HashMap::new();
+    // Looked up for every sample: the fast hash.
+    let mut per_object: FxHashMap<Option<usize>, ObjectTally> = FxHashMap::default();
+    let mut per_region: FxHashMap<usize, FxHashMap<Option<usize>, u64>> = FxHashMap::default();
     // Per region instance: the load and the store samples' spans.
-    let mut spans: HashMap<usize, [Span; 2]> = HashMap::new();
+    let mut spans: FxHashMap<usize, [Span; 2]> = FxHashMap::default();
     attribute(p, objects, |i, hit, regions| {
         let s = &p.samples[i];
         let object = hit.map(|h| h.object);
@@ -386,7 +388,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
 
     // Regions: exact traffic summed over instances, objects from the samples.
     let mut by_name: BTreeMap<(u32, String), RegionAccess> = BTreeMap::new();
-    let mut touched: BTreeMap<(u32, String), HashMap<Option<usize>, u64>> = BTreeMap::new();
+    let mut touched: BTreeMap<(u32, String), FxHashMap<Option<usize>, u64>> = BTreeMap::new();
     // Per region: (loads, bytes read) and (stores, bytes written) between
     // samples, estimated.
     let mut between: BTreeMap<(u32, String), [(f64, f64); 2]> = BTreeMap::new();
@@ -568,7 +570,7 @@ pub fn attribute(
     };
     let mut live: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
     let mut tags: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
-    let mut open: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
+    let mut open: FxHashMap<(u32, u32), Vec<usize>> = FxHashMap::default();
     // Each process's samples are in time order; several processes' are not.
     let order: Box<dyn Iterator<Item = usize>> =
         if p.samples.windows(2).all(|w| w[0].time_ns <= w[1].time_ns) {

@@ -14,6 +14,7 @@ mod period;
 use crate::access::{attribute, location_label};
 use crate::{Objects, Profile};
 use serde::Serialize;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 
 /// A region is folded unasked only with at least this many instances.
@@ -181,7 +182,7 @@ pub fn fold(
         .sum::<f64>()
         / instances.len() as f64;
     // Each thread's instances in time order: a sample finds its own by search.
-    let mut by_thread: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    let mut by_thread: FxHashMap<u32, Vec<(u64, u64)>> = FxHashMap::default();
     for &(b, e, tid) in &instances {
         by_thread.entry(tid).or_default().push((b, e));
     }
@@ -214,8 +215,8 @@ pub fn fold(
         stores: u64,
         bytes: u64,
         /// Samples and summed position in the object, per object.
-        objects: HashMap<Option<usize>, (u64, f64)>,
-        pcs: HashMap<u64, u64>,
+        objects: FxHashMap<Option<usize>, (u64, f64)>,
+        pcs: FxHashMap<u64, u64>,
     }
     let mut tallies = vec![Tally::default(); bins];
     let keep_points = points;
