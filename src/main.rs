@@ -205,6 +205,10 @@ struct ReportArgs {
     /// Rows per top-N table.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Also write the report as one self-contained HTML page (figures inline,
+    /// nothing fetched).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Only this process: its samples, regions, objects and timeline.
     #[arg(long, value_name = "PID", conflicts_with = "thread")]
     pid: Option<u32>,
@@ -686,6 +690,11 @@ fn report(args: ReportArgs) -> Result<i32> {
     let r = memlens_present::build_report(&p, &options);
     if let (true, Some(why)) = (args.fold.is_some() || args.fold_detect, &r.folding.why_not) {
         anyhow::bail!("cannot fold: {why}");
+    }
+    if let Some(path) = &args.html {
+        std::fs::write(path, memlens_present::render_html(&p, &r))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("memlens: wrote {}", path.display());
     }
     match args.format {
         Format::Text => print!("{}", memlens_present::render_text(&r)),

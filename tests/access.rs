@@ -1006,3 +1006,64 @@ fn the_period_of_an_unannotated_loop_is_found_and_a_loop_free_run_has_none() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no repeating pattern"));
 }
+
+#[test]
+fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
+    let (dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let html = dir.path().join("report.html");
+    let out = Command::new(memlens())
+        .args(["report", "--html"])
+        .arg(&html)
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let page = std::fs::read_to_string(&html).unwrap();
+    // Self-contained: figures inline, nothing to fetch.
+    assert!(
+        page.matches("<svg").count() >= 4,
+        "capacity, bandwidth, scatter, fold"
+    );
+    for fetch in ["src=\"http", "href=\"http", "<link", "src=\"//", "@import"] {
+        assert!(!page.contains(fetch), "fetches something: {fetch}");
+    }
+    for id in ["run", "capacity", "objects", "access", "folding", "losses"] {
+        assert!(page.contains(&format!("id=\"{id}\"")), "no section {id}");
+    }
+    assert!(page.contains("how it was obtained"));
+    // Chromium runs the page's script to its end (it marks the body) without
+    // an uncaught error, and draws it.
+    let chromium = |extra: &[&str]| {
+        Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .args(["--enable-logging=stderr", "--v=0"])
+            .args(extra)
+            .arg(format!("file://{}", html.display()))
+            .output()
+            .expect("chromium (Debian's package; .ci/run installs it)")
+    };
+    let dom = chromium(&["--dump-dom"]);
+    let log = String::from_utf8_lossy(&dom.stderr);
+    assert!(
+        String::from_utf8_lossy(&dom.stdout).contains("<body data-ready=\"yes\">"),
+        "{log}"
+    );
+    assert!(!log.contains("Uncaught"), "{log}");
+    let shot = dir.path().join("report.png");
+    let out = chromium(&[
+        "--window-size=1280,2000",
+        &format!("--screenshot={}", shot.display()),
+    ]);
+    assert!(out.status.success());
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 50_000,
+        "{} bytes",
+        png.len()
+    );
+}

@@ -3,8 +3,8 @@
 //! achieved bandwidth, and the sampling accuracy against the exact counts.
 
 use crate::{ObjectKind, Objects, Profile};
-use serde::Serialize;
 use rustc_hash::FxHashMap;
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Clone, Debug, Serialize)]

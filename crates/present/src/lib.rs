@@ -2,15 +2,17 @@
 
 mod calibration;
 mod csv;
+mod html;
 mod plot;
 mod report;
 
 pub use calibration::render_calibration;
 pub use csv::{report_csv, CSV_TABLES};
+pub use html::render_html;
 
 pub use plot::{
     bandwidth_series, plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold,
-    plot_scatter, PlotError,
+    plot_scatter, Image, PlotError,
 };
 pub use report::{build_report, render_text, Report, ReportOptions};
 

@@ -44,28 +44,53 @@ fn register_font() {
     });
 }
 
-/// Draws with the backend the file name asks for: `$draw(area, args...)`.
+/// Where a plot goes: a file (PNG or SVG by its extension), or SVG text to
+/// embed (the HTML report).
+pub enum Image<'a> {
+    File(&'a Path),
+    Svg(&'a mut String),
+}
+
+impl<'a> From<&'a Path> for Image<'a> {
+    fn from(path: &'a Path) -> Self {
+        Image::File(path)
+    }
+}
+
+impl<'a> From<&'a std::path::PathBuf> for Image<'a> {
+    fn from(path: &'a std::path::PathBuf) -> Self {
+        Image::File(path)
+    }
+}
+
+/// Draws with the backend the image asks for: `$draw(area, args...)`.
 macro_rules! render {
     ($out:expr, $draw:ident ( $($arg:expr),* )) => {{
         register_font();
         let size = (1200, 700);
-        let ext = $out
-            .extension()
-            .and_then(|e| e.to_str())
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        match ext.as_str() {
-            "svg" => $draw(SVGBackend::new($out, size).into_drawing_area(), $($arg),*),
-            "png" => $draw(BitMapBackend::new($out, size).into_drawing_area(), $($arg),*),
-            _ => Err(PlotError(format!(
-                "{}: unknown image type; use a .png or .svg file name",
-                $out.display()
-            ))),
+        match $out {
+            Image::Svg(buf) => $draw(SVGBackend::with_string(buf, size).into_drawing_area(), $($arg),*),
+            Image::File(path) => {
+                let ext = path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                match ext.as_str() {
+                    "svg" => $draw(SVGBackend::new(path, size).into_drawing_area(), $($arg),*),
+                    "png" => $draw(BitMapBackend::new(path, size).into_drawing_area(), $($arg),*),
+                    _ => Err(PlotError(format!(
+                        "{}: unknown image type; use a .png or .svg file name",
+                        path.display()
+                    ))),
+                }
+            }
         }
     }};
 }
 
-pub fn plot_capacity(p: &Profile, out: &Path) -> Result<(), PlotError> {
+pub fn plot_capacity<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
+    let out = out.into();
     let data = analysis::capacity_series(p, 5);
     render!(out, draw(&data, p))
 }
@@ -159,7 +184,8 @@ where
 
 /// `memlens plot scatter`: sampled address against time, one band per data object
 /// (the address scaled within the object), loads and stores in two colours.
-pub fn plot_scatter(p: &Profile, out: &Path) -> Result<(), PlotError> {
+pub fn plot_scatter<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
+    let out = out.into();
     if p.samples.is_empty() {
         return Err(PlotError(
             "this profile has no access samples: build the program with `memlens cc` and record it again".into(),
@@ -310,12 +336,13 @@ where
 /// `memlens plot fold`: a repeated region folded onto one instance: sampled
 /// address against the phase of the instance (above) and the folded access
 /// rate, loads and stores (below).
-pub fn plot_fold(
+pub fn plot_fold<'a>(
     p: &Profile,
     by: analysis::FoldBy,
     bins: usize,
-    out: &Path,
+    out: impl Into<Image<'a>>,
 ) -> Result<(), PlotError> {
+    let out = out.into();
     let objects = analysis::data_objects(p);
     let folding = analysis::fold(p, &objects, by, bins, true)
         .map_err(|why| PlotError(format!("cannot fold: {why}")))?;
@@ -413,7 +440,8 @@ where
 /// `memlens plot bandwidth`: read and write bandwidth over time (exact byte
 /// counts differentiated between ticks) and the memory traffic the counters
 /// saw (dashed, labelled measured or modelled), regions shaded.
-pub fn plot_bandwidth(p: &Profile, out: &Path) -> Result<(), PlotError> {
+pub fn plot_bandwidth<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
+    let out = out.into();
     let exact = p.meta.backend.iter().any(|b| b == "sancov");
     if !exact && traffic_rates(p).is_empty() {
         return Err(PlotError(
@@ -545,7 +573,8 @@ where
 
 /// `memlens calibrate --plot`: latency against working-set size (both on log
 /// scales), each level's plateau, and the cache sizes sysfs gives.
-pub fn plot_calibration(c: &Calibration, out: &Path) -> Result<(), PlotError> {
+pub fn plot_calibration<'a>(c: &Calibration, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
+    let out = out.into();
     if c.latency.is_empty() {
         return Err(PlotError("the calibration has no latency curve".into()));
     }
@@ -642,7 +671,8 @@ where
 
 /// `memlens plot counters`: one panel per counting perf event, its rate
 /// between consecutive readings over time, regions shaded.
-pub fn plot_counters(p: &Profile, out: &Path) -> Result<(), PlotError> {
+pub fn plot_counters<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
+    let out = out.into();
     if p.counters.is_empty() {
         return Err(PlotError(
             "this profile has no counter readings: record it again with this memlens (`memlens doctor` lists the counters)".into(),

@@ -13,8 +13,8 @@ mod period;
 
 use crate::access::{attribute, location_label};
 use crate::{Objects, Profile};
-use serde::Serialize;
 use rustc_hash::FxHashMap;
+use serde::Serialize;
 use std::collections::HashMap;
 
 /// A region is folded unasked only with at least this many instances.
@@ -81,6 +81,15 @@ impl Folding {
             format!("region {}", self.region)
         } else {
             self.region.clone()
+        }
+    }
+
+    /// How to fold the same again.
+    pub fn by(&self) -> FoldBy<'_> {
+        if self.how == ANNOTATED {
+            FoldBy::Region(Some(&self.region))
+        } else {
+            FoldBy::DetectedPeriod
         }
     }
 }
