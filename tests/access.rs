@@ -1067,3 +1067,34 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
         png.len()
     );
 }
+
+#[test]
+fn the_python_example_reads_the_same_numbers_as_the_report() {
+    let (_dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let out = Command::new("python3")
+        .arg(root().join("examples/load_profile.py"))
+        .arg(&p)
+        .output()
+        .expect("python3 with pyarrow and pandas (.ci/run installs them)");
+    assert_ran(&out);
+    let py: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report_json(&p);
+    for r in report["access"]["regions"].as_array().unwrap() {
+        let name = r["name"].as_str().unwrap();
+        assert_eq!(py["regions"][name]["bytes_read"], r["bytes_read"], "{name}");
+        assert_eq!(py["regions"][name]["instances"], r["instances"], "{name}");
+    }
+    let samples: u64 = py["samples_per_thread"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(samples, report["access"]["samples"].as_u64().unwrap());
+    // The largest site is one of the three STREAM arrays, 200 000 doubles.
+    assert_eq!(py["sites"][0]["bytes"], 1_600_000.0);
+    assert!(py["sites"][0]["site"]
+        .as_str()
+        .unwrap()
+        .contains("stream.c:3"));
+}
