@@ -82,6 +82,18 @@ enum Command {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// Compare two profiles: peaks, data objects, regions, memory levels, counters.
+    Diff {
+        /// The first (baseline) profile.
+        a: PathBuf,
+        /// The second profile.
+        b: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Objects listed (biggest change first).
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
     /// Turn a perf.data with PEBS, IBS or Arm SPE samples into a memlens profile.
     Import {
         /// perf.data written by `perf record` or `perf mem record`.
@@ -414,6 +426,21 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Import { file, output } => import(&file, output),
+        Command::Diff { a, b, format, top } => {
+            let options = memlens_present::ReportOptions::default();
+            let (pa, pb) = (load(&a)?, load(&b)?);
+            let d = memlens_present::diff(
+                &memlens_present::build_report(&pa, &options),
+                &memlens_present::build_report(&pb, &options),
+                top,
+            );
+            match format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+                Format::Text => print!("{}", memlens_present::render_diff(&d)),
+                Format::Csv => anyhow::bail!("diff prints text or json; use --format json"),
+            }
+            Ok(0)
+        }
         Command::Doctor => {
             print!("{}", doctor::report(&runtime_path()));
             Ok(0)

@@ -1098,3 +1098,46 @@ fn the_python_example_reads_the_same_numbers_as_the_report() {
         .unwrap()
         .contains("stream.c:3"));
 }
+
+#[test]
+fn diff_shows_what_doubling_the_arrays_changes() {
+    let (_a_dir, a) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let (_b_dir, b) = recorded_stream(&["-DN=400000L", "-DCHASE=4096L"], &[]);
+    let out = Command::new(memlens())
+        .args(["diff", "--format", "json"])
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The three arrays are recorded exactly: each doubles.
+    let doubled: Vec<&serde_json::Value> = d["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["name"].as_str().unwrap().contains("stream.c:3"))
+        .collect();
+    assert_eq!(doubled.len(), 3, "{d:#}");
+    for o in doubled {
+        assert_eq!(o["relative"], 1.0, "{o}");
+    }
+    // Exact bytes of every kernel double; the chase's stay.
+    for r in d["regions"].as_array().unwrap() {
+        let want = if r["name"] == "chase" { 0.0 } else { 1.0 };
+        assert_eq!(r["bytes_read"]["relative"], want, "{r}");
+    }
+    let heap = &d["peaks"][1];
+    assert_eq!(heap["name"], "live heap");
+    assert!(
+        (heap["relative"].as_f64().unwrap() - 1.0).abs() < 0.01,
+        "{heap}"
+    );
+    // Text by default.
+    let out = Command::new(memlens())
+        .arg("diff")
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("+100.0%  read"));
+}

@@ -2,12 +2,14 @@
 
 mod calibration;
 mod csv;
+mod diff;
 mod html;
 mod plot;
 mod report;
 
 pub use calibration::render_calibration;
 pub use csv::{report_csv, CSV_TABLES};
+pub use diff::{diff, render_diff, Diff};
 pub use html::render_html;
 
 pub use plot::{
