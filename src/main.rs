@@ -280,6 +280,16 @@ enum PlotKind {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Flame graph (SVG) of bytes allocated by call stack, or with --accesses
+    /// of sampled accesses by object (under its allocation stack) and code.
+    Flame {
+        dir: PathBuf,
+        /// Output image: .svg.
+        #[arg(short, long)]
+        output: PathBuf,
+        #[arg(long)]
+        accesses: bool,
+    },
     /// A repeated region's instances folded onto one: sampled address and
     /// access rate against the phase of the instance.
     Fold {
@@ -393,7 +403,8 @@ fn run(cli: Cli) -> Result<i32> {
                 | PlotKind::Scatter { dir, output }
                 | PlotKind::Bandwidth { dir, output }
                 | PlotKind::Counters { dir, output }
-                | PlotKind::Fold { dir, output, .. } => (dir, output),
+                | PlotKind::Fold { dir, output, .. }
+                | PlotKind::Flame { dir, output, .. } => (dir, output),
             };
             let p = load(dir)?;
             match &kind {
@@ -401,6 +412,14 @@ fn run(cli: Cli) -> Result<i32> {
                 PlotKind::Scatter { .. } => memlens_present::plot_scatter(&p, output)?,
                 PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(&p, output)?,
                 PlotKind::Counters { .. } => memlens_present::plot_counters(&p, output)?,
+                PlotKind::Flame { accesses, .. } => {
+                    let what = if *accesses {
+                        memlens_present::Flame::Accesses
+                    } else {
+                        memlens_present::Flame::Allocations
+                    };
+                    memlens_present::plot_flame(&p, what, output)?
+                }
                 PlotKind::Fold {
                     region,
                     detect,

@@ -1141,3 +1141,48 @@ fn diff_shows_what_doubling_the_arrays_changes() {
     assert_ran(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("+100.0%  read"));
 }
+
+/// The count inferno prints for a flame graph's root ("all (1,234 bytes, 100%)").
+fn flame_total(svg: &str) -> u64 {
+    let at = svg.find("<title>all (").expect("a root frame") + "<title>all (".len();
+    let digits: String = svg[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(|c| *c != ',')
+        .collect();
+    digits.parse().unwrap()
+}
+
+#[test]
+fn flame_graphs_weigh_allocated_bytes_and_sampled_accesses() {
+    let (dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let allocs = dir.path().join("alloc.svg");
+    assert_ran(&plot("flame", &p, &allocs));
+    let svg = std::fs::read_to_string(&allocs).unwrap();
+    let rows: Vec<memlens_profile::Allocation> = memlens_profile::read_table(&p).unwrap();
+    let bytes: u64 = rows
+        .iter()
+        .filter(|a| a.kind != "stack")
+        .map(|a| a.est_bytes.round() as u64)
+        .sum();
+    assert_eq!(flame_total(&svg), bytes);
+    assert!(svg.contains("main (stream.c:35)"), "the arrays' site");
+
+    let accesses = dir.path().join("access.svg");
+    let out = Command::new(memlens())
+        .args(["plot", "flame", "--accesses"])
+        .arg(&p)
+        .arg("-o")
+        .arg(&accesses)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let svg = std::fs::read_to_string(&accesses).unwrap();
+    let report = report_json(&p);
+    let samples = report["access"]["samples"].as_u64().unwrap();
+    assert_eq!(
+        flame_total(&svg),
+        samples * report["access"]["period"].as_u64().unwrap()
+    );
+    assert!(svg.contains("[main (stream.c:35)]") && svg.contains("load at main (stream.c:"));
+}

@@ -3,6 +3,7 @@
 mod calibration;
 mod csv;
 mod diff;
+mod flame;
 mod html;
 mod plot;
 mod report;
@@ -10,6 +11,7 @@ mod report;
 pub use calibration::render_calibration;
 pub use csv::{report_csv, CSV_TABLES};
 pub use diff::{diff, render_diff, Diff};
+pub use flame::{plot_flame, Flame};
 pub use html::render_html;
 
 pub use plot::{
