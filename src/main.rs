@@ -158,6 +158,10 @@ struct RecordArgs {
     /// Every access then takes the runtime's slow path.
     #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "sysfs", value_parser = parse_cache_spec)]
     cache_model: Option<String>,
+    /// Show resident set, live heap and exact bandwidth on stderr while the
+    /// program runs (redrawn on a terminal, one line per update otherwise).
+    #[arg(long)]
+    live: bool,
     /// Sample for reuse distance: every access to one cache line in N (lines
     /// chosen by address hash) instead of one access in N; N = 1 keeps every
     /// access (exact). Every access then takes the runtime's slow path.
@@ -559,6 +563,7 @@ fn record(args: RecordArgs) -> Result<i32> {
         max_frames: args.max_frames,
         period: args.period.or(args.reuse),
         sample_lines: args.reuse.is_some(),
+        live: args.live,
         no_loads: args.no_loads,
         no_stores: args.no_stores,
         keep_raw: args.keep_raw,

@@ -1188,3 +1188,37 @@ fn flame_graphs_weigh_allocated_bytes_and_sampled_accesses() {
     );
     assert!(svg.contains("[main (stream.c:35)]") && svg.contains("load at main (stream.c:"));
 }
+
+#[test]
+fn live_view_prints_capacity_and_exact_bandwidth_while_the_program_runs() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2", "-DN=65536"]);
+    let p = dir.path().join("p");
+    // ~1.5 s of copies: at least two updates, 0.5 s apart.
+    let out = record(&p, &["--live"], &[&app.to_string_lossy(), "12000"]);
+    assert_ran(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(" s  resident "))
+        .collect();
+    assert!(lines.len() >= 2, "{err}");
+    let times: Vec<f64> = lines
+        .iter()
+        .map(|l| {
+            l["memlens:".len()..]
+                .trim_start()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(times.windows(2).all(|w| w[1] > w[0]), "{times:?}");
+    // Three 1.5 MiB arrays are resident and copied between them all along.
+    for l in &lines {
+        assert!(l.contains("(exact)") && l.contains("1 process"), "{l}");
+        assert!(!l.contains("read         0 B/s"), "{l}");
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 mod finalize;
+mod live;
 pub mod perf;
 mod record;
 pub mod symbols;

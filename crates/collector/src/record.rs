@@ -41,6 +41,8 @@ pub struct RecordConfig {
     pub cache_model: Option<String>,
     /// Sample every access to one cache line in `period` (reuse distance).
     pub sample_lines: bool,
+    /// Show capacity and bandwidth on stderr while the program runs.
+    pub live: bool,
 }
 
 /// Where access samples come from.
@@ -254,6 +256,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         buf: Vec::with_capacity(4096),
         ticks: 0,
         counters,
+        live: cfg.live.then(|| crate::live::Live::new(start_ns)),
     };
     sampler.define_counters();
     let interval = Duration::from_millis(cfg.interval_ms.max(1));
@@ -295,6 +298,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         wait_for_child(next.saturating_duration_since(std::time::Instant::now()));
     }
     block_sigchld(false);
+    if let Some(live) = &mut sampler.live {
+        live.finish();
+    }
     // The exited processes' counts are folded into memlens' events: the totals.
     sampler.read_counters(now_ns());
     if let Some(mut perf) = perf.take() {
@@ -535,6 +541,7 @@ struct Sampler {
     buf: Vec<u8>,
     ticks: u64,
     counters: Counters,
+    live: Option<crate::live::Live>,
 }
 
 impl Sampler {
@@ -613,6 +620,9 @@ impl Sampler {
                 t.numa = numa_resident(w.pid);
             }
             records.push(t);
+        }
+        if let Some(live) = &mut self.live {
+            live.update(time, &records);
         }
         for t in records {
             self.write(tag::TIMELINE, &t);
