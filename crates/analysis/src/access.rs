@@ -165,15 +165,10 @@ enum Event {
 /// Object an address range belongs to: an object index, or a thread stack.
 type Key = usize;
 
-pub(crate) fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
+/// A code address's label in its process, or the address itself.
+pub fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
     match p.locations.get(&(pid, pc)) {
-        Some(l) => crate::Site {
-            function: l.function.clone(),
-            file: l.file.clone(),
-            line: l.line,
-            module: l.module.clone(),
-        }
-        .label(),
+        Some(l) => crate::code_label(&l.function, &l.file, l.line, &l.module),
         None => format!("{pc:#x}"),
     }
 }

@@ -208,14 +208,19 @@ impl Site {
         })
     }
 
-    /// `function (file:line)`, or `function [module]` without line information.
     pub fn label(&self) -> String {
-        if self.file.is_empty() {
-            format!("{} [{}]", self.function, self.module)
-        } else {
-            let file = self.file.rsplit('/').next().unwrap_or(&self.file);
-            format!("{} ({}:{})", self.function, file, self.line)
-        }
+        code_label(&self.function, &self.file, self.line, &self.module)
+    }
+}
+
+/// `function (file:line)`, or `function [module]` without line information:
+/// how every site and code location is named.
+pub fn code_label(function: &str, file: &str, line: u32, module: &str) -> String {
+    if file.is_empty() {
+        format!("{function} [{module}]")
+    } else {
+        let file = file.rsplit('/').next().unwrap_or(file);
+        format!("{function} ({file}:{line})")
     }
 }
 

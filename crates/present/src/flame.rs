@@ -23,15 +23,7 @@ fn folded(frames: &[Frame]) -> Vec<String> {
     frames
         .iter()
         .rev()
-        .map(|f| {
-            let label = if f.file.is_empty() {
-                format!("{} [{}]", f.function, f.module)
-            } else {
-                let file = f.file.rsplit('/').next().unwrap_or(&f.file);
-                format!("{} ({}:{})", f.function, file, f.line)
-            };
-            label.replace(';', ",")
-        })
+        .map(|f| analysis::code_label(&f.function, &f.file, f.line, &f.module).replace(';', ","))
         .collect()
 }
 
@@ -75,17 +67,7 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
                     }
                     None => vec!["[unknown object]".to_string()],
                 };
-                let site = p.locations.get(&(s.pid, s.pc)).map_or_else(
-                    || format!("{:#x}", s.pc),
-                    |l| {
-                        format!(
-                            "{} ({}:{})",
-                            l.function,
-                            l.file.rsplit('/').next().unwrap_or(&l.file),
-                            l.line
-                        )
-                    },
-                );
+                let site = analysis::location_label(p, s.pid, s.pc);
                 frames.push(format!(
                     "{} {}",
                     if s.is_store { "store at" } else { "load at" },
