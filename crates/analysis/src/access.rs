@@ -343,10 +343,6 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             spans.entry(r).or_default()[s.is_store as usize].add(s.time_ns, s.size);
         }
     });
-    let name_of = |key: Option<usize>| match key {
-        Some(k) => objects.list[k].name.clone(),
-        None => "unknown (no recorded object)".to_string(),
-    };
     out.unattributed = per_object.get(&None).map_or(0, |e| e.0 + e.1);
     let mut list: Vec<ObjectAccess> = per_object
         .into_iter()
@@ -361,7 +357,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             lines.truncate(5);
             ObjectAccess {
-                name: name_of(key),
+                name: objects.name_of(key),
                 kind: key.map(|k| objects.list[k].kind),
                 pid,
                 samples: loads + stores,
@@ -442,7 +438,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             .remove(key)
             .unwrap_or_default()
             .into_iter()
-            .map(|(k, n)| (name_of(k), n))
+            .map(|(k, n)| (objects.name_of(k), n))
             .collect();
         objs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         objs.truncate(5);

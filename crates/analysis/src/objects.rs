@@ -101,6 +101,16 @@ pub struct Objects {
     pub of_static: Vec<usize>,
 }
 
+impl Objects {
+    /// The name of the object an access fell in, or what stands for none.
+    pub fn name_of(&self, object: Option<usize>) -> String {
+        match object {
+            Some(o) => self.list[o].name.clone(),
+            None => "unknown (no recorded object)".to_string(),
+        }
+    }
+}
+
 pub fn data_objects(p: &Profile) -> Objects {
     let mut of_allocation = Vec::with_capacity(p.allocations.len());
     let mut index: HashMap<(u32, ObjectKind, String, u64), usize> = HashMap::new();

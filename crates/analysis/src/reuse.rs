@@ -325,15 +325,11 @@ pub fn reuse_distances(p: &Profile, objects: &Objects, top: usize) -> Result<Reu
                 .add(d);
         }
     });
-    let name = |object: Option<usize>| match object {
-        Some(o) => objects.list[o].name.clone(),
-        None => "unknown (no recorded object)".to_string(),
-    };
     let mut object_rows: Vec<ObjectReuse> = by_object
         .into_iter()
         .map(|((pid, object), t)| ObjectReuse {
             pid,
-            name: name(object),
+            name: objects.name_of(object),
             kind: object.map(|o| objects.list[o].kind),
             histogram: t.histogram(scale),
         })
@@ -351,7 +347,7 @@ pub fn reuse_distances(p: &Profile, objects: &Objects, top: usize) -> Result<Reu
     for ((pid, object, use_pc, reuse_pc), t) in pairs {
         let key = (
             pid,
-            name(object),
+            objects.name_of(object),
             location_label(p, pid, use_pc),
             location_label(p, pid, reuse_pc),
         );

@@ -128,13 +128,8 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
                     .iter()
                     .any(|(b, tb)| a != b && ta.write_mask & (tb.read_mask | tb.write_mask) != 0)
             });
-            let (object, offset_in_object) = match tally.object {
-                Some(hit) => (
-                    objects.list[hit.object].name.clone(),
-                    Some(address.saturating_sub(hit.start)),
-                ),
-                None => ("unknown (no recorded object)".to_string(), None),
-            };
+            let object = objects.name_of(tally.object.map(|hit| hit.object));
+            let offset_in_object = tally.object.map(|hit| address.saturating_sub(hit.start));
             let threads: Vec<ThreadOnLine> = tally
                 .threads
                 .into_iter()

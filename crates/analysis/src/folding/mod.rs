@@ -264,10 +264,6 @@ pub fn fold(
             });
         }
     });
-    let name_of = |o: Option<usize>| match o {
-        Some(o) => objects.list[o].name.clone(),
-        None => "unknown (no recorded object)".to_string(),
-    };
     // Seconds one bin of one instance lasts, over all folded instances.
     let bin_seconds = mean_ns * 1e-9 / bins as f64 * instances.len() as f64;
     let out_bins: Vec<FoldedBin> = tallies
@@ -292,7 +288,7 @@ pub fn fold(
                 objects: objs
                     .into_iter()
                     .map(|(o, (n, offsets))| ObjectInBin {
-                        name: name_of(o),
+                        name: objects.name_of(o),
                         samples: n,
                         mean_offset: offsets / n as f64,
                     })
