@@ -229,18 +229,24 @@ pub struct ThreadSummary {
     pub samples: u64,
 }
 
+/// Samples per (pid, tid).
+pub(crate) fn samples_per_thread(p: &Profile) -> FxHashMap<(u32, u32), usize> {
+    let mut out: FxHashMap<(u32, u32), usize> = FxHashMap::default();
+    for s in &p.samples {
+        *out.entry((s.pid, s.tid)).or_default() += 1;
+    }
+    out
+}
+
 /// The view's threads, busiest (most exact accesses, then samples) first.
 pub fn thread_summaries(p: &Profile) -> Vec<ThreadSummary> {
-    let mut samples: FxHashMap<(u32, u32), u64> = FxHashMap::default();
-    for s in &p.samples {
-        *samples.entry((s.pid, s.tid)).or_default() += 1;
-    }
+    let mut samples = samples_per_thread(p);
     let mut out: Vec<ThreadSummary> = p
         .threads
         .iter()
         .map(|t| ThreadSummary {
             row: t.clone(),
-            samples: samples.remove(&(t.pid, t.tid)).unwrap_or(0),
+            samples: samples.remove(&(t.pid, t.tid)).unwrap_or(0) as u64,
         })
         .collect();
     // Threads only the samples know (hardware backends, imports).
@@ -250,7 +256,7 @@ pub fn thread_summaries(p: &Profile) -> Vec<ThreadSummary> {
             tid,
             ..Default::default()
         },
-        samples: n,
+        samples: n as u64,
     }));
     let busy = |t: &ThreadSummary| t.row.loads.unwrap_or(0) + t.row.stores.unwrap_or(0);
     out.sort_by(|a, b| {

@@ -22,7 +22,7 @@
 //! Distances are per thread: another thread's accesses neither count between a
 //! use and its reuse nor make one.
 
-use crate::access::{attribute, exact_totals, location_label};
+use crate::access::{attribute, exact_totals, location_label, samples_per_thread};
 use crate::sharing::LINE;
 use crate::{ObjectKind, Objects, Profile};
 use rustc_hash::FxHashMap;
@@ -292,17 +292,14 @@ pub fn reuse_distances(p: &Profile, objects: &Objects, top: usize) -> Result<Reu
     if p.samples.is_empty() {
         return Err("no access samples".into());
     }
-    let mut lengths: HashMap<(u32, u32), usize> = HashMap::new();
-    for s in &p.samples {
-        *lengths.entry((s.pid, s.tid)).or_default() += 1;
-    }
-    let mut streams: HashMap<(u32, u32), Stream> = lengths
+    // Looked up for every sample: the fast hash.
+    let mut streams: FxHashMap<(u32, u32), Stream> = samples_per_thread(p)
         .into_iter()
         .map(|(key, len)| (key, Stream::new(len)))
         .collect();
     let mut all = Tally::default();
     // Unattributed samples: one "unknown" row per process.
-    let mut by_object: HashMap<(u32, Option<usize>), Tally> = HashMap::new();
+    let mut by_object: FxHashMap<(u32, Option<usize>), Tally> = FxHashMap::default();
     let mut pairs: FxHashMap<(u32, Option<usize>, u64, u64), PairTally> = FxHashMap::default();
     attribute(p, objects, |i, hit, _| {
         let s = &p.samples[i];

@@ -50,13 +50,9 @@ pub struct Detected {
 
 /// The period of the busiest thread's samples, or why none stands out.
 pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
-    let mut per_thread: HashMap<(u32, u32), usize> = HashMap::new();
-    for s in &p.samples {
-        *per_thread.entry((s.pid, s.tid)).or_default() += 1;
-    }
-    let Some((&(pid, tid), _)) = per_thread
-        .iter()
-        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+    let Some(((pid, tid), _)) = crate::access::samples_per_thread(p)
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
     else {
         return Err("no access samples".into());
     };
