@@ -437,7 +437,7 @@ fn render_sharing(out: &mut String, r: &Report) {
 }
 
 fn render_reuse(out: &mut String, r: &Report) {
-    let Some(reuse) = &r.reuse.report else {
+    let Some(reuse) = &r.reuse.content else {
         return;
     };
     section(out, "reuse", "Reuse distance", &reuse.method);
@@ -482,7 +482,7 @@ fn render_reuse(out: &mut String, r: &Report) {
 }
 
 fn render_folding(out: &mut String, p: &Profile, r: &Report) {
-    let Some(f) = &r.folding.folding else {
+    let Some(f) = &r.folding.content else {
         return;
     };
     section(

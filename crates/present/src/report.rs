@@ -35,9 +35,9 @@ pub struct Report {
     /// the samples carry levels).
     pub levels: Option<analysis::LevelTables>,
     /// Reuse distance histograms per object and use/reuse pairs.
-    pub reuse: ReuseSection,
+    pub reuse: Section<analysis::ReuseReport>,
     /// The samples of a repeated region's instances on one normalised instance.
-    pub folding: FoldSection,
+    pub folding: Section<analysis::Folding>,
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
@@ -57,21 +57,31 @@ pub struct Summary {
     pub settings: memlens_profile::Settings,
 }
 
+/// An analysis that may not apply to a profile: its result, or why not.
 #[derive(Serialize)]
-pub struct ReuseSection {
+pub struct Section<T> {
     pub available: bool,
-    /// Why there are none, and how to record them.
+    /// Why there is none, and how to record what it needs.
     pub why_not: Option<String>,
     #[serde(flatten)]
-    pub report: Option<analysis::ReuseReport>,
+    pub content: Option<T>,
 }
 
-#[derive(Serialize)]
-pub struct FoldSection {
-    pub available: bool,
-    pub why_not: Option<String>,
-    #[serde(flatten)]
-    pub folding: Option<analysis::Folding>,
+impl<T> From<Result<T, String>> for Section<T> {
+    fn from(result: Result<T, String>) -> Self {
+        match result {
+            Ok(content) => Section {
+                available: true,
+                why_not: None,
+                content: Some(content),
+            },
+            Err(why) => Section {
+                available: false,
+                why_not: Some(why),
+                content: None,
+            },
+        }
+    }
 }
 
 /// What a report shows beyond its defaults.
@@ -203,30 +213,8 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
         threads: analysis::thread_summaries(p),
         sharing: analysis::shared_lines(p, &all, top),
         levels: analysis::level_tables(p, &all, top),
-        reuse: match analysis::reuse_distances(p, &all, top) {
-            Ok(r) => ReuseSection {
-                available: true,
-                why_not: None,
-                report: Some(r),
-            },
-            Err(why) => ReuseSection {
-                available: false,
-                why_not: Some(why),
-                report: None,
-            },
-        },
-        folding: match analysis::fold(p, &all, options.fold_by(), options.fold_bins, false) {
-            Ok(f) => FoldSection {
-                available: true,
-                why_not: None,
-                folding: Some(f),
-            },
-            Err(why) => FoldSection {
-                available: false,
-                why_not: Some(why),
-                folding: None,
-            },
-        },
+        reuse: analysis::reuse_distances(p, &all, top).into(),
+        folding: analysis::fold(p, &all, options.fold_by(), options.fold_bins, false).into(),
         losses: m.losses.clone(),
         provenance: if m.backend.iter().any(|b| b == "perf.data import") {
             vec![
@@ -429,7 +417,7 @@ pub fn render_text(r: &Report) -> String {
     if r.access.available {
         render_reuse(&mut out, &r.reuse);
     }
-    if let Some(f) = &r.folding.folding {
+    if let Some(f) = &r.folding.content {
         render_folding(&mut out, f);
     }
     let _ = writeln!(out, "\nHOW OBTAINED");
@@ -585,8 +573,8 @@ fn render_threads(out: &mut String, threads: &[analysis::ThreadSummary]) {
     }
 }
 
-fn render_reuse(out: &mut String, section: &ReuseSection) {
-    let Some(r) = &section.report else {
+fn render_reuse(out: &mut String, section: &Section<analysis::ReuseReport>) {
+    let Some(r) = &section.content else {
         let why = section.why_not.as_deref().unwrap_or("");
         let _ = writeln!(out, "\nREUSE DISTANCE: none ({why})");
         return;
