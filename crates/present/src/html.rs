@@ -4,7 +4,7 @@
 //! nothing is fetched, so the file opens offline and can be mailed.
 
 use crate::plot::{plot_bandwidth, plot_capacity, plot_fold, plot_scatter, Image};
-use crate::report::Report;
+use crate::report::{exit_status, loss_rows, Report};
 use crate::{human_bytes, seconds};
 use memlens_analysis::{self as analysis, Profile};
 use std::fmt::Write;
@@ -127,11 +127,7 @@ pub fn render_html(p: &Profile, r: &Report) -> String {
         vec!["duration".into(), seconds(s.duration_ns)],
     ];
     for pr in &s.processes {
-        let status = match (pr.exit_code, pr.signal) {
-            (Some(c), _) => format!("exit {c}"),
-            (_, Some(sig)) => format!("killed by signal {sig}"),
-            _ => "exit status unknown".into(),
-        };
+        let status = exit_status(pr);
         let cpu = pr.usage.as_ref().map_or(String::new(), |u| {
             format!(
                 "; cpu {} user + {} system (kernel)",
@@ -219,18 +215,7 @@ pub fn render_html(p: &Profile, r: &Report) -> String {
         "Losses",
         "everything counted as lost while recording or reading",
     );
-    let l = &r.losses;
-    let lost = [
-        ("events dropped (log full)", l.dropped_events),
-        ("tracked blocks not followed", l.untracked_allocs),
-        ("log blocks cut short", l.truncated_blocks),
-        ("frees of blocks from before the process", l.unmatched_frees),
-        ("timeline ticks missed", l.missed_ticks),
-        ("hardware samples lost by the kernel", l.lost_samples),
-        ("times the kernel throttled sampling", l.throttled),
-        ("undecodable bytes or records", l.decode_errors),
-    ];
-    let rows: Vec<Vec<String>> = lost
+    let rows: Vec<Vec<String>> = loss_rows(&r.losses)
         .iter()
         .map(|(what, n)| vec![n.to_string(), what.to_string()])
         .collect();

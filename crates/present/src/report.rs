@@ -308,11 +308,7 @@ pub fn render_text(r: &Report) -> String {
         seconds(s.duration_ns)
     );
     for p in &s.processes {
-        let status = match (p.exit_code, p.signal) {
-            (Some(c), _) => format!("exit {c}"),
-            (_, Some(sig)) => format!("killed by signal {sig}"),
-            _ => "exit status unknown".into(),
-        };
+        let status = exit_status(p);
         let rank = p.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
         let _ = writeln!(
             out,
@@ -425,7 +421,29 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(out, "  {what:<10} {how}");
     }
     let l = &r.losses;
-    let lost = [
+    let lost = loss_rows(l);
+    let _ = writeln!(out, "\nLOSSES");
+    if lost.iter().all(|(_, n)| *n == 0) {
+        let _ = writeln!(out, "  none");
+    }
+    for (what, n) in lost.iter().filter(|(_, n)| *n > 0) {
+        let _ = writeln!(out, "  {n} {what}");
+    }
+    out
+}
+
+/// How a process ended, as the report prints it.
+pub(crate) fn exit_status(p: &Process) -> String {
+    match (p.exit_code, p.signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (_, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "exit status unknown".into(),
+    }
+}
+
+/// Every kind of loss with its count, as the reports list them.
+pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 11] {
+    [
         ("events dropped (log full)", l.dropped_events),
         ("tracked blocks not followed", l.untracked_allocs),
         ("log blocks cut short (process killed)", l.truncated_blocks),
@@ -437,15 +455,7 @@ pub fn render_text(r: &Report) -> String {
         ("AUX chunks partial", l.aux_partial),
         ("AUX chunks with collisions", l.aux_collisions),
         ("undecodable bytes or records", l.decode_errors),
-    ];
-    let _ = writeln!(out, "\nLOSSES");
-    if lost.iter().all(|(_, n)| *n == 0) {
-        let _ = writeln!(out, "  none");
-    }
-    for (what, n) in lost.iter().filter(|(_, n)| *n > 0) {
-        let _ = writeln!(out, "  {n} {what}");
-    }
-    out
+    ]
 }
 
 /// A counter's value in its unit: bytes and ns in human units, counts plain.
