@@ -430,11 +430,7 @@ fn run(cli: Cli) -> Result<i32> {
                     bins,
                     ..
                 } => {
-                    let by = if *detect {
-                        memlens_analysis::FoldBy::DetectedPeriod
-                    } else {
-                        memlens_analysis::FoldBy::Region(region.as_deref())
-                    };
+                    let by = memlens_analysis::FoldBy::new(region.as_deref(), *detect);
                     memlens_present::plot_fold(&p, by, *bins as usize, output)?
                 }
             }

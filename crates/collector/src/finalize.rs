@@ -704,7 +704,7 @@ fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
         file: t.file,
         shmem: t.shmem,
         swap: t.swap,
-        heap_live: t.heap_alloc_bytes.saturating_sub(t.heap_free_bytes),
+        heap_live: t.heap_live(),
         heap_alloc_bytes: t.heap_alloc_bytes,
         heap_free_bytes: t.heap_free_bytes,
         heap_allocs: t.heap_allocs,

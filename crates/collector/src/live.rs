@@ -38,7 +38,7 @@ impl Live {
         }
         let sum = |f: fn(&raw::Timeline) -> u64| records.iter().map(f).sum::<u64>();
         let (read, written) = (sum(|t| t.bytes_read), sum(|t| t.bytes_written));
-        let heap = sum(|t| t.heap_alloc_bytes.saturating_sub(t.heap_free_bytes));
+        let heap = sum(raw::Timeline::heap_live);
         let secs = (time - self.last_ns) as f64 / 1e9;
         let rate = |now: u64, then: u64| {
             format!("{}/s", human_bytes(now.saturating_sub(then) as f64 / secs))

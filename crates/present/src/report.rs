@@ -97,11 +97,7 @@ pub struct ReportOptions {
 
 impl ReportOptions {
     fn fold_by(&self) -> analysis::FoldBy<'_> {
-        if self.fold_detect {
-            analysis::FoldBy::DetectedPeriod
-        } else {
-            analysis::FoldBy::Region(self.fold.as_deref())
-        }
+        analysis::FoldBy::new(self.fold.as_deref(), self.fold_detect)
     }
 }
 

@@ -411,6 +411,13 @@ pub struct Timeline {
     pub numa: [u64; 4],
 }
 
+impl Timeline {
+    /// Heap bytes live at the reading (exact counters: allocated - freed).
+    pub fn heap_live(&self) -> u64 {
+        self.heap_alloc_bytes.saturating_sub(self.heap_free_bytes)
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcessExit {

@@ -142,6 +142,17 @@ pub enum FoldBy<'a> {
     DetectedPeriod,
 }
 
+impl<'a> FoldBy<'a> {
+    /// From the command line: `--fold REGION` or `--fold-detect`.
+    pub fn new(region: Option<&'a str>, detect: bool) -> Self {
+        if detect {
+            FoldBy::DetectedPeriod
+        } else {
+            FoldBy::Region(region)
+        }
+    }
+}
+
 /// Folds the instances `by` marks into `bins` phase bins; with `points`,
 /// keeps every folded sample's phase too (for the plot; 16 bytes a sample).
 pub fn fold(
