@@ -411,23 +411,6 @@ fn openmp_threads_each_count_their_share() {
     assert!(sampled.len() >= 2, "both threads are sampled");
 }
 
-/// Builds tests/programs/`source` with `memlens cc` and `flags` into `dir`.
-fn memlens_cc(dir: &std::path::Path, source: &str, flags: &[&str]) -> std::path::PathBuf {
-    let app = dir.join(source.split('.').next().unwrap());
-    let st = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .arg("cc")
-        .args(flags)
-        .arg(format!("-I{}", root().join("include").display()))
-        .arg(root().join("tests/programs").join(source))
-        .arg("-o")
-        .arg(&app)
-        .status()
-        .unwrap();
-    assert!(st.success(), "memlens cc {source}");
-    app
-}
-
 /// Builds tests/programs/false_sharing.c with `memlens cc`, records it and
 /// returns the report's shared lines.
 fn shared_lines(opt: &str, defines: &[&str]) -> Vec<serde_json::Value> {
@@ -1103,8 +1086,11 @@ fn the_python_example_reads_the_same_numbers_as_the_report() {
 
 #[test]
 fn diff_shows_what_doubling_the_arrays_changes() {
-    let (_a_dir, a) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
-    let (_b_dir, b) = recorded_stream(&["-DN=400000L", "-DCHASE=4096L"], &[]);
+    // The live heap peak is read at timeline ticks: enough repeats and ticks that
+    // some land while the arrays live, also on a loaded machine.
+    let flags = ["--interval", "2"];
+    let (_a_dir, a) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L", "-DREPEAT=100"], &flags);
+    let (_b_dir, b) = recorded_stream(&["-DN=400000L", "-DCHASE=4096L", "-DREPEAT=100"], &flags);
     let out = Command::new(memlens())
         .args(["diff", "--format", "json"])
         .args([&a, &b])

@@ -286,19 +286,17 @@ fn fortran_module_runs_with_and_without_memlens() {
 }
 
 /// Truncated and corrupted raw logs (what a killed process or a bad disk leaves)
-/// give a profile or a one-line error, never a crash.
+/// give a profile or a one-line error, never a crash: the log of a threaded
+/// program with no samples, and of an instrumented one with regions and samples.
+/// (This build checks overflow, so a garbage count that reaches a sum panics.)
 #[test]
 fn corrupt_raw_logs_never_crash_the_finalizer() {
     let dir = tempdir();
-    let p = dir.path().join("p");
-    let out = record(&p, &["--keep-raw"], &[&program("torture"), "threads"]);
-    assert!(out.status.success());
-    let log = std::fs::read_dir(p.join("raw"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|f| f.extension().is_some_and(|x| x == "mlraw"))
-        .unwrap();
-    let bytes = std::fs::read(&log).unwrap();
+    let folds = memlens_cc(dir.path(), "fold_phases.c", &["-O1", "-g"]);
+    let runs: [&[&str]; 2] = [
+        &[&program("torture"), "threads"],
+        &[&folds.to_string_lossy(), "200"],
+    ];
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -306,42 +304,63 @@ fn corrupt_raw_logs_never_crash_the_finalizer() {
         seed ^= seed << 17;
         seed
     };
-    for case in 0..24 {
-        let mut data = bytes.clone();
-        match case % 3 {
-            0 => data.truncate((next() as usize) % data.len()),
-            1 => {
-                for _ in 0..64 {
-                    let i = (next() as usize) % data.len();
-                    data[i] = next() as u8;
-                }
-            }
-            _ => {
-                // Scribble over a whole stretch of records.
-                let start = (next() as usize) % data.len();
-                let end = (start + 4096).min(data.len());
-                for b in &mut data[start..end] {
-                    *b = next() as u8;
-                }
-            }
-        }
-        let case_dir = dir.path().join(format!("case{case}"));
-        std::fs::create_dir_all(case_dir.join("raw")).unwrap();
-        std::fs::write(case_dir.join("raw").join(log.file_name().unwrap()), &data).unwrap();
-        let out = Command::new(memlens())
-            .args(["report", "--format", "json"])
-            .arg(&case_dir)
-            .output()
+    for (run, args) in runs.iter().enumerate() {
+        let p = dir.path().join(format!("p{run}"));
+        assert_ran(&record(&p, &["--keep-raw"], args));
+        let log = std::fs::read_dir(p.join("raw"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|f| f.extension().is_some_and(|x| x == "mlraw"))
             .unwrap();
-        let code = out.status.code().expect("memlens must not die of a signal");
-        assert!(code == 0 || code == 2, "case {case}: exit {code}");
-        if code == 2 {
+        let bytes = std::fs::read(&log).unwrap();
+        for case in 0..24 {
+            let mut data = bytes.clone();
+            match case % 4 {
+                0 => data.truncate((next() as usize) % data.len()),
+                1 => {
+                    for _ in 0..64 {
+                        let i = (next() as usize) % data.len();
+                        data[i] = next() as u8;
+                    }
+                }
+                2 => {
+                    // Scribble over a whole stretch of records.
+                    let start = (next() as usize) % data.len();
+                    let end = (start + 4096).min(data.len());
+                    for b in &mut data[start..end] {
+                        *b = next() as u8;
+                    }
+                }
+                _ => {
+                    // Extreme values in the header's counters and settings.
+                    for _ in 0..8 {
+                        let i = (8 + (next() as usize) % 4088) & !7;
+                        let word = [u64::MAX, 0, i64::MAX as u64, next()][case / 4 % 4];
+                        data[i..i + 8].copy_from_slice(&word.to_le_bytes());
+                    }
+                }
+            }
+            let case_dir = dir.path().join(format!("case{run}-{case}"));
+            std::fs::create_dir_all(case_dir.join("raw")).unwrap();
+            std::fs::write(case_dir.join("raw").join(log.file_name().unwrap()), &data).unwrap();
+            let out = Command::new(memlens())
+                .args(["report", "--format", "json"])
+                .arg(&case_dir)
+                .output()
+                .unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(
-                err.trim().lines().count(),
-                1,
-                "case {case}: one-line error: {err}"
+            let code = out.status.code().expect("memlens must not die of a signal");
+            assert!(
+                code == 0 || code == 2,
+                "run {run} case {case}: exit {code}: {err}"
             );
+            if code == 2 {
+                assert_eq!(
+                    err.trim().lines().count(),
+                    1,
+                    "run {run} case {case}: one-line error: {err}"
+                );
+            }
         }
     }
 }

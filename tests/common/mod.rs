@@ -214,3 +214,20 @@ pub fn assert_ran(out: &Output) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Builds tests/programs/`source` with `memlens cc` and `flags` into `dir`.
+pub fn memlens_cc(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
+    let app = dir.join(source.split('.').next().unwrap());
+    let st = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg("cc")
+        .args(flags)
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join("tests/programs").join(source))
+        .arg("-o")
+        .arg(&app)
+        .status()
+        .unwrap();
+    assert!(st.success(), "memlens cc {source}");
+    app
+}

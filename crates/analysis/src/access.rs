@@ -98,9 +98,13 @@ impl Span {
         if self.samples < 2 {
             return (0, 0.0, 0.0);
         }
-        let accesses = ((self.samples - 1) * period) as f64;
+        let accesses = (self.samples - 1) as f64 * period as f64;
         let mean_size = self.bytes as f64 / self.samples as f64;
-        (self.last - self.first, accesses, accesses * mean_size)
+        (
+            self.last.saturating_sub(self.first),
+            accesses,
+            accesses * mean_size,
+        )
     }
 }
 
@@ -258,7 +262,8 @@ pub fn thread_summaries(p: &Profile) -> Vec<ThreadSummary> {
         },
         samples: n as u64,
     }));
-    let busy = |t: &ThreadSummary| t.row.loads.unwrap_or(0) + t.row.stores.unwrap_or(0);
+    let busy =
+        |t: &ThreadSummary| (t.row.loads.unwrap_or(0)).saturating_add(t.row.stores.unwrap_or(0));
     out.sort_by(|a, b| {
         (busy(b), b.samples, a.row.pid, a.row.tid).cmp(&(busy(a), a.samples, b.row.pid, b.row.tid))
     });
@@ -369,9 +374,9 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                 samples: loads + stores,
                 load_samples: loads,
                 store_samples: stores,
-                est_accesses: ((loads + stores) * period) as f64,
-                est_loads: (loads * period) as f64,
-                est_stores: (stores * period) as f64,
+                est_accesses: (loads + stores) as f64 * period as f64,
+                est_loads: loads as f64 * period as f64,
+                est_stores: stores as f64 * period as f64,
                 lines: lines
                     .into_iter()
                     .map(|(location, samples)| SourceLine { location, samples })
@@ -396,25 +401,27 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             pid: r.pid,
             ..Default::default()
         });
+        // Saturating: a damaged log's counter deltas must not overflow the sums.
         e.instances += 1;
-        e.total_ns += r
-            .end_ns
-            .unwrap_or(p.meta.clock.duration_ns)
-            .saturating_sub(r.begin_ns);
-        e.bytes_read += r.bytes_read.unwrap_or(0);
-        e.bytes_written += r.bytes_written.unwrap_or(0);
-        e.loads += r.loads.unwrap_or(0);
-        e.stores += r.stores.unwrap_or(0);
+        e.total_ns = e.total_ns.saturating_add(
+            r.end_ns
+                .unwrap_or(p.meta.clock.duration_ns)
+                .saturating_sub(r.begin_ns),
+        );
+        e.bytes_read = e.bytes_read.saturating_add(r.bytes_read.unwrap_or(0));
+        e.bytes_written = e.bytes_written.saturating_add(r.bytes_written.unwrap_or(0));
+        e.loads = e.loads.saturating_add(r.loads.unwrap_or(0));
+        e.stores = e.stores.saturating_add(r.stores.unwrap_or(0));
         let d = &mut e.derived;
         let est = between.entry(key.clone()).or_default();
         for (class, span) in spans.remove(&i).unwrap_or_default().iter().enumerate() {
             let (ns, accesses, bytes) = span.between(period);
             if class == 0 {
                 d.load_samples += span.samples;
-                d.load_span_ns += ns;
+                d.load_span_ns = d.load_span_ns.saturating_add(ns);
             } else {
                 d.store_samples += span.samples;
-                d.store_span_ns += ns;
+                d.store_span_ns = d.store_span_ns.saturating_add(ns);
             }
             est[class].0 += accesses;
             est[class].1 += bytes;

@@ -13,7 +13,8 @@ pub struct Peak {
     pub rss_pid: u32,
     /// Highest sum of resident sets over all processes at one tick.
     pub total_rss_bytes: u64,
-    /// Highest live heap (exact, usable sizes), and when.
+    /// Highest live heap at a timeline tick (exact counts of usable sizes, read
+    /// at each tick: a peak between two ticks is not seen), and when.
     pub heap_bytes: u64,
     pub heap_time_ns: u64,
     pub heap_pid: u32,

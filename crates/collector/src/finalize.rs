@@ -157,14 +157,46 @@ struct Definitions {
     /// Status the program passed to exit/_exit, when the runtime saw it.
     exit_status: Option<i32>,
     malformed_blocks: u64,
+    /// Records whose time lies outside the image's window (scribbled on).
+    damaged_records: u64,
     last_ns: u64,
 }
 
-fn definitions(streams: &[ThreadStream<'_>]) -> Definitions {
+/// The times an image's records can carry: from shortly before its runtime
+/// started to a year after. A time outside is a damaged record, dropped and
+/// counted, so that no garbage time reaches spans, sums and timelines.
+#[derive(Clone, Copy)]
+struct TimeWindow {
+    start: u64,
+    end: u64,
+}
+
+impl TimeWindow {
+    const SLACK_NS: u64 = 60_000_000_000;
+    const LONGEST_RUN_NS: u64 = 366 * 24 * 3600 * 1_000_000_000;
+
+    fn of(log: &ImageHeader) -> TimeWindow {
+        TimeWindow {
+            start: log.start_ns.saturating_sub(Self::SLACK_NS),
+            end: log.start_ns.saturating_add(Self::LONGEST_RUN_NS),
+        }
+    }
+
+    /// Whether the record is untimed or timed inside the window.
+    fn admits(&self, rec: &RawRecord<'_>) -> bool {
+        record_time(rec).is_none_or(|t| (self.start..=self.end).contains(&t))
+    }
+}
+
+fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions {
     let mut d = Definitions::default();
     for block in streams.iter().flat_map(|s| s.blocks.iter()) {
         let mut records = Records::new(block);
         for rec in records.by_ref() {
+            if !window.admits(&rec) {
+                d.damaged_records += 1;
+                continue;
+            }
             match rec.tag {
                 tag::STRING => {
                     if let Some(def) = rec.payload::<raw::StringDef>() {
@@ -223,14 +255,16 @@ fn definitions(streams: &[ThreadStream<'_>]) -> Definitions {
 
 /// The timed records of all threads of an image, merged in time order.
 struct Merged<'a> {
+    window: TimeWindow,
     cursors: Vec<(u32, std::slice::Iter<'a, &'a [u8]>, Records<'a>)>,
     heads: BinaryHeap<Reverse<(u64, usize)>>,
     pending: Vec<Option<RawRecord<'a>>>,
 }
 
 impl<'a> Merged<'a> {
-    fn new(streams: &'a [ThreadStream<'a>]) -> Self {
+    fn new(streams: &'a [ThreadStream<'a>], window: TimeWindow) -> Self {
         let mut m = Merged {
+            window,
             cursors: Vec::new(),
             heads: BinaryHeap::new(),
             pending: Vec::new(),
@@ -250,6 +284,7 @@ impl<'a> Merged<'a> {
         let (_, blocks, records) = &mut self.cursors[i];
         loop {
             match records.next() {
+                Some(rec) if !self.window.admits(&rec) => {}
                 Some(rec) => {
                     if let Some(t) = record_time(&rec) {
                         self.heads.push(Reverse((t, i)));
@@ -865,11 +900,13 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     for (i, log) in images.iter().enumerate() {
         let image = ImageLog::open(&log.path)?;
         let (streams, truncated) = image.streams();
-        let defs = definitions(&streams);
-        let built = build(log, &defs, Merged::new(&streams), t0, &mut sinks);
+        let window = TimeWindow::of(log);
+        let defs = definitions(&streams, window);
+        let built = build(log, &defs, Merged::new(&streams, window), t0, &mut sinks);
         losses.dropped_events += log.dropped;
         losses.untracked_allocs += log.untracked;
         losses.truncated_blocks += truncated + defs.malformed_blocks;
+        losses.decode_errors += defs.damaged_records;
         losses.unmatched_frees += built.unmatched_frees;
         let modules: Vec<LoadedModule> = defs.modules.iter().map(|(_, m)| m.clone()).collect();
         for &id in &built.stack_ids {

@@ -679,16 +679,18 @@ pub mod procfs {
 }
 
 impl AccessCounters {
-    /// (bytes read, bytes written, loads, stores) from the counts.
+    /// (bytes read, bytes written, loads, stores) from the counts. Wrapping, as the
+    /// counters themselves are: a corrupt log's counts must not panic the reader.
     pub fn traffic(counts: &[u64; COUNTS]) -> (u64, u64, u64, u64) {
-        let mut t = (counts[BULK_READ], counts[BULK_WRITTEN], 0, 0);
+        let mut t = (counts[BULK_READ], counts[BULK_WRITTEN], 0u64, 0u64);
         for (c, &n) in counts.iter().take(ACCESS_CLASSES).enumerate() {
+            let bytes = n.wrapping_mul(class_size(c));
             if class_is_store(c) {
-                t.1 += n * class_size(c);
-                t.3 += n;
+                t.1 = t.1.wrapping_add(bytes);
+                t.3 = t.3.wrapping_add(n);
             } else {
-                t.0 += n * class_size(c);
-                t.2 += n;
+                t.0 = t.0.wrapping_add(bytes);
+                t.2 = t.2.wrapping_add(n);
             }
         }
         t

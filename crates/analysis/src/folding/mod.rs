@@ -294,8 +294,8 @@ pub fn fold(
                 to: (k + 1) as f64 / bins as f64,
                 samples: t.samples,
                 store_samples: t.stores,
-                est_accesses_per_s: (t.samples * period) as f64 / bin_seconds,
-                est_bytes_per_s: (t.bytes * period) as f64 / bin_seconds,
+                est_accesses_per_s: t.samples as f64 * period as f64 / bin_seconds,
+                est_bytes_per_s: t.bytes as f64 * period as f64 / bin_seconds,
                 objects: objs
                     .into_iter()
                     .map(|(o, (n, offsets))| ObjectInBin {
@@ -320,7 +320,7 @@ pub fn fold(
         samples,
         period,
         exact_accesses_per_instance: exact,
-        est_accesses_per_instance: (samples * period) as f64 / instances.len() as f64,
+        est_accesses_per_instance: samples as f64 * period as f64 / instances.len() as f64,
         bins: out_bins,
         points,
     })
