@@ -182,9 +182,8 @@ impl TimeWindow {
         }
     }
 
-    /// Whether the record is untimed or timed inside the window.
-    fn admits(&self, rec: &RawRecord<'_>) -> bool {
-        record_time(rec).is_none_or(|t| (self.start..=self.end).contains(&t))
+    fn contains(&self, time: u64) -> bool {
+        (self.start..=self.end).contains(&time)
     }
 }
 
@@ -193,7 +192,8 @@ fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions 
     for block in streams.iter().flat_map(|s| s.blocks.iter()) {
         let mut records = Records::new(block);
         for rec in records.by_ref() {
-            if !window.admits(&rec) {
+            let time = record_time(&rec);
+            if time.is_some_and(|t| !window.contains(t)) {
                 d.damaged_records += 1;
                 continue;
             }
@@ -239,7 +239,7 @@ fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions 
                     }
                 }
                 _ => {
-                    if let Some(t) = record_time(&rec) {
+                    if let Some(t) = time {
                         d.last_ns = d.last_ns.max(t);
                     }
                 }
@@ -284,9 +284,10 @@ impl<'a> Merged<'a> {
         let (_, blocks, records) = &mut self.cursors[i];
         loop {
             match records.next() {
-                Some(rec) if !self.window.admits(&rec) => {}
                 Some(rec) => {
-                    if let Some(t) = record_time(&rec) {
+                    // Untimed records are definitions; damaged ones are counted
+                    // by `definitions`.
+                    if let Some(t) = record_time(&rec).filter(|&t| self.window.contains(t)) {
                         self.heads.push(Reverse((t, i)));
                         self.pending[i] = Some(rec);
                         return;
