@@ -148,6 +148,22 @@ fn doctor_agrees_with_linux_perf_and_sysfs() {
     assert_eq!(unavailable, text.matches("fix: ").count(), "{text}");
 }
 
+/// Time the hypervisor stole from all CPUs since boot (/proc/stat, ticks of
+/// 10 ms).
+fn steal_ns() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let cpu: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    cpu[7] * 1e9 / ticks_per_s
+}
+
 /// The last reading of each counter, from the JSON report.
 fn counter_total(report: &serde_json::Value, name: &str) -> f64 {
     named(&report["counters"], name)["total"].as_f64().unwrap()
@@ -159,18 +175,26 @@ fn counters_agree_with_the_kernels_other_accounts() {
     // CPU time: the task-clock counter against the kernel's account of the whole
     // process (wait4), and at least the program's own getrusage before it exits
     // (its exit path, where the runtime writes its last records, comes after).
+    // task-clock is time on a CPU by the scheduler's clock, which includes time
+    // the hypervisor stole; with paravirt steal accounting (this VM's kernel)
+    // wait4's figure leaves it out. Under a loaded host CI saw 8% of it, so the
+    // steal of the run's span is allowed on top of the 5%.
     let p = dir.path().join("spin");
+    let steal_before = steal_ns();
     let o = record(&p, &[], &[&program("spin")]);
+    let steal = steal_ns() - steal_before;
     assert_ran(&o);
     let own_ns: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
     let report = report_json(&p);
     let task_clock = counter_total(&report, "task-clock");
     let usage = &report["summary"]["processes"][0]["usage"];
     let kernel_ns = usage["user_ns"].as_f64().unwrap() + usage["system_ns"].as_f64().unwrap();
-    let error = (task_clock - kernel_ns).abs() / kernel_ns;
     assert!(
-        error < 0.05 && task_clock > own_ns * 0.99,
-        "task-clock {task_clock} ns, wait4 {kernel_ns} ns, getrusage {own_ns} ns"
+        task_clock > kernel_ns * 0.95
+            && task_clock < kernel_ns * 1.05 + steal
+            && task_clock > own_ns * 0.99,
+        "task-clock {task_clock} ns, wait4 {kernel_ns} ns, getrusage {own_ns} ns, \
+         steal during the run {steal} ns"
     );
     assert_eq!(
         named(&report["counters"], "task-clock")["method"],
