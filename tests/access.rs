@@ -823,19 +823,27 @@ fn folded_shape(p: &std::path::Path) -> Vec<std::collections::BTreeMap<String, (
 
 #[test]
 fn a_coarsely_sampled_loop_folds_to_the_finely_sampled_iteration() {
-    // tests/programs/fold_phases.c: 2000 iterations at the default period
-    // (~6 samples per iteration) against 24 at period 16 (~1500 per
+    // tests/programs/fold_phases.c: 1000 iterations at the default period
+    // (~12 samples per iteration) against 96 at period 256 (~190 per
     // iteration). Tolerance: each array's share of a twelfth of the iteration
-    // within 0.2, its mean position within 0.2 where both runs have it in 30%
-    // of the bin (measured: 0.09 and 0.11).
+    // within 0.2; its mean position within 0.2 in the bins inside a copy where
+    // both runs have it in 30% of the bin (next to a copy's end the mean
+    // position jumps from the end of one array to the start of another, and
+    // a phase shift of 0.03 moved it by 0.26). Measured over six runs, three
+    // beside two busy loops: up to 0.14 and 0.07. WORK=16 makes each element's
+    // cost arithmetic (~110 us iterations), so the copies last alike at both
+    // periods: with bare copies (40 us) and period 16 the fine run's timing
+    // was the runtime's own, whose log takes ~0.2 ms to map and fault in a new
+    // 64 KiB block on this VM, every 2048 samples. The instances that still
+    // meet one, or the scheduler, are pruned as outliers.
     let dir = tempdir();
-    let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2"]);
+    let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2", "-DWORK=16"]);
     let app = app.to_string_lossy();
     let coarse = dir.path().join("coarse");
     let fine = dir.path().join("fine");
     for (p, flags, iterations) in [
-        (&coarse, vec![], "2000"),
-        (&fine, vec!["--period", "16"], "24"),
+        (&coarse, vec![], "1000"),
+        (&fine, vec!["--period", "256"], "96"),
     ] {
         let out = record(p, &flags, &[&app, iterations]);
         assert_ran(&out);
@@ -861,17 +869,17 @@ fn a_coarsely_sampled_loop_folds_to_the_finely_sampled_iteration() {
         bin.get(array).copied().unwrap_or((0.0, 0.0))
     };
     for (k, (c, f)) in coarse.iter().zip(&fine).enumerate() {
+        // The known shape: each third copies between two arrays, sweeping them.
+        let absent = ["third", "first", "second"][k / 4];
+        let inner = k % 4 == 1 || k % 4 == 2;
         for array in ["first", "second", "third"] {
             let (sc, oc) = share(c, array);
             let (sf, of) = share(f, array);
             assert!((sc - sf).abs() < 0.2, "bin {k} {array}: {c:?} vs {f:?}");
-            if sc > 0.3 && sf > 0.3 {
+            if inner && sc > 0.3 && sf > 0.3 {
                 assert!((oc - of).abs() < 0.2, "bin {k} {array}: {c:?} vs {f:?}");
             }
         }
-        // The known shape: each third copies between two arrays, sweeping them.
-        let absent = ["third", "first", "second"][k / 4];
-        let inner = k % 4 == 1 || k % 4 == 2;
         for run in [c, f] {
             if inner {
                 assert!(share(run, absent).0 < 0.1, "bin {k}: {run:?}");

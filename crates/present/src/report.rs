@@ -653,7 +653,7 @@ fn render_reuse(out: &mut String, section: &Section<analysis::ReuseReport>) {
 fn render_folding(out: &mut String, f: &analysis::Folding) {
     let _ = writeln!(
         out,
-        "\nFOLDED {} (pid {}): {} instances, {} folded (the rest over 2x or under 1/2 the median duration), mean {}; {} samples, 1 per {}; sampled and scaled",
+        "\nFOLDED {} (pid {}): {} instances, {} folded (the rest were outliers in duration: preempted or disturbed), mean {}; {} samples, 1 per {}; sampled and scaled",
         f.label(),
         f.pid,
         f.instances,
