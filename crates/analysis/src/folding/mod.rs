@@ -176,16 +176,16 @@ pub fn fold(
         }
         FoldBy::DetectedPeriod => {
             let d = period::detect(p, objects)?;
-            let count = ((d.end_ns - d.start_ns) as f64 / d.period_ns).floor() as u64;
-            let instances = (0..count)
-                .map(|k| {
-                    let b = d.start_ns + (k as f64 * d.period_ns) as u64;
-                    (b, d.start_ns + ((k + 1) as f64 * d.period_ns) as u64, d.tid)
-                })
-                .collect();
+            let running_ns = d.running.running(d.end_ns) - d.running.running(d.start_ns);
+            let count = (running_ns as f64 / d.period_ns).floor() as u64;
+            // Instances are periods of the thread's running time, on the wall
+            // clock: one the thread was preempted in is longer, and pruned.
+            let start = d.running.running(d.start_ns);
+            let at = |k: u64| d.running.wall(start + (k as f64 * d.period_ns) as u64);
+            let instances = (0..count).map(|k| (at(k), at(k + 1), d.tid)).collect();
             let how = format!(
-                "period detected in thread {}'s samples (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2}); phase 0 is its first sample, not an iteration's start",
-                d.tid, d.chi2, d.degrees_of_freedom, d.agreement
+                "period detected in thread {}'s samples (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2}; on its running time: {} gaps of {:.1} ms in all cut as time off the CPU); phase 0 is its first sample, not an iteration's start",
+                d.tid, d.chi2, d.degrees_of_freedom, d.agreement, d.running.gaps_cut(), d.running.off_cpu_ns() as f64 / 1e6
             );
             (
                 format!("period of {:.1} us", d.period_ns / 1e3),

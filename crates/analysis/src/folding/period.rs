@@ -11,6 +11,11 @@
 //!    phase being independent) wins. A bin of the coarse grid is too wide to fold thousands of
 //!    iterations in phase; the fine search resolves it.
 //!
+//! Both run on the thread's running time, not wall time: a gap between two
+//! samples far beyond the usual one (the thread preempted or blocked) would
+//! shift every later iteration's phase, so it is shortened to the usual gap
+//! ([`RunningTime`]); folding maps the instances back to wall time.
+//!
 //! A fixed period folds a steady loop; iterations whose durations wander drift
 //! out of phase over the run, and the annotated region (`memlens_region_begin`)
 //! is the remedy the report names.
@@ -35,6 +40,66 @@ const PHASES: usize = 16;
 const MAX_TRIALS: usize = 20_000;
 /// Samples the fine search folds (the run's first ones).
 const FINE_SAMPLES: usize = 50_000;
+/// A gap between a thread's samples this many times the median gap, and at
+/// least OFF_CPU_MIN_NS, is time the thread did not run.
+const OFF_CPU_GAPS: u64 = 20;
+const OFF_CPU_MIN_NS: u64 = 200_000;
+
+/// A thread's running time as its samples show it: each gap of over
+/// OFF_CPU_GAPS median gaps is cut to one median gap. Accesses are sampled
+/// by count, so while the thread runs the gaps stay near their median; a
+/// scheduler's time slice (milliseconds) stands out. A loop that itself
+/// waits (I/O, a barrier) without accesses loses that wait from its period
+/// in running time alike in every iteration.
+#[derive(Clone, Debug, Default)]
+pub struct RunningTime {
+    /// (wall time of the sample ending a cut gap, ns removed up to there).
+    cuts: Vec<(u64, u64)>,
+}
+
+impl RunningTime {
+    /// From the sample times, in order.
+    pub fn new(times: &[u64]) -> RunningTime {
+        let mut gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        if gaps.is_empty() {
+            return RunningTime::default();
+        }
+        let mid = gaps.len() / 2;
+        let median = *gaps.select_nth_unstable(mid).1;
+        let off_cpu = (median * OFF_CPU_GAPS).max(OFF_CPU_MIN_NS);
+        let mut removed = 0;
+        let mut cuts = Vec::new();
+        for w in times.windows(2) {
+            let gap = w[1] - w[0];
+            if gap > off_cpu {
+                removed += gap - median;
+                cuts.push((w[1], removed));
+            }
+        }
+        RunningTime { cuts }
+    }
+
+    /// Running time of a wall time.
+    pub fn running(&self, wall: u64) -> u64 {
+        let i = self.cuts.partition_point(|c| c.0 <= wall);
+        wall - i.checked_sub(1).map_or(0, |i| self.cuts[i].1)
+    }
+
+    /// Wall time of a running time (inside a cut gap: its start).
+    pub fn wall(&self, running: u64) -> u64 {
+        let i = self.cuts.partition_point(|c| c.0 - c.1 <= running);
+        running + i.checked_sub(1).map_or(0, |i| self.cuts[i].1)
+    }
+
+    /// Time the thread was found not running.
+    pub fn off_cpu_ns(&self) -> u64 {
+        self.cuts.last().map_or(0, |c| c.1)
+    }
+
+    pub fn gaps_cut(&self) -> usize {
+        self.cuts.len()
+    }
+}
 
 pub struct Detected {
     pub pid: u32,
@@ -46,6 +111,8 @@ pub struct Detected {
     pub degrees_of_freedom: usize,
     /// Correlation of the two halves' folds.
     pub agreement: f64,
+    /// The clock `period_ns` runs on; start and end are wall times.
+    pub running: RunningTime,
 }
 
 /// The period of the busiest thread's samples, or why none stands out.
@@ -76,9 +143,11 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
         .enumerate()
         .map(|(i, (label, _))| (*label, i))
         .collect();
+    let times: Vec<u64> = points.iter().map(|(t, _)| *t).collect();
+    let running = RunningTime::new(&times);
     let events: Vec<(u64, usize)> = points
         .iter()
-        .filter_map(|(t, label)| Some((*t, *index.get(label)?)))
+        .filter_map(|(t, label)| Some((running.running(*t), *index.get(label)?)))
         .collect();
     let no_period = || {
         format!("no repeating pattern stands out in thread {tid}'s samples: annotate the iteration with memlens_region_begin/end")
@@ -116,11 +185,12 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
         pid,
         tid,
         period_ns,
-        start_ns: start,
-        end_ns: end,
+        start_ns: running.wall(start),
+        end_ns: running.wall(end),
         chi2,
         degrees_of_freedom: dof,
         agreement,
+        running,
     })
 }
 
@@ -313,5 +383,28 @@ mod tests {
         let (found, chi2) = refine(&events, 3, start, lag as f64 * width, width).unwrap();
         assert!((found / period - 1.0).abs() < 1e-5, "{found}");
         assert!(chi2 >= sharp * 0.99, "{chi2} vs {sharp}");
+    }
+
+    #[test]
+    fn gaps_far_beyond_the_usual_are_cut_from_running_time() {
+        // A sample every 1 us; the thread is off the CPU for 3 ms after the
+        // 100th sample and 5 ms after the 200th.
+        let mut times = Vec::new();
+        let mut t = 1_000_000u64;
+        for i in 0..300 {
+            times.push(t);
+            t +=
+                1_000 + [0, 3_000_000, 5_000_000][usize::from(i == 99) + 2 * usize::from(i == 199)];
+        }
+        let r = RunningTime::new(&times);
+        assert_eq!((r.gaps_cut(), r.off_cpu_ns()), (2, 8_000_000));
+        let running: Vec<u64> = times.iter().map(|&t| r.running(t)).collect();
+        assert!(running.windows(2).all(|w| w[1] - w[0] == 1_000));
+        for (&wall, &run) in times.iter().zip(&running) {
+            assert_eq!(r.wall(run), wall);
+        }
+        // Steady samples: nothing is cut.
+        let steady: Vec<u64> = (0..100).map(|i| i * 1_000).collect();
+        assert_eq!(RunningTime::new(&steady).gaps_cut(), 0);
     }
 }
