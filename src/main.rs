@@ -3,6 +3,7 @@
 
 mod compile;
 mod doctor;
+mod progress;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -646,7 +647,15 @@ fn import(file: &Path, output: Option<PathBuf>) -> Result<i32> {
             .unwrap_or_default();
         PathBuf::from(format!("memlens.import.{name}"))
     });
-    let s = memlens_import::import(file, &out)?;
+    let size = std::fs::metadata(file).map_or(0, |m| m.len());
+    let s = progress::step(
+        &format!(
+            "importing {} ({})",
+            file.display(),
+            memlens_profile::human_bytes(size as f64)
+        ),
+        || memlens_import::import(file, &out),
+    )?;
     eprintln!("memlens: profile written to {}", out.display());
     eprintln!(
         "  imported   {} load/store samples ({}) from {}",
@@ -719,7 +728,9 @@ fn load(dir: &Path) -> Result<Profile> {
 }
 
 fn report(args: ReportArgs) -> Result<i32> {
-    let mut p = load(&args.dir)?;
+    let mut p = progress::step(&format!("reading {}", args.dir.display()), || {
+        load(&args.dir)
+    })?;
     let only = match (args.pid, args.thread) {
         (Some(pid), _) => Some(memlens_analysis::Only::Process(pid)),
         (_, Some(tid)) => Some(memlens_analysis::Only::Thread(tid)),
@@ -734,7 +745,14 @@ fn report(args: ReportArgs) -> Result<i32> {
         fold_detect: args.fold_detect,
         fold_bins: args.fold_bins as usize,
     };
-    let r = memlens_present::build_report(&p, &options);
+    let r = progress::step(
+        &format!(
+            "analysing {} samples, {} allocations",
+            p.samples.len(),
+            p.allocations.len()
+        ),
+        || memlens_present::build_report(&p, &options),
+    );
     if let (true, Some(why)) = (args.fold.is_some() || args.fold_detect, &r.folding.why_not) {
         anyhow::bail!("cannot fold: {why}");
     }

@@ -364,3 +364,30 @@ fn corrupt_raw_logs_never_crash_the_finalizer() {
         }
     }
 }
+
+#[test]
+fn long_steps_show_a_spinner_on_a_terminal_only() {
+    // Under a pseudo-terminal (util-linux `script`) the report names what it
+    // is doing, then clears the line; into a pipe it writes none of that.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&program("phases")]));
+    let command = format!("{} report {} > /dev/null", memlens().display(), p.display());
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(terminal.contains("memlens: analysing"), "{terminal:?}");
+    // Cleared: the last thing drawn erases the line.
+    assert!(terminal.trim_end().ends_with("\u{1b}[2K"), "{terminal:?}");
+    let out = Command::new(memlens())
+        .arg("report")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let piped = String::from_utf8_lossy(&out.stderr);
+    assert!(!piped.contains("analysing"), "{piped}");
+}
