@@ -125,13 +125,45 @@ where
             .draw_series(std::iter::once(band))
             .map_err(drawing_error)?;
     }
-    for (name, b, _) in regions.iter().take(40) {
-        let label = Text::new(name.clone(), (secs(*b), y_max * 0.97), ("sans-serif", 12));
+    // Names where they fit: a run of short regions would print them on top
+    // of each other.
+    let style: TextStyle = ("sans-serif", 12).into_font().into();
+    let spans: Vec<(i32, i32)> = regions
+        .iter()
+        .map(|(name, b, _)| {
+            let x = chart.backend_coord(&(secs(*b), y_max)).0;
+            let width = chart
+                .plotting_area()
+                .estimate_text_size(name, &style)
+                .map_or(0, |(w, _)| w as i32);
+            (x, width)
+        })
+        .collect();
+    for (name, b, _) in labels_that_fit(&spans).into_iter().map(|i| &regions[i]) {
+        let label = Text::new(name.clone(), (secs(*b), y_max * 0.97), style.clone());
         chart
             .draw_series(std::iter::once(label))
             .map_err(drawing_error)?;
     }
     Ok(())
+}
+
+/// The labels drawn, of (left pixel, width) each: from the left, each one
+/// that starts past the last drawn one's end and a small gap.
+fn labels_that_fit(spans: &[(i32, i32)]) -> Vec<usize> {
+    const GAP: i32 = 4;
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by_key(|&i| spans[i].0);
+    let mut free_from = i32::MIN;
+    order.retain(|&i| {
+        let (x, width) = spans[i];
+        let fits = x >= free_from;
+        if fits {
+            free_from = x + width + GAP;
+        }
+        fits
+    });
+    order
 }
 
 fn top_level_regions(p: &Profile) -> Vec<(String, u64, u64)> {
@@ -915,6 +947,37 @@ mod tests {
             })
             .collect();
         p
+    }
+
+    #[test]
+    fn region_names_are_drawn_where_they_fit() {
+        assert_eq!(
+            labels_that_fit(&[(50, 30), (10, 30), (30, 10), (44, 5), (84, 1)]),
+            [1, 3, 4]
+        );
+        // 400 regions of 2 ms, then one of a second: the short ones' names
+        // would overlap on a plot 2 s wide; the long one's is drawn (the SVG
+        // puts a text's string on a line of its own).
+        let mut p = traffic_only();
+        p.regions = (0..400u64)
+            .map(|i| (format!("r{i}"), i * 2_000_000, (i + 1) * 2_000_000))
+            .chain([("long".to_string(), 1_000_000_000, 2_000_000_000)])
+            .map(|(name, begin_ns, end)| memlens_profile::Region {
+                name,
+                begin_ns,
+                end_ns: Some(end),
+                ..Default::default()
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("bw.svg");
+        plot_bandwidth(&p, &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        let drawn = (0..400)
+            .filter(|i| text.contains(&format!("\nr{i}\n")))
+            .count();
+        assert!((1..40).contains(&drawn), "{drawn} of 400 short names drawn");
+        assert!(text.contains("\nlong\n"));
     }
 
     #[test]
