@@ -176,11 +176,11 @@ pub fn fold(
         }
         FoldBy::DetectedPeriod => {
             let d = period::detect(p, objects)?;
-            let running_ns = d.running.running(d.end_ns) - d.running.running(d.start_ns);
-            let count = (running_ns as f64 / d.period_ns).floor() as u64;
             // Instances are periods of the thread's running time, on the wall
             // clock: one the thread was preempted in is longer, and pruned.
             let start = d.running.running(d.start_ns);
+            let running_ns = d.running.running(d.end_ns) - start;
+            let count = (running_ns as f64 / d.period_ns).floor() as u64;
             let at = |k: u64| d.running.wall(start + (k as f64 * d.period_ns) as u64);
             let instances = (0..count).map(|k| (at(k), at(k + 1), d.tid)).collect();
             let how = format!(

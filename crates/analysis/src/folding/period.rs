@@ -79,7 +79,7 @@ impl RunningTime {
         RunningTime { cuts }
     }
 
-    /// Running time of a wall time.
+    /// Running time of a sample's wall time.
     pub fn running(&self, wall: u64) -> u64 {
         let i = self.cuts.partition_point(|c| c.0 <= wall);
         wall - i.checked_sub(1).map_or(0, |i| self.cuts[i].1)
