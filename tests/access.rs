@@ -463,9 +463,9 @@ fn false_sharing_found(opt: &str) {
     seen.sort();
     assert_eq!(seen[0].0, "[[0,8]]", "{line:#}");
     assert_eq!(seen[1].0, "[[8,16]]", "{line:#}");
-    for (seen, mark) in seen.iter().zip(["/* FIRST */", "/* SECOND */"]) {
+    for ((_, location), mark) in seen.iter().zip(["/* FIRST */", "/* SECOND */"]) {
         let at = format!("false_sharing.c:{}", source_line("false_sharing.c", mark));
-        assert!(seen.1.contains(&at), "{seen:?} at {at}");
+        assert!(location.contains(&at), "{seen:?} at {at}");
     }
     // The threads start together, so the line changes hands between them.
     assert!(line["thread_switches"].as_u64().unwrap() > 0, "{line:#}");

@@ -148,8 +148,8 @@ fn doctor_agrees_with_linux_perf_and_sysfs() {
     assert_eq!(unavailable, text.matches("fix: ").count(), "{text}");
 }
 
-/// Time the hypervisor stole from all CPUs since boot (/proc/stat, ticks of
-/// 10 ms).
+/// Time the hypervisor stole from all CPUs since boot (/proc/stat's eighth
+/// cpu field, in clock ticks).
 fn steal_ns() -> f64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap();
     let cpu: Vec<f64> = stat
