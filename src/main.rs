@@ -4,6 +4,7 @@
 mod compile;
 mod doctor;
 mod progress;
+mod sql;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -103,17 +104,13 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
-    /// Write a profile's samples in another format.
-    Export {
-        /// Profile directory.
-        dir: PathBuf,
-        /// Arm spe-parser's load/store CSV columns.
-        #[arg(long, required = true)]
-        csv: bool,
-        /// Output file [default: standard output].
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-    },
+    /// SQL over a profile's tables (embedded Apache DataFusion): allocations,
+    /// stacks, regions, samples, locations, tags, threads, timeline, counters,
+    /// modules, statics.
+    Sql(sql::SqlArgs),
+    /// Write a profile's tables, or a query's result, as CSV, JSON or Parquet
+    /// (or its samples as Arm spe-parser's CSV).
+    Export(sql::ExportArgs),
 }
 
 #[derive(Args)]
@@ -471,21 +468,8 @@ fn run(cli: Cli) -> Result<i32> {
             output,
             plot,
         } => calibrate(max_size, threads, output, plot),
-        Command::Export { dir, output, .. } => {
-            finalize_if_needed(&dir)?;
-            let rows = match &output {
-                Some(path) => {
-                    let f = std::fs::File::create(path)
-                        .with_context(|| format!("cannot create {}", path.display()))?;
-                    memlens_import::export_csv(&dir, &mut std::io::BufWriter::new(f))?
-                }
-                None => memlens_import::export_csv(&dir, &mut std::io::stdout().lock())?,
-            };
-            if let Some(path) = output {
-                eprintln!("memlens: wrote {rows} samples to {}", path.display());
-            }
-            Ok(0)
-        }
+        Command::Sql(args) => sql::sql(args),
+        Command::Export(args) => sql::export(args),
         Command::Finalize { dir } => {
             finalize_if_needed(&dir)?;
             eprintln!(
@@ -578,6 +562,9 @@ fn record(args: RecordArgs) -> Result<i32> {
         cache_model: args.cache_model,
     };
     let outcome = memlens_collector::record(&cfg)?;
+    progress::step("writing the profile", || {
+        memlens_collector::finalize(&outcome.dir, &outcome.run, !cfg.keep_raw)
+    })?;
     // The summary needs no samples: do not read back what may be millions of them.
     let p =
         Profile::load_without_samples(&outcome.dir).context("reading the profile just written")?;
@@ -696,34 +683,50 @@ fn finalize_if_needed(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Loads one profile, or all profiles in subdirectories (MPI ranks) merged.
-fn load(dir: &Path) -> Result<Profile> {
+/// One profile directory, or the profiles in its subdirectories (MPI ranks),
+/// finalized.
+fn profile_parts(dir: &Path) -> Result<Vec<PathBuf>> {
     if !dir.exists() {
         bail!(
             "{}: no such directory; give the directory `memlens record` printed",
             dir.display()
         );
     }
-    if dir.join(memlens_profile::META_FILE).exists() || dir.join("raw").is_dir() {
-        finalize_if_needed(dir)?;
-        return Ok(Profile::load(dir)?);
-    }
-    let mut parts: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join(memlens_profile::META_FILE).exists() || p.join("raw").is_dir())
-        .collect();
+    let is_profile =
+        |p: &Path| p.join(memlens_profile::META_FILE).exists() || p.join("raw").is_dir();
+    let mut parts = if is_profile(dir) {
+        vec![dir.to_path_buf()]
+    } else {
+        std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| is_profile(p))
+            .collect()
+    };
     parts.sort();
     if parts.is_empty() {
         bail!(memlens_profile::ProfileError::NotAProfile(
             dir.to_path_buf()
         ));
     }
-    let mut profiles = Vec::new();
     for part in &parts {
         finalize_if_needed(part)?;
-        profiles.push(Profile::load(part)?);
     }
+    Ok(parts)
+}
+
+/// Loads one profile, or all profiles in subdirectories (MPI ranks) merged.
+fn load(dir: &Path) -> Result<Profile> {
+    let parts = profile_parts(dir)?;
+    if let [one] = parts.as_slice() {
+        if one == dir {
+            return Ok(Profile::load(dir)?);
+        }
+    }
+    let profiles = parts
+        .iter()
+        .map(|part| Profile::load(part))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok(memlens_analysis::merge(dir, profiles))
 }
 

@@ -1220,3 +1220,162 @@ fn live_view_prints_capacity_and_exact_bandwidth_while_the_program_runs() {
         assert!(!l.contains("read         0 B/s"), "{l}");
     }
 }
+
+/// `memlens sql DIR QUERY --format json`: the result rows.
+fn sql_json(p: &std::path::Path, query: &str) -> Vec<serde_json::Value> {
+    let out = Command::new(memlens())
+        .args(["sql", "--format", "json"])
+        .arg(p)
+        .arg(query)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn sql_over_the_profile_gives_the_reports_numbers() {
+    let (_dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let report = report_json(&p);
+
+    let regions = sql_json(
+        &p,
+        "SELECT name, count(*) AS instances, sum(bytes_read) AS bytes_read \
+         FROM regions GROUP BY name ORDER BY name",
+    );
+    let reported = report["access"]["regions"].as_array().unwrap();
+    assert_eq!(regions.len(), reported.len());
+    for r in reported {
+        let row = regions.iter().find(|row| row["name"] == r["name"]).unwrap();
+        assert_eq!(row["bytes_read"], r["bytes_read"], "{row}");
+        assert_eq!(row["instances"], r["instances"], "{row}");
+    }
+    let counted = sql_json(&p, "SELECT count(*) AS n FROM samples");
+    assert_eq!(counted[0]["n"], report["access"]["samples"]);
+
+    // A join: the largest allocation site is one of the three STREAM arrays.
+    let sites = sql_json(
+        &p,
+        "SELECT s.function, s.file, s.line, sum(a.est_bytes) AS bytes \
+         FROM allocations a JOIN stacks s ON a.pid = s.pid AND a.stack_id = s.stack_id \
+         WHERE s.depth = 0 GROUP BY s.function, s.file, s.line ORDER BY bytes DESC LIMIT 1",
+    );
+    assert_eq!(sites[0]["bytes"], 1_600_000.0, "{sites:?}");
+    assert!(sites[0]["file"].as_str().unwrap().ends_with("stream.c"));
+
+    // A table the profile has no file for (one written by an older memlens)
+    // is there, empty.
+    let _ = std::fs::remove_file(p.join("tags.parquet"));
+    let empty = sql_json(&p, "SELECT count(*) AS n, min(name) AS first FROM tags");
+    assert_eq!(empty[0]["n"], 0);
+
+    // The text table: a header, rows up to --max-rows, and what was left out.
+    let out = Command::new(memlens())
+        .args(["sql", "--max-rows", "2"])
+        .arg(&p)
+        .arg("SELECT name, begin_ns FROM regions ORDER BY begin_ns")
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows = sql_json(&p, "SELECT count(*) AS n FROM regions")[0]["n"].clone();
+    assert!(text.contains("| name"), "{text}");
+    assert!(
+        text.contains(&format!("({rows} rows, the first 2 shown")),
+        "{text}"
+    );
+
+    // A mistake gets one line that says how to see the tables.
+    let out = Command::new(memlens())
+        .arg("sql")
+        .arg(&p)
+        .arg("SELECT * FROM no_such_table")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("no_such_table") && err.contains("SHOW TABLES") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
+fn export_writes_tables_and_query_results_readable_back() {
+    let (dir, p) = recorded_stream(&["-DN=100000L", "-DCHASE=4096L"], &[]);
+    let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
+    let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
+
+    // Every table as Parquet: memlens' own reader reads them back whole.
+    let parquet = dir.path().join("parquet");
+    let out = Command::new(memlens())
+        .args(["export", "--format", "parquet", "-o"])
+        .arg(&parquet)
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let again: Vec<Region> = memlens_profile::read_table(&parquet).unwrap();
+    assert_eq!(again.len(), regions.len());
+    assert_eq!(
+        again.iter().map(|r| r.bytes_read).collect::<Vec<_>>(),
+        regions.iter().map(|r| r.bytes_read).collect::<Vec<_>>()
+    );
+    let again: Vec<AccessSample> = memlens_profile::read_table(&parquet).unwrap();
+    assert_eq!(again.len(), samples.len());
+
+    // One table as CSV on standard output.
+    let out = Command::new(memlens())
+        .args(["export", "--table", "regions"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("pid,tid,name,begin_ns,end_ns"));
+    assert_eq!(lines.count(), regions.len());
+
+    // A query's result as JSON in a file.
+    let json = dir.path().join("stores.json");
+    let out = Command::new(memlens())
+        .args(["export", "--format", "json", "-o"])
+        .arg(&json)
+        .arg("--sql")
+        .arg("SELECT tid, count(*) AS stores FROM samples WHERE is_store GROUP BY tid")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let stores: u64 = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["stores"].as_u64().unwrap())
+        .sum();
+    assert_eq!(stores, samples.iter().filter(|s| s.is_store).count() as u64);
+    assert!(stores > 0);
+
+    // A damaged table file is named, with its fix.
+    std::fs::write(p.join("regions.parquet"), b"not parquet at all").unwrap();
+    let out = Command::new(memlens())
+        .args(["sql"])
+        .arg(&p)
+        .arg("SELECT count(*) FROM samples")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("regions.parquet: not a readable Parquet table") && err.lines().count() == 1,
+        "{err}"
+    );
+}

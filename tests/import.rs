@@ -262,7 +262,7 @@ fn spe_samples_equal_perf_script_and_export_as_spe_parser_csv() {
     );
 
     let csv = Command::new(memlens())
-        .args(["export", "--csv"])
+        .args(["export", "--format", "spe-parser"])
         .arg(&out)
         .output()
         .unwrap();

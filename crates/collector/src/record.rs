@@ -2,7 +2,7 @@
 //! process of the run from /proc at a fixed interval, reap them all (we are their
 //! subreaper, so orphans of a fork come back to us), then finalize.
 
-use crate::finalize::{self, RunInfo, COLLECTOR_LOG};
+use crate::finalize::{RunInfo, COLLECTOR_LOG};
 use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
@@ -73,10 +73,13 @@ impl TargetExit {
     }
 }
 
+/// A finished run whose raw logs are complete: [`finalize`](crate::finalize)
+/// `dir` with `run` to write the profile (a step of its own, so the caller can
+/// show its progress).
 pub struct RecordOutcome {
     pub dir: PathBuf,
     pub exit: TargetExit,
-    pub meta: memlens_profile::Meta,
+    pub run: RunInfo,
 }
 
 /// Finds the program as the shell would, with a clear error if it cannot run.
@@ -329,11 +332,10 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         end_ns: Some(now_ns()),
         missed_ticks,
     };
-    let meta = finalize::finalize(&out_dir, &run, !cfg.keep_raw)?;
     Ok(RecordOutcome {
         dir: cfg.out_dir.clone(),
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
-        meta,
+        run,
     })
 }
 

@@ -1,0 +1,174 @@
+//! SQL over memlens profiles, and export of tables or query results to CSV,
+//! JSON or Parquet.
+//!
+//! The profile's Parquet files are registered as tables of an embedded Apache
+//! DataFusion engine: queries stream over the files (nothing is loaded whole),
+//! and the same files and SQL run on a cluster engine unchanged. A run of
+//! several profiles (MPI ranks) is one table per name over all their files.
+
+mod sink;
+
+pub use sink::{Format, Sink};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::MemTable;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::StreamExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SqlError {
+    #[error("SQL: {0}; list the tables with 'SHOW TABLES' and a table's columns with 'DESCRIBE samples'")]
+    Query(String),
+    #[error("{path}: {detail}")]
+    Io { path: PathBuf, detail: String },
+    #[error(transparent)]
+    Profile(#[from] memlens_profile::ProfileError),
+    #[error("writing the result: {0}")]
+    Output(String),
+}
+
+type Result<T> = std::result::Result<T, SqlError>;
+
+/// Every table a profile can hold, with its schema: a table a profile lacks
+/// (no samples without access profiling) is queryable and empty.
+pub fn table_schemas() -> Vec<(&'static str, SchemaRef)> {
+    use memlens_profile::*;
+    vec![
+        (Allocation::NAME, Allocation::schema()),
+        (Frame::NAME, Frame::schema()),
+        (Region::NAME, Region::schema()),
+        (AccessSample::NAME, AccessSample::schema()),
+        (CodeLocation::NAME, CodeLocation::schema()),
+        (TagRange::NAME, TagRange::schema()),
+        (ThreadRow::NAME, ThreadRow::schema()),
+        (TimelinePoint::NAME, TimelinePoint::schema()),
+        (CounterReading::NAME, CounterReading::schema()),
+        (Module::NAME, Module::schema()),
+        (StaticObject::NAME, StaticObject::schema()),
+    ]
+}
+
+/// The tables of one profile, or of several read as one run, open for SQL.
+pub struct Engine {
+    runtime: tokio::runtime::Runtime,
+    ctx: SessionContext,
+    /// Tables with at least one file, in [`table_schemas`] order.
+    present: Vec<&'static str>,
+}
+
+impl Engine {
+    /// Registers the tables of `parts` (profile directories, already finalized).
+    pub fn open(parts: &[PathBuf]) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .build()
+            .map_err(|e| SqlError::Output(format!("cannot start the query threads: {e}")))?;
+        let ctx =
+            SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+        let mut present = Vec::new();
+        for (name, schema) in table_schemas() {
+            let files: Vec<PathBuf> = parts
+                .iter()
+                .map(|dir| dir.join(format!("{name}.parquet")))
+                .filter(|f| f.exists())
+                .collect();
+            let provider: Arc<dyn datafusion::catalog::TableProvider> = if files.is_empty() {
+                Arc::new(
+                    MemTable::try_new(schema, vec![vec![]])
+                        .map_err(|e| SqlError::Query(e.to_string()))?,
+                )
+            } else {
+                present.push(name);
+                Arc::new(listing_table(&files, schema)?)
+            };
+            ctx.register_table(name, provider)
+                .map_err(|e| SqlError::Query(e.to_string()))?;
+        }
+        Ok(Engine {
+            runtime,
+            ctx,
+            present,
+        })
+    }
+
+    /// Tables that have a file in the profile (the others are empty).
+    pub fn present_tables(&self) -> &[&'static str] {
+        &self.present
+    }
+
+    /// Runs one SQL statement and streams its rows into the sink made for
+    /// its schema; returns the number of rows.
+    pub fn run(
+        &self,
+        sql: &str,
+        make_sink: impl FnOnce(SchemaRef) -> Result<Box<dyn Sink>>,
+    ) -> Result<u64> {
+        self.runtime.block_on(async {
+            let frame = self.ctx.sql(sql).await.map_err(query_error)?;
+            let mut stream = frame.execute_stream().await.map_err(query_error)?;
+            let mut sink = make_sink(stream.schema())?;
+            let mut rows = 0;
+            while let Some(batch) = stream.next().await {
+                let batch = batch.map_err(query_error)?;
+                rows += batch.num_rows() as u64;
+                sink.write(&batch)?;
+            }
+            sink.finish()?;
+            Ok(rows)
+        })
+    }
+}
+
+fn listing_table(files: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
+    let urls = files
+        .iter()
+        .map(|f| {
+            let io = |detail: String| SqlError::Io {
+                path: f.clone(),
+                detail,
+            };
+            check_footer(f)?;
+            let abs = std::fs::canonicalize(f).map_err(|e| io(e.to_string()))?;
+            // From a URL, not a path string: a path's '*' or '[' would be read as a glob.
+            let url = url::Url::from_file_path(&abs)
+                .map_err(|()| io("not a local file path".to_string()))?;
+            ListingTableUrl::try_new(url, None).map_err(|e| io(e.to_string()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options =
+        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let config = ListingTableConfig::new_with_multi_paths(urls)
+        .with_listing_options(options)
+        .with_schema(schema);
+    ListingTable::try_new(config).map_err(|e| SqlError::Query(e.to_string()))
+}
+
+/// Reads a table file's Parquet footer, so that a damaged file is named with
+/// its fix before a query (DataFusion's own error does not say which file).
+fn check_footer(path: &Path) -> Result<()> {
+    let file = std::fs::File::open(path).map_err(|e| SqlError::Io {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
+    match parquet::file::reader::SerializedFileReader::new(file) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(memlens_profile::ProfileError::Parquet {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        }
+        .into()),
+    }
+}
+
+/// DataFusion's message, on one line: its errors can carry a backtrace or a
+/// multi-line context, and a one-line error is what the CLI prints.
+fn query_error(e: datafusion::error::DataFusionError) -> SqlError {
+    let text = e.to_string();
+    SqlError::Query(text.split_whitespace().collect::<Vec<_>>().join(" "))
+}

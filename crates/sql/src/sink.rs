@@ -1,0 +1,168 @@
+//! Where query results go: a text table for people, CSV, JSON or Parquet for
+//! programs. Every sink but the text table streams, so a result as large as
+//! the samples table is never held in memory.
+
+use crate::{Result, SqlError};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use std::io::Write;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A boxed text table of at most this many rows (0: all).
+    Table {
+        max_rows: usize,
+    },
+    Csv,
+    /// One JSON array of objects, nulls written out.
+    Json,
+    Parquet,
+}
+
+impl Format {
+    /// The file extension for this format.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Table { .. } => "txt",
+            Format::Csv => "csv",
+            Format::Json => "json",
+            Format::Parquet => "parquet",
+        }
+    }
+
+    /// A sink writing rows of `schema` to `out` in this format.
+    pub fn sink(self, schema: SchemaRef, out: Box<dyn Write + Send>) -> Result<Box<dyn Sink>> {
+        Ok(match self {
+            Format::Table { max_rows } => Box::new(TextTable {
+                out,
+                max_rows,
+                kept: Vec::new(),
+                kept_rows: 0,
+                total_rows: 0,
+                schema,
+            }),
+            Format::Csv => Box::new(Csv(datafusion::arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(out))),
+            Format::Json => Box::new(Json(
+                datafusion::arrow::json::WriterBuilder::new()
+                    .with_explicit_nulls(true)
+                    .build::<_, datafusion::arrow::json::writer::JsonArray>(out),
+            )),
+            Format::Parquet => {
+                let props = parquet::file::properties::WriterProperties::builder()
+                    .set_compression(parquet::basic::Compression::LZ4_RAW)
+                    .build();
+                Box::new(Parquet(
+                    parquet::arrow::ArrowWriter::try_new(out, schema, Some(props))
+                        .map_err(output_error)?,
+                ))
+            }
+        })
+    }
+}
+
+/// Receives a result batch by batch.
+pub trait Sink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()>;
+    /// Writes what is buffered and any footer.
+    fn finish(self: Box<Self>) -> Result<()>;
+}
+
+fn output_error(e: impl std::fmt::Display) -> SqlError {
+    SqlError::Output(e.to_string())
+}
+
+struct TextTable {
+    out: Box<dyn Write + Send>,
+    max_rows: usize,
+    kept: Vec<RecordBatch>,
+    kept_rows: usize,
+    total_rows: u64,
+    schema: SchemaRef,
+}
+
+impl Sink for TextTable {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.total_rows += batch.num_rows() as u64;
+        let room = if self.max_rows == 0 {
+            batch.num_rows()
+        } else {
+            self.max_rows.saturating_sub(self.kept_rows)
+        };
+        let take = room.min(batch.num_rows());
+        if take > 0 {
+            self.kept.push(batch.slice(0, take));
+            self.kept_rows += take;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        let mut batches = std::mem::take(&mut self.kept);
+        if batches.is_empty() {
+            // The header alone, so an empty result still names its columns.
+            batches.push(RecordBatch::new_empty(self.schema.clone()));
+        }
+        let table = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+            .map_err(output_error)?;
+        let rows = self.total_rows;
+        let footer = if (self.kept_rows as u64) < rows {
+            format!(
+                "({rows} rows, the first {} shown: add LIMIT, or give --max-rows 0 or --format csv)",
+                self.kept_rows
+            )
+        } else {
+            format!("({rows} row{})", if rows == 1 { "" } else { "s" })
+        };
+        writeln!(self.out, "{table}\n{footer}")
+            .and_then(|()| self.out.flush())
+            .map_err(output_error)
+    }
+}
+
+struct Csv(datafusion::arrow::csv::Writer<Box<dyn Write + Send>>);
+
+impl Sink for Csv {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.0.write(batch).map_err(output_error)
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        self.0.into_inner().flush().map_err(output_error)
+    }
+}
+
+struct Json(
+    datafusion::arrow::json::Writer<
+        Box<dyn Write + Send>,
+        datafusion::arrow::json::writer::JsonArray,
+    >,
+);
+
+impl Sink for Json {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.0.write(batch).map_err(output_error)
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        self.0.finish().map_err(output_error)?;
+        let mut out = self.0.into_inner();
+        writeln!(out)
+            .and_then(|()| out.flush())
+            .map_err(output_error)
+    }
+}
+
+struct Parquet(parquet::arrow::ArrowWriter<Box<dyn Write + Send>>);
+
+impl Sink for Parquet {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.0.write(batch).map_err(output_error)
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        let mut out = self.0.into_inner().map_err(output_error)?;
+        out.flush().map_err(output_error)
+    }
+}

@@ -1,0 +1,159 @@
+//! `memlens sql` and `memlens export`: the profile's tables through the
+//! embedded SQL engine, to the terminal or to CSV, JSON and Parquet files.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use memlens_sql::{Engine, Format};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct SqlArgs {
+    /// Profile directory (or a directory of MPI ranks' profiles: their rows together).
+    dir: PathBuf,
+    /// One SQL statement (DataFusion's dialect), e.g.
+    /// "SELECT kind, sum(size) FROM allocations GROUP BY kind".
+    query: String,
+    #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
+    format: SqlFormat,
+    /// Rows shown in a table (0: all); CSV and JSON print every row.
+    #[arg(long, default_value_t = 100)]
+    max_rows: usize,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SqlFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    /// Profile directory (or a directory of MPI ranks' profiles).
+    dir: PathBuf,
+    #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+    format: ExportFormat,
+    /// A table to write (repeat for several) [default: every table the profile has].
+    #[arg(long, value_name = "NAME", conflicts_with = "sql")]
+    table: Vec<String>,
+    /// Write the result of this SQL statement instead of tables.
+    #[arg(long, value_name = "QUERY")]
+    sql: Option<String>,
+    /// Output: a file for one table or a query [default: standard output],
+    /// a directory for several tables (one file each).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ExportFormat {
+    Csv,
+    Json,
+    Parquet,
+    /// Arm spe-parser's load/store CSV columns, of the samples.
+    SpeParser,
+}
+
+pub fn sql(args: SqlArgs) -> Result<i32> {
+    let engine = Engine::open(&crate::profile_parts(&args.dir)?)?;
+    let format = match args.format {
+        SqlFormat::Table => Format::Table {
+            max_rows: args.max_rows,
+        },
+        SqlFormat::Csv => Format::Csv,
+        SqlFormat::Json => Format::Json,
+    };
+    engine.run(&args.query, |schema| format.sink(schema, stdout()))?;
+    Ok(0)
+}
+
+pub fn export(args: ExportArgs) -> Result<i32> {
+    let parts = crate::profile_parts(&args.dir)?;
+    let format = match args.format {
+        ExportFormat::SpeParser => return export_spe_parser(&args, &parts),
+        ExportFormat::Csv => Format::Csv,
+        ExportFormat::Json => Format::Json,
+        ExportFormat::Parquet => Format::Parquet,
+    };
+    let engine = Engine::open(&parts)?;
+    let known: Vec<&str> = memlens_sql::table_schemas()
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    if let Some(unknown) = args.table.iter().find(|t| !known.contains(&t.as_str())) {
+        bail!(
+            "--table {unknown}: no such table; the tables are {}",
+            known.join(", ")
+        );
+    }
+    let one = match (&args.sql, args.table.as_slice()) {
+        (Some(query), _) => Some(query.clone()),
+        (None, [table]) => Some(format!("SELECT * FROM \"{table}\"")),
+        _ => None,
+    };
+    if let Some(query) = one {
+        let out = match &args.output {
+            Some(path) => create(path)?,
+            None if format == Format::Parquet => {
+                bail!("Parquet is written to a file: give -o FILE.parquet")
+            }
+            None => stdout(),
+        };
+        let rows = engine.run(&query, |schema| format.sink(schema, out))?;
+        if let Some(path) = &args.output {
+            eprintln!("memlens: wrote {rows} rows to {}", path.display());
+        }
+        return Ok(0);
+    }
+    let Some(dir) = &args.output else {
+        bail!("several tables are written as one file each: give -o DIRECTORY (or one --table)");
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tables: Vec<&str> = if args.table.is_empty() {
+        engine.present_tables().to_vec()
+    } else {
+        args.table.iter().map(String::as_str).collect()
+    };
+    for table in tables {
+        let path = dir.join(format!("{table}.{}", format.extension()));
+        let out = create(&path)?;
+        let rows = engine.run(&format!("SELECT * FROM \"{table}\""), |schema| {
+            format.sink(schema, out)
+        })?;
+        eprintln!(
+            "memlens: wrote {rows} rows of {table} to {}",
+            path.display()
+        );
+    }
+    Ok(0)
+}
+
+fn export_spe_parser(args: &ExportArgs, parts: &[PathBuf]) -> Result<i32> {
+    if args.sql.is_some() || !args.table.is_empty() {
+        bail!("--format spe-parser writes the samples table alone: drop --table and --sql");
+    }
+    let [part] = parts else {
+        bail!("--format spe-parser writes one profile: give one rank's directory");
+    };
+    let mut out = match &args.output {
+        Some(path) => create(path)?,
+        None => stdout(),
+    };
+    let rows = memlens_import::export_csv(part, &mut out)?;
+    out.flush().context("writing the samples")?;
+    if let Some(path) = &args.output {
+        eprintln!("memlens: wrote {rows} samples to {}", path.display());
+    }
+    Ok(0)
+}
+
+fn create(path: &Path) -> Result<Box<dyn Write + Send>> {
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    Ok(Box::new(std::io::BufWriter::new(file)))
+}
+
+fn stdout() -> Box<dyn Write + Send> {
+    Box::new(std::io::BufWriter::new(std::io::stdout()))
+}
