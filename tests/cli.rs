@@ -367,11 +367,30 @@ fn corrupt_raw_logs_never_crash_the_finalizer() {
 
 #[test]
 fn long_steps_show_a_spinner_on_a_terminal_only() {
-    // Under a pseudo-terminal (util-linux `script`) the report names what it
-    // is doing, then clears the line; into a pipe it writes none of that.
+    // Under a pseudo-terminal (util-linux `script`) record and report name
+    // what they are doing, then clear the line; into a pipe they write none of that.
     let dir = tempdir();
     let p = dir.path().join("p");
-    assert_ran(&record(&p, &[], &[&program("phases")]));
+    let piped = record(&p, &[], &[&program("phases")]);
+    assert_ran(&piped);
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("writing the profile"));
+    let command = format!(
+        "MEMLENS_RUNTIME={} {} record -o {} -- {}",
+        runtime().display(),
+        memlens().display(),
+        dir.path().join("q").display(),
+        program("phases")
+    );
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        terminal.contains("memlens: writing the profile"),
+        "{terminal:?}"
+    );
     let command = format!("{} report {} > /dev/null", memlens().display(), p.display());
     let out = Command::new("script")
         .args(["-qec", &command, "/dev/null"])
