@@ -192,6 +192,15 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
             rank_blocks(&r),
             [(0, (1u64 << 20) as f64), (1, (2u64 << 20) as f64)]
         );
+        // SQL reads the ranks' tables as one.
+        let sql = Command::new(memlens())
+            .args(["sql", "--format", "csv"])
+            .arg(profile)
+            .arg("SELECT count(DISTINCT pid) AS ranks FROM allocations WHERE size IN (1048576, 2097152)")
+            .output()
+            .unwrap();
+        assert_ran(&sql);
+        assert_eq!(String::from_utf8_lossy(&sql.stdout), "ranks\n2\n");
     };
     let job = dir.path().join("job");
     let out = mpirun()
