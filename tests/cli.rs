@@ -390,23 +390,22 @@ fn long_steps_show_a_spinner_on_a_terminal_only() {
         dir.path().join("q").display(),
         program("phases")
     );
-    let out = Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let terminal = String::from_utf8_lossy(&out.stdout);
+    // What a shell command draws on a terminal.
+    let on_terminal = |command: &str| {
+        let out = Command::new("script")
+            .args(["-qec", command, "/dev/null"])
+            .output()
+            .unwrap();
+        assert_ran(&out);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let terminal = on_terminal(&command);
     assert!(
         terminal.contains("memlens: writing the profile"),
         "{terminal:?}"
     );
     let command = format!("{} report {} > /dev/null", memlens().display(), p.display());
-    let out = Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let terminal = String::from_utf8_lossy(&out.stdout);
+    let terminal = on_terminal(&command);
     assert!(terminal.contains("memlens: analysing"), "{terminal:?}");
     // Cleared: the last thing drawn erases the line.
     assert!(terminal.trim_end().ends_with("\u{1b}[2K"), "{terminal:?}");
