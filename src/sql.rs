@@ -76,7 +76,6 @@ pub fn export(args: ExportArgs) -> Result<i32> {
         ExportFormat::Json => Format::Json,
         ExportFormat::Parquet => Format::Parquet,
     };
-    let engine = Engine::open(&parts)?;
     let known: Vec<&str> = memlens_sql::table_schemas()
         .iter()
         .map(|(name, _)| *name)
@@ -87,9 +86,11 @@ pub fn export(args: ExportArgs) -> Result<i32> {
             known.join(", ")
         );
     }
+    let engine = Engine::open(&parts)?;
+    let select_all = |table: &str| format!("SELECT * FROM \"{table}\"");
     let one = match (&args.sql, args.table.as_slice()) {
         (Some(query), _) => Some(query.clone()),
-        (None, [table]) => Some(format!("SELECT * FROM \"{table}\"")),
+        (None, [table]) => Some(select_all(table)),
         _ => None,
     };
     if let Some(query) = one {
@@ -118,9 +119,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
     for table in tables {
         let path = dir.join(format!("{table}.{}", format.extension()));
         let out = create(&path)?;
-        let rows = engine.run(&format!("SELECT * FROM \"{table}\""), |schema| {
-            format.sink(schema, out)
-        })?;
+        let rows = engine.run(&select_all(table), |schema| format.sink(schema, out))?;
         eprintln!(
             "memlens: wrote {rows} rows of {table} to {}",
             path.display()

@@ -81,18 +81,7 @@ impl<T: Table> Encoder<T> {
             path: path.clone(),
             source,
         })?;
-        // No dictionaries: interning every value cost more than compression
-        // saves over them (import of 280k PEBS samples 81 -> 72 ms, file 2.3 ->
-        // 2.7 MB). Pages of 64 KiB rather than 1 MiB: the encoder's buffers are
-        // not regrown and copied while a page fills.
-        let props = parquet::file::properties::WriterProperties::builder()
-            // LZ4 over Snappy: import 35.5 -> 31.2 ms and a smaller file;
-            // pyarrow, DuckDB, polars and DataFusion read it. Snappy stays readable.
-            .set_compression(parquet::basic::Compression::LZ4_RAW)
-            .set_dictionary_enabled(false)
-            .set_data_page_size_limit(1 << 16)
-            .build();
-        match ArrowWriter::try_new(file, T::schema(), Some(props)) {
+        match ArrowWriter::try_new(file, T::schema(), Some(writer_properties())) {
             Ok(writer) => Ok(Encoder {
                 writer,
                 path,
@@ -115,6 +104,21 @@ impl<T: Table> Encoder<T> {
             Err(e) => Err(parquet_error(&self.path, e.to_string())),
         }
     }
+}
+
+/// How memlens writes Parquet, its tables and its exports alike.
+pub fn writer_properties() -> parquet::file::properties::WriterProperties {
+    // No dictionaries: interning every value cost more than compression
+    // saves over them (import of 280k PEBS samples 81 -> 72 ms, file 2.3 ->
+    // 2.7 MB). Pages of 64 KiB rather than 1 MiB: the encoder's buffers are
+    // not regrown and copied while a page fills.
+    parquet::file::properties::WriterProperties::builder()
+        // LZ4 over Snappy: import 35.5 -> 31.2 ms and a smaller file;
+        // pyarrow, DuckDB, polars and DataFusion read it. Snappy stays readable.
+        .set_compression(parquet::basic::Compression::LZ4_RAW)
+        .set_dictionary_enabled(false)
+        .set_data_page_size_limit(1 << 16)
+        .build()
 }
 
 fn parquet_error(path: &Path, detail: String) -> ProfileError {
@@ -203,8 +207,22 @@ pub fn table_rows<T: Table>(dir: &Path) -> Result<u64> {
     let Ok(file) = File::open(&path) else {
         return Ok(0);
     };
+    footer_rows(&path, file)
+}
+
+/// Number of rows of a table file, from its footer: an error names a file
+/// that is missing or not readable Parquet.
+pub fn file_rows(path: &Path) -> Result<u64> {
+    let file = File::open(path).map_err(|source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    footer_rows(path, file)
+}
+
+fn footer_rows(path: &Path, file: File) -> Result<u64> {
     let meta = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| parquet_error(&path, e.to_string()))?;
+        .map_err(|e| parquet_error(path, e.to_string()))?;
     Ok(meta.metadata().file_metadata().num_rows().max(0) as u64)
 }
 

@@ -18,15 +18,13 @@ use datafusion::datasource::listing::{
 };
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
     #[error("SQL: {0}; list the tables with 'SHOW TABLES' and a table's columns with 'DESCRIBE samples'")]
     Query(String),
-    #[error("{path}: {detail}")]
-    Io { path: PathBuf, detail: String },
     #[error(transparent)]
     Profile(#[from] memlens_profile::ProfileError),
     #[error("writing the result: {0}")]
@@ -129,16 +127,22 @@ fn listing_table(files: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
     let urls = files
         .iter()
         .map(|f| {
-            let io = |detail: String| SqlError::Io {
+            // A damaged file is named with its fix before a query: DataFusion's
+            // own error does not say which file.
+            memlens_profile::file_rows(f)?;
+            let format = |detail: String| memlens_profile::ProfileError::Format {
                 path: f.clone(),
                 detail,
             };
-            check_footer(f)?;
-            let abs = std::fs::canonicalize(f).map_err(|e| io(e.to_string()))?;
+            let abs =
+                std::fs::canonicalize(f).map_err(|source| memlens_profile::ProfileError::Io {
+                    path: f.clone(),
+                    source,
+                })?;
             // From a URL, not a path string: a path's '*' or '[' would be read as a glob.
             let url = url::Url::from_file_path(&abs)
-                .map_err(|()| io("not a local file path".to_string()))?;
-            ListingTableUrl::try_new(url, None).map_err(|e| io(e.to_string()))
+                .map_err(|()| format("not a local file path".to_string()))?;
+            Ok(ListingTableUrl::try_new(url, None).map_err(|e| format(e.to_string()))?)
         })
         .collect::<Result<Vec<_>>>()?;
     let options =
@@ -147,23 +151,6 @@ fn listing_table(files: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
         .with_listing_options(options)
         .with_schema(schema);
     ListingTable::try_new(config).map_err(|e| SqlError::Query(e.to_string()))
-}
-
-/// Reads a table file's Parquet footer, so that a damaged file is named with
-/// its fix before a query (DataFusion's own error does not say which file).
-fn check_footer(path: &Path) -> Result<()> {
-    let file = std::fs::File::open(path).map_err(|e| SqlError::Io {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    })?;
-    match parquet::file::reader::SerializedFileReader::new(file) {
-        Ok(_) => Ok(()),
-        Err(e) => Err(memlens_profile::ProfileError::Parquet {
-            path: path.to_path_buf(),
-            detail: e.to_string(),
-        }
-        .into()),
-    }
 }
 
 /// DataFusion's message, on one line: its errors can carry a backtrace or a

@@ -49,15 +49,14 @@ impl Format {
                     .with_explicit_nulls(true)
                     .build::<_, datafusion::arrow::json::writer::JsonArray>(out),
             )),
-            Format::Parquet => {
-                let props = parquet::file::properties::WriterProperties::builder()
-                    .set_compression(parquet::basic::Compression::LZ4_RAW)
-                    .build();
-                Box::new(Parquet(
-                    parquet::arrow::ArrowWriter::try_new(out, schema, Some(props))
-                        .map_err(output_error)?,
-                ))
-            }
+            Format::Parquet => Box::new(Parquet(
+                parquet::arrow::ArrowWriter::try_new(
+                    out,
+                    schema,
+                    Some(memlens_profile::writer_properties()),
+                )
+                .map_err(output_error)?,
+            )),
         })
     }
 }
