@@ -15,6 +15,7 @@ pub use capacity::*;
 pub use counters::*;
 pub use folding::*;
 pub use levels::*;
+pub use memlens_profile::code_label;
 pub use objects::*;
 pub use reuse::*;
 pub use sharing::*;
@@ -168,8 +169,7 @@ impl Profile {
     }
 }
 
-/// Where an object was allocated: the first frame outside the C and C++ runtime
-/// libraries (so `operator new` and `strdup` show their caller).
+/// Where an object was allocated (see [`memlens_profile::site_frame`]).
 #[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
 pub struct Site {
     pub function: String,
@@ -180,26 +180,7 @@ pub struct Site {
 
 impl Site {
     pub fn from_frames(frames: &[Frame]) -> Option<Site> {
-        let is_runtime = |f: &Frame| {
-            [
-                "libc.so",
-                "libstdc++.so",
-                "libgcc_s.so",
-                "ld-linux",
-                "libc++.so",
-                "libm.so",
-            ]
-            .iter()
-            .any(|m| f.module.starts_with(m))
-        };
-        // Code inlined from system headers (std::vector internals) is not the site.
-        let is_system_header =
-            |f: &Frame| f.file.starts_with("/usr/include") || f.file.starts_with("/usr/lib");
-        let f = frames
-            .iter()
-            .find(|f| !is_runtime(f) && !is_system_header(f))
-            .or_else(|| frames.iter().find(|f| !is_runtime(f)))
-            .or(frames.first())?;
+        let f = memlens_profile::site_frame(frames)?;
         Some(Site {
             function: f.function.clone(),
             file: f.file.clone(),
@@ -210,17 +191,6 @@ impl Site {
 
     pub fn label(&self) -> String {
         code_label(&self.function, &self.file, self.line, &self.module)
-    }
-}
-
-/// `function (file:line)`, or `function [module]` without line information:
-/// how every site and code location is named.
-pub fn code_label(function: &str, file: &str, line: u32, module: &str) -> String {
-    if file.is_empty() {
-        format!("{function} [{module}]")
-    } else {
-        let file = file.rsplit('/').next().unwrap_or(file);
-        format!("{function} ({file}:{line})")
     }
 }
 

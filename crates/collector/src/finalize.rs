@@ -7,6 +7,7 @@
 //! was published, so a target that crashed or was killed still gives a profile up
 //! to that point; blocks cut short are counted as losses.
 
+use crate::mappings::{page_round, Mappings};
 use crate::perf::convert::{convert_into, Streamed};
 use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
@@ -207,29 +208,13 @@ fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions 
                     }
                 }
                 tag::STACK => {
-                    if let Some(def) = rec.payload::<raw::StackDef>() {
-                        let frames = rec
-                            .trailing::<raw::StackDef>()
-                            .chunks_exact(8)
-                            .take(def.frames as usize)
-                            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-                            .collect();
-                        d.stacks.insert(def.id, frames);
+                    if let Some((id, frames)) = stack_def(&rec) {
+                        d.stacks.insert(id, frames);
                     }
                 }
                 tag::MODULE => {
-                    if let Some(m) = rec.payload::<raw::Module>() {
-                        let p = rec.trailing::<raw::Module>();
-                        let path =
-                            String::from_utf8_lossy(&p[..(m.path_len as usize).min(p.len())])
-                                .into_owned();
-                        let module = LoadedModule {
-                            path,
-                            start: m.start,
-                            end: m.end,
-                            bias: m.bias,
-                        };
-                        d.modules.push((m.time, module));
+                    if let Some(module) = module_def(&rec) {
+                        d.modules.push(module);
                     }
                 }
                 tag::PROCESS_EXIT => {
@@ -251,6 +236,32 @@ fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions 
     }
     d.modules.sort_by_key(|m| m.0);
     d
+}
+
+/// A stack definition: its id and return addresses, innermost first.
+pub(crate) fn stack_def(rec: &RawRecord<'_>) -> Option<(u64, Vec<u64>)> {
+    let def = rec.payload::<raw::StackDef>()?;
+    let frames = rec
+        .trailing::<raw::StackDef>()
+        .chunks_exact(8)
+        .take(def.frames as usize)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    Some((def.id, frames))
+}
+
+/// A loaded object and when it was loaded.
+pub(crate) fn module_def(rec: &RawRecord<'_>) -> Option<(u64, LoadedModule)> {
+    let m = rec.payload::<raw::Module>()?;
+    let p = rec.trailing::<raw::Module>();
+    let path = String::from_utf8_lossy(&p[..(m.path_len as usize).min(p.len())]).into_owned();
+    let module = LoadedModule {
+        path,
+        start: m.start,
+        end: m.end,
+        bias: m.bias,
+    };
+    Some((m.time, module))
 }
 
 /// The timed records of all threads of an image, merged in time order.
@@ -338,58 +349,7 @@ struct Built {
     unmatched_frees: u64,
 }
 
-/// Live mapping segments: start -> (end, mapping id).
-type Segments = BTreeMap<u64, (u64, u64)>;
-
-/// Live mappings by id: the row and how many of its bytes are still mapped.
-type LiveMaps = HashMap<u64, (Allocation, u64)>;
-
-/// Removes [a, b) from the live mappings; a mapping with no byte left is closed
-/// at time `t` and handed to `closed`.
-fn unmap(
-    segments: &mut Segments,
-    maps: &mut LiveMaps,
-    a: u64,
-    b: u64,
-    t: u64,
-    closed: &mut dyn FnMut(Allocation),
-) {
-    // Segments are disjoint and sorted: walking down from `b`, the overlapping ones
-    // come first and the first one ending at or before `a` ends the search.
-    let overlapping: Vec<u64> = segments
-        .range(..b)
-        .rev()
-        .take_while(|(_, &(end, _))| end > a)
-        .map(|(&s, _)| s)
-        .collect();
-    for s in overlapping {
-        let Some((end, id)) = segments.remove(&s) else {
-            continue;
-        };
-        let (cut_lo, cut_hi) = (s.max(a), end.min(b));
-        if s < cut_lo {
-            segments.insert(s, (cut_lo, id));
-        }
-        if cut_hi < end {
-            segments.insert(cut_hi, (end, id));
-        }
-        if let Some((_, left)) = maps.get_mut(&id) {
-            *left = left.saturating_sub(cut_hi.saturating_sub(cut_lo));
-            if *left == 0 {
-                let (mut row, _) = maps.remove(&id).expect("present");
-                row.free_ns = Some(t);
-                closed(row);
-            }
-        }
-    }
-}
-
-/// Length rounded up to whole pages (saturating: lengths come from the log).
-fn page_round(len: u64) -> u64 {
-    len.checked_next_multiple_of(4096).unwrap_or(!4095)
-}
-
-fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
+pub(crate) fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
     let sampled = flags & alloc_flags::SAMPLED != 0
         && flags & (alloc_flags::EXACT | alloc_flags::GROUPED) == 0;
     if !sampled || rate <= 1 {
@@ -429,9 +389,7 @@ fn build(
     };
     let mut built = Built::default();
     let mut live_heap: HashMap<u64, Allocation> = HashMap::new();
-    let mut segments = Segments::new();
-    let mut maps = LiveMaps::new();
-    let mut next_map_id = 0u64;
+    let mut maps = Mappings::default();
     let mut open_regions: HashMap<u32, Vec<usize>> = HashMap::new();
     let mut region_start: HashMap<usize, [u64; raw::COUNTS]> = HashMap::new();
     let mut open_stacks: HashMap<u32, Allocation> = HashMap::new();
@@ -511,39 +469,20 @@ fn build(
                         continue;
                     };
                     // The new mapping carries the old one's origin.
-                    let template = segments
-                        .range(..=m.old_addr)
-                        .next_back()
-                        .filter(|(_, &(end, _))| end > m.old_addr)
-                        .and_then(|(_, (_, id))| maps.get(id))
-                        .map(|(row, _)| row.clone())
-                        .unwrap_or_default();
+                    let template = maps.covering(m.old_addr).cloned().unwrap_or_default();
                     let old_end = m.old_addr.saturating_add(page_round(m.old_len));
-                    unmap(
-                        &mut segments,
-                        &mut maps,
-                        m.old_addr,
-                        old_end,
-                        rel(m.time),
-                        &mut |r| emit(r, &mut built),
-                    );
+                    maps.unmap(m.old_addr, old_end, rel(m.time), &mut |r| {
+                        emit(r, &mut built)
+                    });
                     (m.time, m.new_addr, m.new_len, template)
                 };
-                let end = addr.saturating_add(page_round(len));
-                // MAP_FIXED replaces whatever was mapped there.
-                unmap(&mut segments, &mut maps, addr, end, rel(time), &mut |r| {
-                    emit(r, &mut built)
-                });
-                let id = next_map_id;
-                next_map_id += 1;
-                segments.insert(addr, (end, id));
                 let row = Allocation {
                     pid,
                     tid,
                     kind: "mmap".into(),
                     address: addr,
                     size: len,
-                    usable_size: end - addr,
+                    usable_size: addr.saturating_add(page_round(len)) - addr,
                     alloc_ns: rel(time),
                     free_ns: None,
                     sampled: false,
@@ -551,16 +490,15 @@ fn build(
                     est_bytes: len as f64,
                     ..template
                 };
-                maps.insert(id, (row, end - addr));
+                // MAP_FIXED replaces whatever was mapped there.
+                maps.map(row, rel(time), &mut |r| emit(r, &mut built));
             }
             tag::MUNMAP => {
                 let Some(m) = rec.payload::<raw::Munmap>() else {
                     continue;
                 };
                 let b = m.addr.saturating_add(page_round(m.len));
-                unmap(&mut segments, &mut maps, m.addr, b, rel(m.time), &mut |r| {
-                    emit(r, &mut built)
-                });
+                maps.unmap(m.addr, b, rel(m.time), &mut |r| emit(r, &mut built));
             }
             tag::REGION_BEGIN | tag::REGION_END => {
                 let Some(n) = rec.payload::<raw::RegionMark>() else {
@@ -721,7 +659,7 @@ fn build(
     // Whatever is still live was live when the process ended.
     let still_live: Vec<Allocation> = live_heap
         .into_values()
-        .chain(maps.into_values().map(|(row, _)| row))
+        .chain(maps.into_rows())
         .chain(open_stacks.into_values())
         .collect();
     for row in still_live {
@@ -1070,40 +1008,6 @@ fn perf_samples(raw_dir: &Path, t0: u64, sink: &mut TableWriter<AccessSample>) -
 mod tests {
     use super::*;
 
-    #[test]
-    fn partial_unmaps_end_a_mapping_only_when_all_of_it_is_gone() {
-        let mut segs = Segments::new();
-        let mut maps = LiveMaps::new();
-        segs.insert(0x10000, (0x20000, 0));
-        maps.insert(0, (Allocation::default(), 0x10000));
-        segs.insert(0x30000, (0x32000, 1));
-        maps.insert(
-            1,
-            (
-                Allocation {
-                    address: 0x30000,
-                    ..Default::default()
-                },
-                0x2000,
-            ),
-        );
-        let mut closed = Vec::new();
-        unmap(&mut segs, &mut maps, 0x14000, 0x18000, 10, &mut |r| {
-            closed.push(r)
-        }); // a hole
-        assert!(closed.is_empty());
-        assert_eq!(maps[&0].1, 0xc000);
-        unmap(&mut segs, &mut maps, 0x0, 0x31000, 20, &mut |r| {
-            closed.push(r)
-        }); // rest of 0, half of 1
-        assert_eq!(closed.len(), 1);
-        assert_eq!(closed[0].free_ns, Some(20));
-        unmap(&mut segs, &mut maps, 0x31000, 0x40000, 30, &mut |r| {
-            closed.push(r)
-        });
-        assert_eq!((closed[1].address, closed[1].free_ns), (0x30000, Some(30)));
-        assert!(segs.is_empty() && maps.is_empty());
-    }
     #[test]
     fn sampled_blocks_are_scaled_by_their_selection_probability() {
         let (sampled, count, bytes) = estimate(512, alloc_flags::SAMPLED, 512 * 1024);

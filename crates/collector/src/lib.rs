@@ -4,10 +4,12 @@
 pub mod calibrate;
 mod finalize;
 mod live;
+mod mappings;
 pub mod perf;
 mod record;
 pub mod symbols;
 pub mod sysinfo;
+mod tail;
 
 pub use finalize::{finalize, RunInfo};
 pub use record::{record, Backend, RecordConfig, RecordOutcome, TargetExit};

@@ -1,23 +1,45 @@
-//! `memlens record --live`: a status line while the program runs, from the
-//! same per-tick readings the timeline records: resident set and live heap
-//! summed over the traced processes, and the exact bandwidth of instrumented
-//! code since the last line. On a terminal the line is redrawn in place;
-//! otherwise one line per update is written (logs, pipes).
+//! `memlens record --live`: a status block on stderr while the program runs.
+//! The first line comes from the same per-tick readings the timeline records:
+//! resident set and live heap summed over the traced processes, and the exact
+//! bandwidth of instrumented code since the last update. Below it, the sites
+//! holding the most live memory, from the allocation events the runtime has
+//! published so far (each log followed with [`LogTail`]). On a terminal the
+//! block is redrawn in place; otherwise each update is appended (logs, pipes).
 
-use memlens_profile::human_bytes;
-use memlens_rawlog as raw;
+use crate::finalize::{estimate, module_def, stack_def};
+use crate::mappings::{page_round, Mappings};
+use crate::symbols::{LoadedModule, Symbolizer};
+use crate::tail::LogTail;
+use memlens_profile::{code_label, human_bytes, site_frame, Allocation};
+use memlens_rawlog::{self as raw, tag, RawRecord};
+use std::collections::hash_map::{Entry, HashMap};
+use std::fs::File;
 use std::io::{IsTerminal, Write};
 
-/// How often the line changes.
+/// How often the view changes.
 const EVERY_NS: u64 = 500_000_000;
+/// Sites listed under the status line.
+const TOP_SITES: usize = 5;
+
+/// A process image being recorded, as the sampler sees it.
+pub struct Image<'a> {
+    pub pid: u32,
+    pub seq: u32,
+    pub log: &'a File,
+    pub sample_rate: u64,
+}
 
 pub struct Live {
     start_ns: u64,
     last_ns: u64,
-    /// Exact bytes read and written at the last line.
+    /// Exact bytes read and written at the last update.
     last_bytes: (u64, u64),
     terminal: bool,
-    drawn: bool,
+    /// Lines of the block last drawn on the terminal.
+    drawn: usize,
+    objects: HashMap<(u32, u32), (LogTail, LiveObjects)>,
+    symbolizer: Symbolizer,
+    labels: HashMap<(u32, u64), String>,
 }
 
 impl Live {
@@ -27,18 +49,51 @@ impl Live {
             last_ns: start_ns,
             last_bytes: (0, 0),
             terminal: std::io::stderr().is_terminal(),
-            drawn: false,
+            drawn: 0,
+            objects: HashMap::new(),
+            symbolizer: Symbolizer::default(),
+            labels: HashMap::new(),
         }
     }
 
-    /// One tick's readings (a timeline record per traced process).
-    pub fn update(&mut self, time: u64, records: &[raw::Timeline]) {
+    /// One tick's readings (a timeline record per traced process) and the images
+    /// being recorded.
+    pub fn update(&mut self, time: u64, records: &[raw::Timeline], images: &[Image<'_>]) {
         if time < self.last_ns + EVERY_NS {
             return;
         }
+        let mut lines = vec![self.status_line(time, records)];
+        self.follow(images);
+        lines.extend(self.top_sites());
+        if self.terminal {
+            // A wrapped line would throw off the redraw's count of lines.
+            let width = terminal_width().saturating_sub(1);
+            for line in &mut lines {
+                if let Some((cut, _)) = line.char_indices().nth(width) {
+                    line.truncate(cut);
+                }
+            }
+        }
+        let mut err = std::io::stderr().lock();
+        let text = lines.join("\n");
+        let _ = if self.terminal {
+            // Back to the block's first line, clear to the end, draw anew.
+            let up = match self.drawn {
+                0 | 1 => String::new(),
+                n => format!("\x1b[{}F", n - 1),
+            };
+            write!(err, "{up}\r\x1b[J{text}")
+        } else {
+            writeln!(err, "{text}")
+        };
+        let _ = err.flush();
+        self.drawn = lines.len();
+        self.last_ns = time;
+    }
+
+    fn status_line(&mut self, time: u64, records: &[raw::Timeline]) -> String {
         let sum = |f: fn(&raw::Timeline) -> u64| records.iter().map(f).sum::<u64>();
         let (read, written) = (sum(|t| t.bytes_read), sum(|t| t.bytes_written));
-        let heap = sum(raw::Timeline::heap_live);
         let secs = (time - self.last_ns) as f64 / 1e9;
         let rate = |now: u64, then: u64| {
             format!("{}/s", human_bytes(now.saturating_sub(then) as f64 / secs))
@@ -47,7 +102,7 @@ impl Live {
             "memlens: {:7.1} s  resident {:>10}  heap {:>10}",
             (time - self.start_ns) as f64 / 1e9,
             human_bytes(sum(|t| t.rss) as f64),
-            human_bytes(heap as f64),
+            human_bytes(sum(raw::Timeline::heap_live) as f64),
         );
         if read + written > 0 {
             line += &format!(
@@ -61,22 +116,288 @@ impl Live {
             records.len(),
             if records.len() == 1 { "" } else { "es" }
         );
-        let mut err = std::io::stderr().lock();
-        let _ = if self.terminal {
-            write!(err, "\r\x1b[2K{line}")
-        } else {
-            writeln!(err, "{line}")
-        };
-        let _ = err.flush();
-        self.drawn = true;
-        self.last_ns = time;
         self.last_bytes = (read, written);
+        line
     }
 
-    /// Ends the redrawn line so the summary starts on its own.
+    /// Reads what each image published since the last update; forgets the
+    /// images that ended (their memory went with them).
+    fn follow(&mut self, images: &[Image<'_>]) {
+        self.objects
+            .retain(|key, _| images.iter().any(|i| (i.pid, i.seq) == *key));
+        for image in images {
+            let entry = match self.objects.entry((image.pid, image.seq)) {
+                Entry::Occupied(entry) => entry.into_mut(),
+                Entry::Vacant(entry) => {
+                    let Ok(file) = image.log.try_clone() else {
+                        continue;
+                    };
+                    entry.insert((LogTail::new(file), LiveObjects::new(image.sample_rate)))
+                }
+            };
+            let (tail, objects) = entry;
+            let mut events = Vec::new();
+            tail.read_new(&mut |rec| objects.take(rec, &mut events));
+            objects.apply(events);
+        }
+    }
+
+    /// The sites holding the most live memory, one line each.
+    fn top_sites(&mut self) -> Vec<String> {
+        // (kind, site) -> (bytes, blocks, estimated)
+        let mut by_site: HashMap<(&str, String), (f64, f64, bool)> = HashMap::new();
+        for (&(pid, _), (_, objects)) in &self.objects {
+            for ((kind, stack), held) in objects.by_stack() {
+                let label = match self.labels.get(&(pid, stack)) {
+                    Some(label) => label.clone(),
+                    None => {
+                        let label = objects.site(pid, stack, &mut self.symbolizer);
+                        if objects.stacks.contains_key(&stack) {
+                            self.labels.insert((pid, stack), label.clone());
+                        }
+                        label
+                    }
+                };
+                let entry = by_site.entry((kind, label)).or_default();
+                entry.0 += held.bytes;
+                entry.1 += held.blocks;
+                entry.2 |= held.estimated;
+            }
+        }
+        let mut top: Vec<_> = by_site.into_iter().filter(|(_, v)| v.0 >= 1.0).collect();
+        top.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
+        let estimated = top.iter().take(TOP_SITES).any(|(_, v)| v.2);
+        let mut lines = Vec::new();
+        if !top.is_empty() {
+            lines.push(format!(
+                "  live memory by allocation site ({}):",
+                if estimated {
+                    "~: byte-sampled allocations scaled by 1/p"
+                } else {
+                    "exact sizes"
+                }
+            ));
+        }
+        for ((kind, label), (bytes, blocks, estimated)) in top.into_iter().take(TOP_SITES) {
+            let approx = if estimated { "~" } else { " " };
+            lines.push(format!(
+                "  {approx}{:>10} {approx}{:>8.0} {:<5} {label}",
+                human_bytes(bytes),
+                blocks,
+                kind,
+            ));
+        }
+        lines
+    }
+
+    /// Ends the redrawn block so the summary starts on its own line.
     pub fn finish(&mut self) {
-        if self.terminal && self.drawn {
+        if self.terminal && self.drawn > 0 {
             eprintln!();
         }
+    }
+}
+
+/// Columns of the terminal on stderr (80 if it does not say).
+fn terminal_width() -> usize {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ fills the winsize it is given.
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    if ok && size.ws_col > 0 {
+        size.ws_col as usize
+    } else {
+        80
+    }
+}
+
+/// An event that changes what is live, kept to be applied in time order.
+enum Event {
+    Alloc(raw::Alloc),
+    Free(raw::Free),
+    Mmap(raw::Mmap),
+    Munmap(raw::Munmap),
+    Mremap(raw::Mremap),
+}
+
+impl Event {
+    fn time(&self) -> u64 {
+        match self {
+            Event::Alloc(e) => e.time,
+            Event::Free(e) => e.time,
+            Event::Mmap(e) => e.time,
+            Event::Munmap(e) => e.time,
+            Event::Mremap(e) => e.time,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Held {
+    bytes: f64,
+    blocks: f64,
+    estimated: bool,
+}
+
+/// What one process image holds now, by allocating stack.
+struct LiveObjects {
+    sample_rate: u64,
+    /// Live heap blocks: address -> (stack, estimated bytes, estimated count).
+    heap: HashMap<u64, (u64, f64, f64)>,
+    heap_by_stack: HashMap<u64, Held>,
+    maps: Mappings,
+    /// Frees seen before their block's allocation (another thread's log was
+    /// read first): address -> time, kept for one more update.
+    early_frees: HashMap<u64, (u64, bool)>,
+    stacks: HashMap<u64, Vec<u64>>,
+    modules: Vec<LoadedModule>,
+}
+
+impl LiveObjects {
+    fn new(sample_rate: u64) -> LiveObjects {
+        LiveObjects {
+            sample_rate,
+            heap: HashMap::new(),
+            heap_by_stack: HashMap::new(),
+            maps: Mappings::default(),
+            early_frees: HashMap::new(),
+            stacks: HashMap::new(),
+            modules: Vec::new(),
+        }
+    }
+
+    /// Keeps definitions; queues the events that change what is live.
+    fn take(&mut self, rec: RawRecord<'_>, events: &mut Vec<Event>) {
+        match rec.tag {
+            tag::STACK => {
+                if let Some((id, frames)) = stack_def(&rec) {
+                    self.stacks.insert(id, frames);
+                }
+            }
+            tag::MODULE => {
+                if let Some((_, module)) = module_def(&rec) {
+                    self.modules.push(module);
+                }
+            }
+            tag::ALLOC => events.extend(rec.payload().map(Event::Alloc)),
+            tag::FREE => events.extend(rec.payload().map(Event::Free)),
+            tag::MMAP => events.extend(rec.payload().map(Event::Mmap)),
+            tag::MUNMAP => events.extend(rec.payload().map(Event::Munmap)),
+            tag::MREMAP => events.extend(rec.payload().map(Event::Mremap)),
+            _ => {}
+        }
+    }
+
+    fn apply(&mut self, mut events: Vec<Event>) {
+        // Frees left over from the update before had their chance.
+        self.early_frees
+            .retain(|_, (_, fresh)| std::mem::take(fresh));
+        events.sort_by_key(Event::time);
+        for event in events {
+            match event {
+                Event::Alloc(a) => {
+                    if self.early_frees.get(&a.ptr).is_some_and(|f| f.0 >= a.time) {
+                        self.early_frees.remove(&a.ptr);
+                        continue;
+                    }
+                    let (estimated, count, bytes) = estimate(a.size, a.flags, self.sample_rate);
+                    if let Some(old) = self.heap.insert(a.ptr, (a.stack, bytes, count)) {
+                        self.release(old); // its free was not seen
+                    }
+                    let held = self.heap_by_stack.entry(a.stack).or_default();
+                    held.bytes += bytes;
+                    held.blocks += count;
+                    held.estimated |= estimated;
+                }
+                Event::Free(f) => match self.heap.remove(&f.ptr) {
+                    Some(block) => self.release(block),
+                    None => {
+                        self.early_frees.insert(f.ptr, (f.time, true));
+                    }
+                },
+                Event::Mmap(m) => {
+                    let row = Allocation {
+                        address: m.addr,
+                        usable_size: m.addr.saturating_add(page_round(m.len)) - m.addr,
+                        stack_id: m.stack,
+                        ..Default::default()
+                    };
+                    self.maps.map(row, m.time, &mut drop);
+                }
+                Event::Munmap(m) => {
+                    let end = m.addr.saturating_add(page_round(m.len));
+                    self.maps.unmap(m.addr, end, m.time, &mut drop);
+                }
+                Event::Mremap(m) => {
+                    let stack_id = self.maps.covering(m.old_addr).map_or(0, |r| r.stack_id);
+                    let old_end = m.old_addr.saturating_add(page_round(m.old_len));
+                    self.maps.unmap(m.old_addr, old_end, m.time, &mut drop);
+                    let row = Allocation {
+                        address: m.new_addr,
+                        usable_size: m.new_addr.saturating_add(page_round(m.new_len)) - m.new_addr,
+                        stack_id,
+                        ..Default::default()
+                    };
+                    self.maps.map(row, m.time, &mut drop);
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, (stack, bytes, count): (u64, f64, f64)) {
+        if let Some(held) = self.heap_by_stack.get_mut(&stack) {
+            held.bytes -= bytes;
+            held.blocks -= count;
+            if held.blocks < 0.5 {
+                self.heap_by_stack.remove(&stack);
+            }
+        }
+    }
+
+    /// Live bytes per (kind, stack): heap blocks and mappings.
+    fn by_stack(&self) -> Vec<((&'static str, u64), Held)> {
+        let mut out: Vec<_> = self
+            .heap_by_stack
+            .iter()
+            .map(|(&stack, h)| {
+                let held = Held {
+                    bytes: h.bytes,
+                    blocks: h.blocks,
+                    estimated: h.estimated,
+                };
+                (("heap", stack), held)
+            })
+            .collect();
+        let mut maps: HashMap<u64, Held> = HashMap::new();
+        for (row, left) in self.maps.live() {
+            let held = maps.entry(row.stack_id).or_default();
+            held.bytes += left as f64;
+            held.blocks += 1.0;
+        }
+        out.extend(
+            maps.into_iter()
+                .map(|(stack, held)| (("mmap", stack), held)),
+        );
+        out
+    }
+
+    /// Names the site of a stack the way the report does.
+    fn site(&self, pid: u32, stack: u64, symbolizer: &mut Symbolizer) -> String {
+        let Some(addrs) = self.stacks.get(&stack) else {
+            return if stack == 0 {
+                "(no call stack)".into()
+            } else {
+                format!("stack {stack:#x}")
+            };
+        };
+        let frames = symbolizer.stack_rows(pid, stack, addrs, &self.modules);
+        site_frame(&frames).map_or_else(
+            || "(empty call stack)".into(),
+            |f| code_label(&f.function, &f.file, f.line, &f.module),
+        )
     }
 }

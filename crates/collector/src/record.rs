@@ -131,6 +131,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// A process image being recorded: its log header, mapped read-only.
 struct Watched {
     pid: u32,
+    log: std::fs::File,
     header: memmap2::Mmap,
 }
 
@@ -585,7 +586,11 @@ impl Sampler {
             else {
                 continue;
             };
-            let w = Watched { pid, header };
+            let w = Watched {
+                pid,
+                log: file,
+                header,
+            };
             if w.header().magic == raw::MAGIC {
                 self.watched.insert(pid, (seq, w));
             }
@@ -624,7 +629,15 @@ impl Sampler {
             records.push(t);
         }
         if let Some(live) = &mut self.live {
-            live.update(time, &records);
+            let images: Vec<_> = (self.watched.values())
+                .map(|(seq, w)| crate::live::Image {
+                    pid: w.pid,
+                    seq: *seq,
+                    log: &w.log,
+                    sample_rate: w.header().settings.sample_rate,
+                })
+                .collect();
+            live.update(time, &records, &images);
         }
         for t in records {
             self.write(tag::TIMELINE, &t);

@@ -313,6 +313,42 @@ macro_rules! table {
     };
 }
 
+/// `function (file:line)`, or `function [module]` without line information:
+/// how every site and code location is named.
+pub fn code_label(function: &str, file: &str, line: u32, module: &str) -> String {
+    if file.is_empty() {
+        format!("{function} [{module}]")
+    } else {
+        let file = file.rsplit('/').next().unwrap_or(file);
+        format!("{function} ({file}:{line})")
+    }
+}
+
+/// Where a stack (innermost frame first) allocated: the first frame outside the
+/// C and C++ runtime libraries, so `operator new` and `strdup` show their caller.
+pub fn site_frame(frames: &[Frame]) -> Option<&Frame> {
+    let is_runtime = |f: &Frame| {
+        [
+            "libc.so",
+            "libstdc++.so",
+            "libgcc_s.so",
+            "ld-linux",
+            "libc++.so",
+            "libm.so",
+        ]
+        .iter()
+        .any(|m| f.module.starts_with(m))
+    };
+    // Code inlined from system headers (std::vector internals) is not the site.
+    let is_system_header =
+        |f: &Frame| f.file.starts_with("/usr/include") || f.file.starts_with("/usr/lib");
+    frames
+        .iter()
+        .find(|f| !is_runtime(f) && !is_system_header(f))
+        .or_else(|| frames.iter().find(|f| !is_runtime(f)))
+        .or(frames.first())
+}
+
 /// 1536 -> "1.5 KiB".
 pub fn human_bytes(b: f64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];

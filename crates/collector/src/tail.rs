@@ -1,0 +1,160 @@
+//! Follows a process image's raw log while the process runs: every record is
+//! handed out once, as soon as the runtime has published it.
+//!
+//! The runtime appends to one block per thread and publishes each record with a
+//! release store of the block's `used`; a thread takes a new block only after
+//! its last one is full. So a block can grow only while it is its thread's
+//! newest; once a newer one of the same thread was seen, one more read of the
+//! old block gets the rest of it and it is done.
+
+use memlens_rawlog::{self as raw, RawRecord, Records};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+#[derive(Default)]
+struct OpenBlock {
+    /// Known once the runtime has initialised the block.
+    tid: Option<u32>,
+    /// Bytes of records already handed out.
+    consumed: usize,
+}
+
+pub struct LogTail {
+    file: File,
+    /// Blocks looked at so far (the file grows a block at a time).
+    scanned: u64,
+    /// Blocks that may still grow, by index.
+    open: BTreeMap<u64, OpenBlock>,
+    /// Each thread's newest block.
+    newest: HashMap<u32, u64>,
+    buf: Vec<u8>,
+}
+
+impl LogTail {
+    pub fn new(file: File) -> LogTail {
+        LogTail {
+            file,
+            scanned: 0,
+            open: BTreeMap::new(),
+            newest: HashMap::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Calls `each` with every record published since the last call, in each
+    /// thread's order (not in time order across threads).
+    pub fn read_new(&mut self, each: &mut dyn FnMut(RawRecord<'_>)) {
+        let len = self.file.metadata().map_or(0, |m| m.len());
+        let blocks = len.saturating_sub(raw::HEADER_SIZE as u64) / raw::BLOCK_SIZE as u64;
+        for index in self.scanned..blocks {
+            self.open.insert(index, OpenBlock::default());
+        }
+        self.scanned = self.scanned.max(blocks);
+        let mut done = Vec::new();
+        for (&index, block) in &mut self.open {
+            // Decided before reading: a newer block of this thread was seen in an
+            // earlier pass, so everything of this one was published before now.
+            let finished = block
+                .tid
+                .is_some_and(|tid| self.newest.get(&tid).is_some_and(|&n| n > index));
+            let offset = raw::HEADER_SIZE as u64 + index * raw::BLOCK_SIZE as u64;
+            let mut header = [0u8; raw::BLOCK_HEADER_SIZE];
+            if self.file.read_exact_at(&mut header, offset).is_err() {
+                continue;
+            }
+            let word =
+                |i: usize| u64::from_le_bytes(header[i..i + 8].try_into().unwrap_or_default());
+            if word(0) as u32 != raw::BLOCK_MAGIC {
+                continue; // reserved, not initialised yet
+            }
+            let tid = (word(0) >> 32) as u32;
+            block.tid = Some(tid);
+            let newest = self.newest.entry(tid).or_insert(index);
+            *newest = (*newest).max(index);
+            let used = (word(8) as usize).min(raw::BLOCK_CAPACITY);
+            if used > block.consumed {
+                self.buf.resize(used - block.consumed, 0);
+                let at = offset + (raw::BLOCK_HEADER_SIZE + block.consumed) as u64;
+                if self.file.read_exact_at(&mut self.buf, at).is_err() {
+                    continue;
+                }
+                let mut records = Records::new(&self.buf);
+                records.by_ref().for_each(&mut *each);
+                if records.malformed {
+                    done.push(index); // scribbled on: nothing after it can be trusted
+                    continue;
+                }
+                block.consumed = used;
+            }
+            if finished || used == raw::BLOCK_CAPACITY {
+                done.push(index);
+            }
+        }
+        for index in done {
+            self.open.remove(&index);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memlens_rawlog::tag;
+    use std::io::{Seek, SeekFrom, Write};
+
+    /// Writes a block header with `used` bytes of `Free` records after it.
+    fn write_block(file: &mut File, index: u64, tid: u32, frees: &[u64]) {
+        let mut body = vec![0u8; raw::BLOCK_CAPACITY];
+        let mut used = 0;
+        for &ptr in frees {
+            let rec = raw::Free { time: 1, ptr };
+            // SAFETY: the buffer has BLOCK_CAPACITY - used bytes after `used`.
+            let n = unsafe {
+                raw::encode(
+                    body.as_mut_ptr().add(used),
+                    raw::BLOCK_CAPACITY - used,
+                    tag::FREE,
+                    &rec,
+                    &[],
+                )
+            }
+            .expect("fits");
+            used += n;
+        }
+        let offset = raw::HEADER_SIZE as u64 + index * raw::BLOCK_SIZE as u64;
+        file.seek(SeekFrom::Start(offset)).unwrap();
+        file.write_all(&raw::BLOCK_MAGIC.to_le_bytes()).unwrap();
+        file.write_all(&tid.to_le_bytes()).unwrap();
+        file.write_all(&(used as u64).to_le_bytes()).unwrap();
+        file.write_all(&body).unwrap();
+    }
+
+    fn read(tail: &mut LogTail) -> Vec<u64> {
+        let mut out = Vec::new();
+        tail.read_new(&mut |rec| out.extend(rec.payload::<raw::Free>().map(|f| f.ptr)));
+        out
+    }
+
+    #[test]
+    fn each_record_is_handed_out_once_as_blocks_grow() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.0.mlraw");
+        let mut file = File::create(&path).unwrap();
+        file.set_len(raw::HEADER_SIZE as u64).unwrap();
+        let mut tail = LogTail::new(File::open(&path).unwrap());
+        assert!(read(&mut tail).is_empty());
+        write_block(&mut file, 0, 7, &[1, 2]);
+        assert_eq!(read(&mut tail), [1, 2]);
+        write_block(&mut file, 0, 7, &[1, 2, 3]);
+        write_block(&mut file, 1, 8, &[10]);
+        assert_eq!(read(&mut tail), [3, 10]);
+        // Thread 7 moves on: its old block is read once more, then left alone.
+        write_block(&mut file, 0, 7, &[1, 2, 3, 4]);
+        write_block(&mut file, 2, 7, &[5]);
+        assert_eq!(read(&mut tail), [4, 5]);
+        assert_eq!(read(&mut tail), Vec::<u64>::new());
+        assert!(!tail.open.contains_key(&0));
+        assert!(tail.open.contains_key(&1) && tail.open.contains_key(&2));
+    }
+}
