@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Recording overhead on a malloc-heavy program: native vs memlens (default settings,
-# and a few variants) vs heaptrack when installed, measured in one run and reported
-# as ratios of median wall times. Usage: bash bench/malloc.sh [repeats]
+# a few variants, and --live following every block's events) vs heaptrack when
+# installed, measured in one run and reported as ratios of median wall times. Usage: bash bench/malloc.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -9,10 +9,12 @@ repeats=${1:-5}
 gcc -O2 -g bench/malloc_heavy.c -o "$out/malloc_heavy"
 
 configs=("native" "memlens record (defaults)" "memlens record --unwind fp"
-    "memlens record --sample-rate 64K" "memlens record --sample-rate 1 (every block)")
+    "memlens record --sample-rate 64K" "memlens record --sample-rate 1 (every block)"
+    "memlens record --sample-rate 1 --live")
 record="$memlens record -o $out/prof"
 cmds=("$out/malloc_heavy" "$record -- $out/malloc_heavy" "$record --unwind fp -- $out/malloc_heavy"
-    "$record --sample-rate 65536 -- $out/malloc_heavy" "$record --sample-rate 1 -- $out/malloc_heavy")
+    "$record --sample-rate 65536 -- $out/malloc_heavy" "$record --sample-rate 1 -- $out/malloc_heavy"
+    "$record --sample-rate 1 --live -- $out/malloc_heavy")
 if command -v heaptrack >/dev/null; then
     configs+=("heaptrack")
     cmds+=("heaptrack -o $out/heaptrack $out/malloc_heavy")

@@ -156,8 +156,9 @@ struct RecordArgs {
     /// Every access then takes the runtime's slow path.
     #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "sysfs", value_parser = parse_cache_spec)]
     cache_model: Option<String>,
-    /// Show resident set, live heap and exact bandwidth on stderr while the
-    /// program runs (redrawn on a terminal, one line per update otherwise).
+    /// Show resident set, live heap, exact bandwidth and the allocation sites
+    /// holding the most live memory on stderr while the program runs (redrawn
+    /// on a terminal, appended otherwise).
     #[arg(long)]
     live: bool,
     /// Sample for reuse distance: every access to one cache line in N (lines
@@ -562,8 +563,8 @@ fn record(args: RecordArgs) -> Result<i32> {
         cache_model: args.cache_model,
     };
     let outcome = memlens_collector::record(&cfg)?;
-    progress::step("writing the profile", || {
-        memlens_collector::finalize(&outcome.dir, &outcome.run, !cfg.keep_raw)
+    progress::bar("writing the profile", |progress| {
+        memlens_collector::finalize(&outcome.dir, &outcome.run, !cfg.keep_raw, progress)
     })?;
     // The summary needs no samples: do not read back what may be millions of them.
     let p =
@@ -679,7 +680,8 @@ fn finalize_if_needed(dir: &Path) -> Result<()> {
         interval_ms: 10,
         ..Default::default()
     };
-    memlens_collector::finalize(dir, &run, false)?;
+    // Inside the caller's "reading" step: no bar of its own.
+    memlens_collector::finalize(dir, &run, false, &|_, _| {})?;
     Ok(())
 }
 

@@ -52,6 +52,8 @@ struct ImageHeader {
     instrumented: bool,
     /// Threads holding a header slot when the image ended, as last published.
     live_threads: Vec<raw::ThreadTotals>,
+    /// Size of the log's blocks (the file after its header).
+    block_bytes: u64,
 }
 
 fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
@@ -60,6 +62,7 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
     if f.read_exact(&mut buf).is_err() {
         return Ok(None); // created but never sized: the process died at once
     }
+    let file_len = f.metadata().map_err(|e| Error::io(path, e))?.len();
     // SAFETY: FileHeader is plain data (integers and atomics of integers) and the
     // buffer holds HEADER_SIZE >= size_of::<FileHeader>() bytes.
     let h: FileHeader = unsafe { std::ptr::read_unaligned(buf.as_ptr() as *const FileHeader) };
@@ -92,6 +95,7 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
                 ..Default::default()
             })
             .collect(),
+        block_bytes: file_len.saturating_sub(raw::HEADER_SIZE as u64),
     }))
 }
 
@@ -267,6 +271,8 @@ pub(crate) fn module_def(rec: &RawRecord<'_>) -> Option<(u64, LoadedModule)> {
 /// The timed records of all threads of an image, merged in time order.
 struct Merged<'a> {
     window: TimeWindow,
+    /// Bytes of the log's blocks opened so far (progress).
+    blocks_started: u64,
     cursors: Vec<(u32, std::slice::Iter<'a, &'a [u8]>, Records<'a>)>,
     heads: BinaryHeap<Reverse<(u64, usize)>>,
     pending: Vec<Option<RawRecord<'a>>>,
@@ -276,6 +282,7 @@ impl<'a> Merged<'a> {
     fn new(streams: &'a [ThreadStream<'a>], window: TimeWindow) -> Self {
         let mut m = Merged {
             window,
+            blocks_started: 0,
             cursors: Vec::new(),
             heads: BinaryHeap::new(),
             pending: Vec::new(),
@@ -283,6 +290,7 @@ impl<'a> Merged<'a> {
         for s in streams {
             let mut blocks = s.blocks.iter();
             let first = Records::new(blocks.next().copied().unwrap_or(&[]));
+            m.blocks_started += raw::BLOCK_SIZE as u64;
             m.cursors.push((s.tid, blocks, first));
             m.pending.push(None);
             m.advance(m.cursors.len() - 1);
@@ -305,7 +313,10 @@ impl<'a> Merged<'a> {
                     }
                 }
                 None => match blocks.next() {
-                    Some(b) => *records = Records::new(b),
+                    Some(b) => {
+                        *records = Records::new(b);
+                        self.blocks_started += raw::BLOCK_SIZE as u64;
+                    }
                     None => return,
                 },
             }
@@ -376,6 +387,7 @@ fn build(
     merged: Merged<'_>,
     t0: u64,
     sinks: &mut Sinks,
+    progress: &dyn Fn(u64),
 ) -> Built {
     let out = &mut sinks.allocations;
     let samples = &mut sinks.samples;
@@ -403,7 +415,13 @@ fn build(
         }
         out.push(row);
     };
-    for (tid, rec) in merged {
+    let mut merged = merged;
+    let mut records = 0u64;
+    while let Some((tid, rec)) = merged.next() {
+        records += 1;
+        if records.is_multiple_of(1 << 16) {
+            progress(merged.blocks_started);
+        }
         match rec.tag {
             tag::ALLOC => {
                 let Some(a) = rec.payload::<raw::Alloc>() else {
@@ -782,7 +800,14 @@ fn raw_logs(raw_dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Writes the profile tables and meta.json from `dir/raw`. Keeps the raw logs
 /// unless `remove_raw`.
-pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
+///
+/// `progress` hears (done, total) bytes of the raw logs as their events replay.
+pub fn finalize(
+    dir: &Path,
+    run: &RunInfo,
+    remove_raw: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Meta> {
     let raw_dir = dir.join("raw");
     let mut images = Vec::new();
     for path in raw_logs(&raw_dir)? {
@@ -836,12 +861,18 @@ pub fn finalize(dir: &Path, run: &RunInfo, remove_raw: bool) -> Result<Meta> {
     // Each process's modules (its last image's), for samples of perf backends.
     let mut modules_of: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
 
+    let total: u64 = images.iter().map(|l| l.block_bytes).sum();
+    let mut replayed = 0;
     for (i, log) in images.iter().enumerate() {
         let image = ImageLog::open(&log.path)?;
         let (streams, truncated) = image.streams();
         let window = TimeWindow::of(log);
         let defs = definitions(&streams, window);
-        let built = build(log, &defs, Merged::new(&streams, window), t0, &mut sinks);
+        let merged = Merged::new(&streams, window);
+        let report = |bytes| progress(replayed + bytes, total);
+        let built = build(log, &defs, merged, t0, &mut sinks, &report);
+        replayed += log.block_bytes;
+        progress(replayed, total);
         losses.dropped_events += log.dropped;
         losses.untracked_allocs += log.untracked;
         losses.truncated_blocks += truncated + defs.malformed_blocks;

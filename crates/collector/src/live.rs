@@ -64,7 +64,9 @@ impl Live {
         }
         let mut lines = vec![self.status_line(time, records)];
         self.follow(images);
-        lines.extend(self.top_sites());
+        // Only processes with a reading now: an ended one has no memory left.
+        let alive: Vec<u32> = records.iter().map(|t| t.pid as u32).collect();
+        lines.extend(self.top_sites(&alive));
         if self.terminal {
             // A wrapped line would throw off the redraw's count of lines.
             let width = terminal_width().saturating_sub(1);
@@ -142,11 +144,14 @@ impl Live {
         }
     }
 
-    /// The sites holding the most live memory, one line each.
-    fn top_sites(&mut self) -> Vec<String> {
+    /// The sites holding the most live memory in processes `pids`, one line each.
+    fn top_sites(&mut self, pids: &[u32]) -> Vec<String> {
         // (kind, site) -> (bytes, blocks, estimated)
         let mut by_site: HashMap<(&str, String), (f64, f64, bool)> = HashMap::new();
         for (&(pid, _), (_, objects)) in &self.objects {
+            if !pids.contains(&pid) {
+                continue;
+            }
             for ((kind, stack), held) in objects.by_stack() {
                 let label = match self.labels.get(&(pid, stack)) {
                     Some(label) => label.clone(),
