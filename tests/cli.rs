@@ -482,7 +482,7 @@ fn live_view_follows_the_top_allocation_sites_as_they_change() {
     assert_ran(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     // Phase one: its six exact 4 MiB blocks, nothing of what comes later.
-    let one = live_updates(&err, "PHASE one", "PHASE two");
+    let one = live_updates(&err, "PHASE one", "END one");
     assert!(
         one.iter()
             .all(|u| site_mib(u, "site_one") == Some((24.0, false))),
@@ -493,7 +493,7 @@ fn live_view_follows_the_top_allocation_sites_as_they_change() {
         "{one:?}"
     );
     // Phase two: site one is gone; the forked child's site is listed with it.
-    let two = live_updates(&err, "PHASE two", "PHASE three");
+    let two = live_updates(&err, "PHASE two", "END two");
     assert!(
         two.iter()
             .all(|u| site_mib(u, "site_two") == Some((40.0, false))),
@@ -511,7 +511,7 @@ fn live_view_follows_the_top_allocation_sites_as_they_change() {
     );
     // Phase three: 10 MiB of 256-byte blocks, seen only through byte sampling
     // (about 640 sampled blocks: the estimate is within 25% far beyond 3 sigma).
-    let three = live_updates(&err, "PHASE three", "profile written");
+    let three = live_updates(&err, "PHASE three", "END three");
     for update in &three {
         let (mib, estimated) = site_mib(update, "small_blocks").expect("listed");
         assert!(estimated && (7.5..12.5).contains(&mib), "{update:?}");

@@ -1,5 +1,6 @@
 // Three phases `memlens record --live` must follow as they happen, each
-// announced on stderr once its memory is in place:
+// announced on stderr once its memory is in place ("PHASE x") and before it
+// changes ("END x"):
 //   one:   24 MiB in six 4 MiB blocks from site_one;
 //   two:   site_one's freed, 40 MiB from site_two, and a forked child holding
 //          16 MiB from child_site until shortly before phase three;
@@ -25,6 +26,7 @@ int main(void) {
     for (int i = 0; i < 6; i++) one[i] = site_one();
     say("PHASE one\n");
     usleep(HOLD_US);
+    say("END one\n");
 
     for (int i = 0; i < 6; i++) free(one[i]);
     for (int i = 0; i < 10; i++) two[i] = site_two();
@@ -43,12 +45,14 @@ int main(void) {
     if (read(ready[0], &c, 1) != 1) return 1;
     say("PHASE two\n");
     usleep(HOLD_US);
+    say("END two\n");
     waitpid(child, NULL, 0);
 
     for (int i = 0; i < 10; i++) free(two[i]);
     for (int i = 0; i < 40960; i++) small[i] = small_blocks();
     say("PHASE three\n");
     usleep(HOLD_US);
+    say("END three\n");
     for (int i = 0; i < 40960; i++) free(small[i]);
     return 0;
 }
