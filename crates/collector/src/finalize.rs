@@ -7,7 +7,7 @@
 //! was published, so a target that crashed or was killed still gives a profile up
 //! to that point; blocks cut short are counted as losses.
 
-use crate::mappings::{page_round, Mappings};
+use crate::mappings::Mappings;
 use crate::perf::convert::{convert_into, Streamed};
 use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
@@ -127,15 +127,12 @@ impl ImageLog {
         while off + raw::BLOCK_HEADER_SIZE <= data.len() {
             let block = &data[off..data.len().min(off + raw::BLOCK_SIZE)];
             off += raw::BLOCK_SIZE;
-            let word =
-                |i: usize| u64::from_le_bytes(block[i..i + 8].try_into().unwrap_or_default());
-            if word(0) as u32 != raw::BLOCK_MAGIC {
+            let Some((tid, used)) = raw::BlockHeader::read(block) else {
                 truncated += 1; // reserved but never initialised: the process died then
                 continue;
-            }
-            let tid = (word(0) >> 32) as u32;
+            };
             let body = &block[raw::BLOCK_HEADER_SIZE..];
-            let used = word(8) as usize;
+            let used = used as usize;
             if used > body.len() {
                 truncated += 1;
             }
@@ -487,11 +484,11 @@ fn build(
                         continue;
                     };
                     // The new mapping carries the old one's origin.
-                    let template = maps.covering(m.old_addr).cloned().unwrap_or_default();
-                    let old_end = m.old_addr.saturating_add(page_round(m.old_len));
-                    maps.unmap(m.old_addr, old_end, rel(m.time), &mut |r| {
-                        emit(r, &mut built)
-                    });
+                    let template = maps
+                        .moved(m.old_addr, m.old_len, rel(m.time), &mut |r| {
+                            emit(r, &mut built)
+                        })
+                        .unwrap_or_default();
                     (m.time, m.new_addr, m.new_len, template)
                 };
                 let row = Allocation {
@@ -500,7 +497,6 @@ fn build(
                     kind: "mmap".into(),
                     address: addr,
                     size: len,
-                    usable_size: addr.saturating_add(page_round(len)) - addr,
                     alloc_ns: rel(time),
                     free_ns: None,
                     sampled: false,
@@ -515,8 +511,7 @@ fn build(
                 let Some(m) = rec.payload::<raw::Munmap>() else {
                     continue;
                 };
-                let b = m.addr.saturating_add(page_round(m.len));
-                maps.unmap(m.addr, b, rel(m.time), &mut |r| emit(r, &mut built));
+                maps.unmap(m.addr, m.len, rel(m.time), &mut |r| emit(r, &mut built));
             }
             tag::REGION_BEGIN | tag::REGION_END => {
                 let Some(n) = rec.payload::<raw::RegionMark>() else {

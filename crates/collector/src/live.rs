@@ -7,7 +7,7 @@
 //! block is redrawn in place; otherwise each update is appended (logs, pipes).
 
 use crate::finalize::{estimate, module_def, stack_def};
-use crate::mappings::{page_round, Mappings};
+use crate::mappings::Mappings;
 use crate::symbols::{LoadedModule, Symbolizer};
 use crate::tail::LogTail;
 use memlens_profile::{code_label, human_bytes, site_frame, Allocation};
@@ -56,12 +56,14 @@ impl Live {
         }
     }
 
-    /// One tick's readings (a timeline record per traced process) and the images
-    /// being recorded.
+    /// Whether the view changes at `time` (the sampler ticks far more often).
+    pub fn due(&self, time: u64) -> bool {
+        time >= self.last_ns + EVERY_NS
+    }
+
+    /// Redraws the view from one tick's readings (a timeline record per traced
+    /// process) and the images being recorded.
     pub fn update(&mut self, time: u64, records: &[raw::Timeline], images: &[Image<'_>]) {
-        if time < self.last_ns + EVERY_NS {
-            return;
-        }
         let mut lines = vec![self.status_line(time, records)];
         self.follow(images);
         // Only processes with a reading now: an ended one has no memory left.
@@ -146,8 +148,7 @@ impl Live {
 
     /// The sites holding the most live memory in processes `pids`, one line each.
     fn top_sites(&mut self, pids: &[u32]) -> Vec<String> {
-        // (kind, site) -> (bytes, blocks, estimated)
-        let mut by_site: HashMap<(&str, String), (f64, f64, bool)> = HashMap::new();
+        let mut by_site: HashMap<(&str, String), Held> = HashMap::new();
         for (&(pid, _), (_, objects)) in &self.objects {
             if !pids.contains(&pid) {
                 continue;
@@ -163,15 +164,15 @@ impl Live {
                         label
                     }
                 };
-                let entry = by_site.entry((kind, label)).or_default();
-                entry.0 += held.bytes;
-                entry.1 += held.blocks;
-                entry.2 |= held.estimated;
+                by_site.entry((kind, label)).or_default().add(&held);
             }
         }
-        let mut top: Vec<_> = by_site.into_iter().filter(|(_, v)| v.0 >= 1.0).collect();
-        top.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
-        let estimated = top.iter().take(TOP_SITES).any(|(_, v)| v.2);
+        let mut top: Vec<_> = by_site
+            .into_iter()
+            .filter(|(_, h)| h.bytes >= 1.0)
+            .collect();
+        top.sort_by(|a, b| b.1.bytes.total_cmp(&a.1.bytes).then_with(|| a.0.cmp(&b.0)));
+        let estimated = top.iter().take(TOP_SITES).any(|(_, h)| h.estimated);
         let mut lines = Vec::new();
         if !top.is_empty() {
             lines.push(format!(
@@ -183,12 +184,12 @@ impl Live {
                 }
             ));
         }
-        for ((kind, label), (bytes, blocks, estimated)) in top.into_iter().take(TOP_SITES) {
-            let approx = if estimated { "~" } else { " " };
+        for ((kind, label), held) in top.into_iter().take(TOP_SITES) {
+            let approx = if held.estimated { "~" } else { " " };
             lines.push(format!(
                 "  {approx}{:>10} {approx}{:>8.0} {:<5} {label}",
-                human_bytes(bytes),
-                blocks,
+                human_bytes(held.bytes),
+                held.blocks,
                 kind,
             ));
         }
@@ -220,6 +221,16 @@ fn terminal_width() -> usize {
     }
 }
 
+/// A mapping of `size` bytes at `address` made by `stack`.
+fn mapping(address: u64, size: u64, stack_id: u64) -> Allocation {
+    Allocation {
+        address,
+        size,
+        stack_id,
+        ..Default::default()
+    }
+}
+
 /// An event that changes what is live, kept to be applied in time order.
 enum Event {
     Alloc(raw::Alloc),
@@ -241,11 +252,21 @@ impl Event {
     }
 }
 
-#[derive(Default)]
+/// Live memory of a stack or a site: bytes and blocks (estimated when some
+/// of them stand for byte-sampled allocations).
+#[derive(Clone, Default)]
 struct Held {
     bytes: f64,
     blocks: f64,
     estimated: bool,
+}
+
+impl Held {
+    fn add(&mut self, other: &Held) {
+        self.bytes += other.bytes;
+        self.blocks += other.blocks;
+        self.estimated |= other.estimated;
+    }
 }
 
 /// What one process image holds now, by allocating stack.
@@ -313,10 +334,12 @@ impl LiveObjects {
                     if let Some(old) = self.heap.insert(a.ptr, (a.stack, bytes, count)) {
                         self.release(old); // its free was not seen
                     }
-                    let held = self.heap_by_stack.entry(a.stack).or_default();
-                    held.bytes += bytes;
-                    held.blocks += count;
-                    held.estimated |= estimated;
+                    let block = Held {
+                        bytes,
+                        blocks: count,
+                        estimated,
+                    };
+                    self.heap_by_stack.entry(a.stack).or_default().add(&block);
                 }
                 Event::Free(f) => match self.heap.remove(&f.ptr) {
                     Some(block) => self.release(block),
@@ -325,28 +348,14 @@ impl LiveObjects {
                     }
                 },
                 Event::Mmap(m) => {
-                    let row = Allocation {
-                        address: m.addr,
-                        usable_size: m.addr.saturating_add(page_round(m.len)) - m.addr,
-                        stack_id: m.stack,
-                        ..Default::default()
-                    };
+                    let row = mapping(m.addr, m.len, m.stack);
                     self.maps.map(row, m.time, &mut drop);
                 }
-                Event::Munmap(m) => {
-                    let end = m.addr.saturating_add(page_round(m.len));
-                    self.maps.unmap(m.addr, end, m.time, &mut drop);
-                }
+                Event::Munmap(m) => self.maps.unmap(m.addr, m.len, m.time, &mut drop),
                 Event::Mremap(m) => {
-                    let stack_id = self.maps.covering(m.old_addr).map_or(0, |r| r.stack_id);
-                    let old_end = m.old_addr.saturating_add(page_round(m.old_len));
-                    self.maps.unmap(m.old_addr, old_end, m.time, &mut drop);
-                    let row = Allocation {
-                        address: m.new_addr,
-                        usable_size: m.new_addr.saturating_add(page_round(m.new_len)) - m.new_addr,
-                        stack_id,
-                        ..Default::default()
-                    };
+                    let origin = self.maps.moved(m.old_addr, m.old_len, m.time, &mut drop);
+                    let stack = origin.map_or(0, |r| r.stack_id);
+                    let row = mapping(m.new_addr, m.new_len, stack);
                     self.maps.map(row, m.time, &mut drop);
                 }
             }
@@ -368,14 +377,7 @@ impl LiveObjects {
         let mut out: Vec<_> = self
             .heap_by_stack
             .iter()
-            .map(|(&stack, h)| {
-                let held = Held {
-                    bytes: h.bytes,
-                    blocks: h.blocks,
-                    estimated: h.estimated,
-                };
-                (("heap", stack), held)
-            })
+            .map(|(&stack, held)| (("heap", stack), held.clone()))
             .collect();
         let mut maps: HashMap<u64, Held> = HashMap::new();
         for (row, left) in self.maps.live() {

@@ -14,19 +14,35 @@ pub struct Mappings {
 }
 
 impl Mappings {
-    /// Adds the mapping `row` (its `address` and `usable_size`, whole pages); what
-    /// it replaces (MAP_FIXED) is unmapped at time `t`.
-    pub fn map(&mut self, row: Allocation, t: u64, closed: &mut dyn FnMut(Allocation)) {
-        let (start, end) = (row.address, row.address.saturating_add(row.usable_size));
-        self.unmap(start, end, t, closed);
+    /// Adds the mapping `row` of `row.size` bytes at `row.address`; it covers
+    /// whole pages, its `usable_size`. What it replaces (MAP_FIXED) is unmapped
+    /// at time `t`.
+    pub fn map(&mut self, mut row: Allocation, t: u64, closed: &mut dyn FnMut(Allocation)) {
+        let (start, end) = (row.address, page_end(row.address, row.size));
+        row.usable_size = end - start;
+        self.unmap_range(start, end, t, closed);
         let id = self.next_id;
         self.next_id += 1;
         self.segments.insert(start, (end, id));
         self.live.insert(id, (row, end - start));
     }
 
-    /// The mapping that holds `addr` (what an mremap moves carries its origin).
-    pub fn covering(&self, addr: u64) -> Option<&Allocation> {
+    /// What an mremap moves away from `len` bytes at `addr`: the row of the
+    /// mapping there (the new mapping's origin), the old range unmapped at `t`.
+    pub fn moved(
+        &mut self,
+        addr: u64,
+        len: u64,
+        t: u64,
+        closed: &mut dyn FnMut(Allocation),
+    ) -> Option<Allocation> {
+        let origin = self.covering(addr).cloned();
+        self.unmap(addr, len, t, closed);
+        origin
+    }
+
+    /// The mapping that holds `addr`.
+    fn covering(&self, addr: u64) -> Option<&Allocation> {
         self.segments
             .range(..=addr)
             .next_back()
@@ -35,9 +51,13 @@ impl Mappings {
             .map(|(row, _)| row)
     }
 
-    /// Removes [a, b); a mapping with no byte left is closed at time `t` and
-    /// handed to `closed`.
-    pub fn unmap(&mut self, a: u64, b: u64, t: u64, closed: &mut dyn FnMut(Allocation)) {
+    /// Removes the pages of `len` bytes at `addr`; a mapping with no byte left
+    /// is closed at time `t` and handed to `closed`.
+    pub fn unmap(&mut self, addr: u64, len: u64, t: u64, closed: &mut dyn FnMut(Allocation)) {
+        self.unmap_range(addr, page_end(addr, len), t, closed);
+    }
+
+    fn unmap_range(&mut self, a: u64, b: u64, t: u64, closed: &mut dyn FnMut(Allocation)) {
         // Segments are disjoint and sorted: walking down from `b`, the overlapping
         // ones come first and the first one ending at or before `a` ends the search.
         let overlapping: Vec<u64> = self
@@ -80,19 +100,20 @@ impl Mappings {
     }
 }
 
-/// Length rounded up to whole pages (saturating: lengths come from the log).
-pub fn page_round(len: u64) -> u64 {
-    len.checked_next_multiple_of(4096).unwrap_or(!4095)
+/// The end of `len` bytes at `addr` rounded up to whole pages, saturating at
+/// the top of the address space (lengths come from the log).
+fn page_end(addr: u64, len: u64) -> u64 {
+    addr.saturating_add(len.checked_next_multiple_of(4096).unwrap_or(!4095))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn mapping(address: u64, len: u64) -> Allocation {
+    fn mapping(address: u64, size: u64) -> Allocation {
         Allocation {
             address,
-            usable_size: len,
+            size,
             ..Default::default()
         }
     }
@@ -102,8 +123,9 @@ mod tests {
         let mut maps = Mappings::default();
         let mut closed = Vec::new();
         maps.map(mapping(0x10000, 0x10000), 0, &mut |r| closed.push(r));
-        maps.map(mapping(0x30000, 0x2000), 0, &mut |r| closed.push(r));
-        maps.unmap(0x14000, 0x18000, 10, &mut |r| closed.push(r)); // a hole
+        // Two pages: mappings cover whole pages.
+        maps.map(mapping(0x30000, 0x1801), 0, &mut |r| closed.push(r));
+        maps.unmap(0x14000, 0x4000, 10, &mut |r| closed.push(r)); // a hole
         assert!(closed.is_empty());
         assert_eq!(maps.covering(0x12000).map(|r| r.address), Some(0x10000));
         assert!(maps.covering(0x15000).is_none());
@@ -116,7 +138,7 @@ mod tests {
         maps.unmap(0x0, 0x31000, 20, &mut |r| closed.push(r)); // rest of 0, half of 1
         assert_eq!(closed.len(), 1);
         assert_eq!(closed[0].free_ns, Some(20));
-        maps.unmap(0x31000, 0x40000, 30, &mut |r| closed.push(r));
+        maps.unmap(0x31000, 0xf000, 30, &mut |r| closed.push(r));
         assert_eq!((closed[1].address, closed[1].free_ns), (0x30000, Some(30)));
         assert_eq!(maps.live().count(), 0);
     }

@@ -628,7 +628,7 @@ impl Sampler {
             }
             records.push(t);
         }
-        if let Some(live) = &mut self.live {
+        if let Some(live) = self.live.as_mut().filter(|live| live.due(time)) {
             let images: Vec<_> = (self.watched.values())
                 .map(|(seq, w)| crate::live::Image {
                     pid: w.pid,

@@ -63,16 +63,13 @@ impl LogTail {
             if self.file.read_exact_at(&mut header, offset).is_err() {
                 continue;
             }
-            let word =
-                |i: usize| u64::from_le_bytes(header[i..i + 8].try_into().unwrap_or_default());
-            if word(0) as u32 != raw::BLOCK_MAGIC {
+            let Some((tid, used)) = raw::BlockHeader::read(&header) else {
                 continue; // reserved, not initialised yet
-            }
-            let tid = (word(0) >> 32) as u32;
+            };
             block.tid = Some(tid);
             let newest = self.newest.entry(tid).or_insert(index);
             *newest = (*newest).max(index);
-            let used = (word(8) as usize).min(raw::BLOCK_CAPACITY);
+            let used = (used as usize).min(raw::BLOCK_CAPACITY);
             if used > block.consumed {
                 self.buf.resize(used - block.consumed, 0);
                 let at = offset + (raw::BLOCK_HEADER_SIZE + block.consumed) as u64;

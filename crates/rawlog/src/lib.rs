@@ -165,6 +165,17 @@ pub struct BlockHeader {
 }
 
 pub const BLOCK_HEADER_SIZE: usize = size_of::<BlockHeader>();
+
+impl BlockHeader {
+    /// A block's thread and bytes of published records, from the first
+    /// [`BLOCK_HEADER_SIZE`] bytes of the block as read from the file; `None`
+    /// while the runtime has not initialised it (or the bytes are too few).
+    pub fn read(bytes: &[u8]) -> Option<(u32, u64)> {
+        let word = |i: usize| Some(u64::from_le_bytes(bytes.get(i..i + 8)?.try_into().ok()?));
+        let (first, used) = (word(0)?, word(8)?);
+        (first as u32 == BLOCK_MAGIC).then_some(((first >> 32) as u32, used))
+    }
+}
 pub const BLOCK_CAPACITY: usize = BLOCK_SIZE - BLOCK_HEADER_SIZE;
 
 #[repr(C)]
