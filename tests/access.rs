@@ -1221,6 +1221,20 @@ fn live_view_prints_capacity_and_exact_bandwidth_while_the_program_runs() {
     }
 }
 
+/// `memlens sql DIR QUERY` that must fail: its one-line error (exit status 2).
+fn sql_error(p: &std::path::Path, query: &str) -> String {
+    let out = Command::new(memlens())
+        .arg("sql")
+        .arg(p)
+        .arg(query)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
 /// `memlens sql DIR QUERY --format json`: the result rows.
 fn sql_json(p: &std::path::Path, query: &str) -> Vec<serde_json::Value> {
     let out = Command::new(memlens())
@@ -1290,16 +1304,9 @@ fn sql_over_the_profile_gives_the_reports_numbers() {
     );
 
     // A mistake gets one line that says how to see the tables.
-    let out = Command::new(memlens())
-        .arg("sql")
-        .arg(&p)
-        .arg("SELECT * FROM no_such_table")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
+    let err = sql_error(&p, "SELECT * FROM no_such_table");
     assert!(
-        err.contains("no_such_table") && err.contains("SHOW TABLES") && err.lines().count() == 1,
+        err.contains("no_such_table") && err.contains("SHOW TABLES"),
         "{err}"
     );
 }
@@ -1366,16 +1373,9 @@ fn export_writes_tables_and_query_results_readable_back() {
 
     // A damaged table file is named, with its fix.
     std::fs::write(p.join("regions.parquet"), b"not parquet at all").unwrap();
-    let out = Command::new(memlens())
-        .args(["sql"])
-        .arg(&p)
-        .arg("SELECT count(*) FROM samples")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
+    let err = sql_error(&p, "SELECT count(*) FROM samples");
     assert!(
-        err.contains("regions.parquet: not a readable Parquet table") && err.lines().count() == 1,
+        err.contains("regions.parquet: not a readable Parquet table"),
         "{err}"
     );
 }
