@@ -231,3 +231,13 @@ pub fn memlens_cc(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
     assert!(st.success(), "memlens cc {source}");
     app
 }
+
+/// `memlens report --format json VIEW... DIR`.
+pub fn report_view(p: &Path, view: &[&str]) -> Output {
+    Command::new(memlens())
+        .args(["report", "--format", "json"])
+        .args(view)
+        .arg(p)
+        .output()
+        .unwrap()
+}
