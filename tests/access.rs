@@ -1183,22 +1183,6 @@ fn sql_error(p: &std::path::Path, query: &str) -> String {
     err
 }
 
-/// `memlens sql DIR QUERY --format json`: the result rows.
-fn sql_json(p: &std::path::Path, query: &str) -> Vec<serde_json::Value> {
-    let out = Command::new(memlens())
-        .args(["sql", "--format", "json"])
-        .arg(p)
-        .arg(query)
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    serde_json::from_slice::<serde_json::Value>(&out.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 #[test]
 fn sql_over_the_profile_gives_the_reports_numbers() {
     let (_dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);

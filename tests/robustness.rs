@@ -64,6 +64,54 @@ fn dlopen_dlclose() {
     assert!(site["site"]["file"].as_str().unwrap().ends_with("plugin.c"));
 }
 
+/// Every allocation's stack in code built without frame pointers is whole:
+/// through a shared library and back, libc, alloca and large frames, a signal
+/// handler, a thread and a recursion, each down to where its stack starts.
+#[test]
+fn dwarf_stacks_are_whole_without_frame_pointers() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let out = record(&p, &["--sample-rate", "1"], &[&program("call_stacks")]);
+    assert_ran(&out);
+    let rows = sql_json(
+        &p,
+        "SELECT a.size, string_agg(s.function, ' < ' ORDER BY s.depth) AS chain \
+         FROM allocations a JOIN stacks s ON a.pid = s.pid AND a.stack_id = s.stack_id \
+         WHERE a.size BETWEEN 1001 AND 1008 GROUP BY a.size ORDER BY a.size",
+    );
+    let chain = |size: u64| -> String {
+        let row = rows.iter().find(|r| r["size"] == size);
+        let row = row.unwrap_or_else(|| panic!("no block of {size} bytes in {rows:?}"));
+        row["chain"].as_str().unwrap().to_owned()
+    };
+    let from_main = |size: u64, callers: &str| {
+        let c = chain(size);
+        let whole = format!("leaf < {callers} < main < ");
+        assert!(c.starts_with(&whole), "{size}: {c}");
+        assert!(c.ends_with("< _start"), "{size}: {c}");
+    };
+    from_main(1001, "chain_c < chain_b < chain_a");
+    from_main(1002, "from_lib < lib_inner < lib_outer");
+    from_main(1003, "with_alloca < with_alloca");
+    from_main(1004, "big_frame");
+    from_main(1008, &["recurse"; 21].join(" < "));
+    // Through libc's own frames (qsort, the signal return) to the caller.
+    for (size, inner, outer) in [
+        (1005, "compare", "sort_and_allocate < main"),
+        (1006, "on_signal", "raise < main"),
+    ] {
+        let c = chain(size);
+        assert!(c.starts_with(&format!("leaf < {inner} < ")), "{size}: {c}");
+        assert!(
+            c.contains(&format!(" < {outer} < ")) && c.ends_with("< _start"),
+            "{size}: {c}"
+        );
+    }
+    let thread = chain(1007);
+    assert!(thread.starts_with("leaf < thread_main < "), "{thread}");
+    assert!(!thread.split(" < ").any(|f| f == "main"), "{thread}");
+}
+
 #[test]
 fn longjmp_out_of_allocating_frames() {
     same_behaviour(&[&program("torture"), "longjmp"]);

@@ -66,6 +66,32 @@ pub fn programs() -> &'static Path {
             "-o",
             &o("libplugin.so"),
         ]);
+        // Code a frame-pointer walk cannot follow: stacks come from DWARF.
+        let no_frame_pointers = [
+            "gcc",
+            "-O2",
+            "-g",
+            "-fomit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+        ];
+        cc(&[
+            &no_frame_pointers[..],
+            &["-fPIC", "-shared", &s("call_stacks_lib.c")],
+            &["-o", &o("libcall_stacks_lib.so")],
+        ]
+        .concat());
+        cc(&[
+            &no_frame_pointers[..],
+            &[&s("call_stacks.c"), "-o", &o("call_stacks")],
+            &[
+                "-L",
+                &o(""),
+                "-lcall_stacks_lib",
+                "-Wl,-rpath,$ORIGIN",
+                "-lpthread",
+            ],
+        ]
+        .concat());
         cc(&["gcc", "-O1", &s("spin.c"), "-o", &o("spin"), "-lpthread"]);
         cc(&[
             "gcc",
@@ -139,6 +165,22 @@ pub fn plot(kind: &str, profile: &Path, image: &Path) -> Output {
         .arg(image)
         .output()
         .unwrap()
+}
+
+/// `memlens sql DIR QUERY --format json`: the result rows.
+pub fn sql_json(p: &Path, query: &str) -> Vec<serde_json::Value> {
+    let out = Command::new(memlens())
+        .args(["sql", "--format", "json"])
+        .arg(p)
+        .arg(query)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// The element of a JSON array whose `name` is `name`.

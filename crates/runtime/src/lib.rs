@@ -300,11 +300,7 @@ fn record_exit(st: &mut ThreadState, status: i32) {
 #[no_mangle]
 pub unsafe extern "C" fn exit(status: c_int) -> ! {
     EXIT_STATUS.store(status & 0xff, Ordering::Relaxed);
-    let mut real = REAL_EXIT.load(Ordering::Acquire);
-    if real == 0 {
-        real = libc::dlsym(libc::RTLD_NEXT, c"exit".as_ptr()) as u64;
-        REAL_EXIT.store(real, Ordering::Release);
-    }
+    let real = next_definition(&REAL_EXIT, c"exit");
     if real != 0 {
         let f: extern "C" fn(c_int) -> ! = core::mem::transmute(real as usize);
         f(status);
@@ -332,6 +328,34 @@ pub unsafe extern "C" fn _exit(status: c_int) -> ! {
 #[no_mangle]
 pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
     _exit(status)
+}
+
+/// The definition of `name` that this runtime interposes, looked up once.
+unsafe fn next_definition(cache: &AtomicU64, name: &CStr) -> u64 {
+    let mut real = cache.load(Ordering::Acquire);
+    if real == 0 {
+        real = libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as u64;
+        cache.store(real, Ordering::Release);
+    }
+    real
+}
+
+static REAL_DLCLOSE: AtomicU64 = AtomicU64::new(0);
+
+/// Unloading a library ends what the unwinder learnt about its code.
+///
+/// # Safety
+/// C `dlclose` contract.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    let real = next_definition(&REAL_DLCLOSE, c"dlclose");
+    if real == 0 {
+        return -1;
+    }
+    let f: unsafe extern "C" fn(*mut c_void) -> c_int = core::mem::transmute(real as usize);
+    let r = f(handle);
+    unwind::forget_unloaded_code();
+    r
 }
 
 /// Records the loaded objects through the calling thread's writer.

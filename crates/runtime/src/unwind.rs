@@ -1,6 +1,10 @@
 //! Call stacks of allocations: frame pointers with validated reads (cheap, but
-//! stops at the first function built without them), or libgcc's DWARF unwinder
-//! (`_Unwind_Backtrace`: complete, slower). Frames inside the runtime are skipped.
+//! stops at the first function built without them), or DWARF unwind information
+//! (complete: cached rules on x86_64, libgcc's `_Unwind_Backtrace` elsewhere and
+//! for what the cached rules do not describe). Frames inside the runtime are skipped.
+
+#[cfg(target_arch = "x86_64")]
+mod rules;
 
 use crate::thread::ThreadState;
 use core::ffi::c_void;
@@ -28,10 +32,19 @@ fn is_self(ip: u64) -> bool {
 #[inline(never)]
 pub fn capture(st: &ThreadState, method: u32, out: &mut [u64]) -> usize {
     match method {
+        #[cfg(target_arch = "x86_64")]
+        UNWIND_DWARF => rules::capture(st, out).unwrap_or_else(|| dwarf(out)),
+        #[cfg(not(target_arch = "x86_64"))]
         UNWIND_DWARF => dwarf(out),
         UNWIND_FP => frame_pointers(st, out),
         _ => 0,
     }
+}
+
+/// Code was unloaded: what was learnt about its frames no longer holds.
+pub fn forget_unloaded_code() {
+    #[cfg(target_arch = "x86_64")]
+    rules::forget();
 }
 
 #[inline(always)]
