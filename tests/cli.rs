@@ -162,12 +162,15 @@ fn mpirun() -> Command {
     c
 }
 
-/// Each rank's own (rank + 1) MiB block, by rank.
+/// Each rank's own (rank + 1) MiB block, by rank. Recorded exactly: a sampled
+/// small block (rank 0's stdout buffer, allocated inside printf) can be named
+/// after main too.
 fn rank_blocks(r: &serde_json::Value) -> Vec<(u64, f64)> {
     let procs = r["summary"]["processes"].as_array().unwrap();
     let mut out: Vec<(u64, f64)> = objects(r, "objects_by_allocated")
         .into_iter()
         .filter(|o| o["site"]["function"] == "main" && o["kind"] == "heap")
+        .filter(|o| o["provenance"] == "measured")
         .map(|o| {
             let rank = procs.iter().find(|p| p["pid"] == o["pid"]).unwrap()["rank"]
                 .as_u64()
