@@ -52,6 +52,43 @@ fn fork_without_exec_and_fork_exec_get_their_own_parts() {
     assert_ne!(child_obj["pid"], parent);
 }
 
+/// Without address randomization an exec'd image of the same program has the same
+/// stacks at the same addresses under the same pid: each stack is listed once, so
+/// a join of blocks and stacks counts every block once.
+#[test]
+fn reexec_without_address_randomization_lists_each_stack_once() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let args = [
+        "setarch",
+        "x86_64",
+        "-R",
+        &program("torture"),
+        "reexec",
+        "2",
+    ];
+    let out = record(&p, &[], &args);
+    assert_ran(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "image 2\nimage 1\nimage 0\n"
+    );
+    let repeated = sql_json(
+        &p,
+        "SELECT pid, stack_id, depth FROM stacks GROUP BY pid, stack_id, depth HAVING count(*) > 1",
+    );
+    assert!(repeated.is_empty(), "{repeated:?}");
+    let blocks = sql_json(
+        &p,
+        "SELECT count(DISTINCT a.pid) AS pids, count(*) AS n, count(DISTINCT a.stack_id) AS stacks \
+         FROM allocations a JOIN stacks s ON a.pid = s.pid AND a.stack_id = s.stack_id \
+         WHERE a.size = 1048576 AND s.depth = 0",
+    );
+    assert_eq!(blocks[0]["pids"], 1, "{blocks:?}");
+    assert_eq!(blocks[0]["n"], 3, "{blocks:?}");
+    assert_eq!(blocks[0]["stacks"], 1, "{blocks:?}");
+}
+
 #[test]
 fn dlopen_dlclose() {
     let lib = program("libplugin.so");

@@ -188,6 +188,20 @@ static void allocate_some(void) {
     fflush(stdout);
 }
 
+/* ---- exec of the program in the same process: one pid, several images */
+static int reexec(const char *self, int times) {
+    char *p = malloc(1 << 20); /* one recorded block per image, same call stack */
+    memset(p, 4, 1 << 20);
+    sink = p;
+    printf("image %d\n", times);
+    fflush(stdout);
+    if (times == 0) return 0;
+    char left[16];
+    snprintf(left, sizeof left, "%d", times - 1);
+    execl(self, self, "reexec", left, (char *)NULL);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *m = argv[1];
@@ -198,6 +212,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "signals")) return signals();
     if (!strcmp(m, "bigstatic")) return bigstatic();
     if (!strcmp(m, "arena")) return arena();
+    if (!strcmp(m, "reexec")) return reexec(argv[0], atoi(argv[2]));
     if (!strcmp(m, "exit")) exit(atoi(argv[2]));
     if (!strcmp(m, "_exit")) _exit(atoi(argv[2]));
     if (!strcmp(m, "abort")) abort();

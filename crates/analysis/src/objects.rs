@@ -2,8 +2,8 @@
 //! and static variables, each with its size, peak, counts and lifetime.
 
 use crate::{Profile, Site};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
@@ -113,12 +113,13 @@ impl Objects {
 
 pub fn data_objects(p: &Profile) -> Objects {
     let mut of_allocation = Vec::with_capacity(p.allocations.len());
-    let mut index: HashMap<(u32, ObjectKind, String, u64), usize> = HashMap::new();
+    let mut index: FxHashMap<(u32, ObjectKind, String, u64), usize> = FxHashMap::default();
     let mut objects: Vec<DataObject> = Vec::new();
     let mut events: Vec<Vec<(u64, f64)>> = Vec::new();
     for a in &p.allocations {
         let key = key_of(a);
-        let i = *index.entry(key.clone()).or_insert_with(|| {
+        let found = index.get(&key).copied();
+        let i = found.unwrap_or_else(|| {
             let site = p
                 .stacks
                 .get(&(a.pid, a.stack_id))
@@ -146,6 +147,7 @@ pub fn data_objects(p: &Profile) -> Objects {
                 stack_id: a.stack_id,
             });
             events.push(Vec::new());
+            index.insert(key, objects.len() - 1);
             objects.len() - 1
         });
         of_allocation.push(i);

@@ -17,8 +17,9 @@ use memlens_profile::{
     TableWriter, TagRange, ThreadRow, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, FileHeader, RawRecord, Records};
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -397,11 +398,13 @@ fn build(
             .unwrap_or_else(|| format!("#{id:x}"))
     };
     let mut built = Built::default();
-    let mut live_heap: HashMap<u64, Allocation> = HashMap::new();
+    // Hashed with Fx: millions of blocks pass through when every block is
+    // recorded, and the row order of still-live blocks stays the same run to run.
+    let mut live_heap: FxHashMap<u64, Allocation> = FxHashMap::default();
     let mut maps = Mappings::default();
     let mut open_regions: HashMap<u32, Vec<usize>> = HashMap::new();
     let mut region_start: HashMap<usize, [u64; raw::COUNTS]> = HashMap::new();
-    let mut open_stacks: HashMap<u32, Allocation> = HashMap::new();
+    let mut open_stacks: FxHashMap<u32, Allocation> = FxHashMap::default();
     // Per thread: (start, end) and its totals (final, or as last published).
     let mut thread_times: BTreeMap<u32, (Option<u64>, Option<u64>)> = BTreeMap::new();
     let mut final_totals: BTreeMap<u32, (raw::ThreadTotals, bool)> = BTreeMap::new();
@@ -844,6 +847,7 @@ pub fn finalize(
         .map(|t| timeline_point(t, t0))
         .collect();
     let mut frames = Vec::new();
+    let (mut listed, mut listed_pcs) = (HashSet::new(), HashSet::new());
     let mut modules_rows = Vec::new();
     let mut statics = Vec::new();
     let mut processes = Vec::new();
@@ -874,16 +878,20 @@ pub fn finalize(
         losses.decode_errors += defs.damaged_records;
         losses.unmatched_frees += built.unmatched_frees;
         let modules: Vec<LoadedModule> = defs.modules.iter().map(|(_, m)| m.clone()).collect();
+        // An exec keeps the pid: without address randomization its images share
+        // stack ids and code addresses, which are listed once per process.
         for &id in &built.stack_ids {
-            if let Some(addrs) = defs.stacks.get(&id) {
+            if let (Some(addrs), true) = (defs.stacks.get(&id), listed.insert((log.pid, id))) {
                 frames.extend(symbolizer.stack_rows(log.pid, id, addrs, &modules));
             }
         }
         for &pc in &built.pcs {
-            locations.push(symbolizer.location(log.pid, pc, &modules, true));
+            if listed_pcs.insert((log.pid, pc)) {
+                locations.push(symbolizer.location(log.pid, pc, &modules, true));
+            }
         }
         modules_of.insert(log.pid, modules.clone());
-        let mut seen_paths = std::collections::HashSet::new();
+        let mut seen_paths = HashSet::new();
         for (time, m) in &defs.modules {
             modules_rows.push(profile::Module {
                 pid: log.pid,
