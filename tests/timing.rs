@@ -11,8 +11,9 @@ use memlens_profile::Region;
 fn the_period_of_an_unannotated_loop_is_found_and_a_loop_free_run_has_none() {
     // fold_phases with 64 Ki doubles an array: ~110 us iterations. Told to
     // ignore the annotation, the report finds the period from the samples
-    // alone; it must be within 5% of the median spacing of the annotated
-    // iterations' starts (measured: 0.7%).
+    // alone; it must be within 10% of the median spacing of the annotated
+    // iterations' starts (measured: 0.7% mostly, 6.1% in one clean-clone CI
+    // run on this VM; a harmonic or a wrong period is off by 30% or more).
     let dir = tempdir();
     let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2", "-DN=65536"]);
     let p = dir.path().join("loop");
@@ -33,7 +34,7 @@ fn the_period_of_an_unannotated_loop_is_found_and_a_loop_free_run_has_none() {
     let median = spacing[spacing.len() / 2] as f64;
     let period = f["mean_ns"].as_f64().unwrap();
     assert!(
-        (period / median - 1.0).abs() < 0.05,
+        (period / median - 1.0).abs() < 0.10,
         "{period} ns vs {median} ns"
     );
 
