@@ -13,7 +13,7 @@ fn the_period_of_an_unannotated_loop_is_found_and_a_loop_free_run_has_none() {
     // ignore the annotation, the report finds the period from the samples
     // alone; it must be within 10% of the median spacing of the annotated
     // iterations' starts (measured: 0.7% mostly, 6.1% in one clean-clone CI
-    // run on this VM; a harmonic or a wrong period is off by 30% or more).
+    // run on this VM; a harmonic, half or twice the period, is off by 50% or more).
     let dir = tempdir();
     let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2", "-DN=65536"]);
     let p = dir.path().join("loop");
