@@ -200,8 +200,11 @@ enum BackendArg {
 enum Unwinder {
     /// Frame pointers, validated against the thread's stack (fast).
     Fp,
-    /// DWARF call-frame information through libgcc (complete, slower).
+    /// DWARF call-frame information, each return address's rule cached (complete).
     Dwarf,
+    /// DWARF through libgcc's unwinder alone (complete, slower): to compare with,
+    /// or if the cached rules misread a program.
+    Libgcc,
     /// No call stacks.
     None,
 }
@@ -538,6 +541,7 @@ fn record(args: RecordArgs) -> Result<i32> {
             match u {
                 Unwinder::Fp => "fp",
                 Unwinder::Dwarf => "dwarf",
+                Unwinder::Libgcc => "libgcc",
                 Unwinder::None => "none",
             }
             .to_string()

@@ -101,21 +101,29 @@ fn dlopen_dlclose() {
     assert!(site["site"]["file"].as_str().unwrap().ends_with("plugin.c"));
 }
 
-/// Every allocation's stack in code built without frame pointers is whole:
-/// through a shared library and back, libc, alloca and large frames, a signal
-/// handler, a thread and a recursion, each down to where its stack starts.
-#[test]
-fn dwarf_stacks_are_whole_without_frame_pointers() {
+/// Each test block of call_stacks (sizes 1001 to 1008) with its stack's
+/// functions, innermost first, recorded with `unwind`.
+fn call_stack_chains(unwind: &str) -> Vec<serde_json::Value> {
     let dir = tempdir();
     let p = dir.path().join("p");
-    let out = record(&p, &["--sample-rate", "1"], &[&program("call_stacks")]);
-    assert_ran(&out);
-    let rows = sql_json(
+    let flags = ["--sample-rate", "1", "--unwind", unwind];
+    assert_ran(&record(&p, &flags, &[&program("call_stacks")]));
+    sql_json(
         &p,
         "SELECT a.size, string_agg(s.function, ' < ' ORDER BY s.depth) AS chain \
          FROM allocations a JOIN stacks s ON a.pid = s.pid AND a.stack_id = s.stack_id \
          WHERE a.size BETWEEN 1001 AND 1008 GROUP BY a.size ORDER BY a.size",
-    );
+    )
+}
+
+/// Every allocation's stack in code built without frame pointers is whole:
+/// through a shared library and back, libc, alloca and large frames, a signal
+/// handler, a thread and a recursion, each down to where its stack starts; and
+/// the cached rules give libgcc's stacks.
+#[test]
+fn dwarf_stacks_are_whole_without_frame_pointers() {
+    let rows = call_stack_chains("dwarf");
+    assert_eq!(rows, call_stack_chains("libgcc"));
     let chain = |size: u64| -> String {
         let row = rows.iter().find(|r| r["size"] == size);
         let row = row.unwrap_or_else(|| panic!("no block of {size} bytes in {rows:?}"));

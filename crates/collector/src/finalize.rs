@@ -993,6 +993,7 @@ pub fn finalize(
             unwinder: match settings.unwinder {
                 1 => "dwarf",
                 2 => "none",
+                3 => "dwarf-libgcc",
                 _ => "frame-pointers",
             }
             .into(),

@@ -93,7 +93,8 @@ pub struct RuntimeSettings {
     /// Mean bytes between two sampled allocations below `min_size` (0: none sampled).
     pub sample_rate: u64,
     pub max_frames: u32,
-    /// 0 frame pointers, 1 DWARF (libgcc unwinder), 2 none.
+    /// 0 frame pointers, 1 DWARF (cached rules, libgcc for the rest), 2 none,
+    /// 3 DWARF through libgcc alone.
     pub unwinder: u32,
     /// One access sample per this many accesses of a class (instrumented code).
     pub access_period: u64,

@@ -174,6 +174,7 @@ unsafe fn configure() -> bool {
     match env(c"MEMLENS_UNWIND") {
         Some(b"fp") => s.unwinder = unwind::UNWIND_FP,
         Some(b"none") => s.unwinder = unwind::UNWIND_NONE,
+        Some(b"libgcc") => s.unwinder = unwind::UNWIND_LIBGCC,
         _ => {}
     }
     if let Some(v) = env(c"MEMLENS_PERIOD").and_then(raw::parse_size) {
