@@ -125,9 +125,9 @@ pub fn capture(st: &ThreadState, out: &mut [u64]) -> Option<usize> {
     };
     // The runtime's frames keep frame pointers: walk them to the first caller
     // outside it, whose registers are then known (rsp above the return address,
-    // rbp as the runtime's frame saved it).
-    // This frame's own return address is in the runtime, or the chain is not
-    // what it seems (a runtime built without frame pointers): libgcc then.
+    // rbp as the runtime's frame saved it). This frame returns into the runtime,
+    // or the chain is not what it seems (a runtime built without frame
+    // pointers): libgcc then.
     let mut fp = lo;
     if !super::is_self(read(fp + 8)?) {
         return None;
