@@ -990,13 +990,10 @@ pub fn finalize(
             interval_ms: run.interval_ms,
             min_size: settings.min_size,
             sample_rate: settings.sample_rate,
-            unwinder: match settings.unwinder {
-                1 => "dwarf",
-                2 => "none",
-                3 => "dwarf-libgcc",
-                _ => "frame-pointers",
-            }
-            .into(),
+            unwinder: raw::unwinder::NAMES
+                .get(settings.unwinder as usize)
+                .unwrap_or(&"frame-pointers")
+                .to_string(),
             max_frames: settings.max_frames,
             cache_model: run.cache_model.clone().unwrap_or_default(),
             access_period: perf.as_ref().map_or(settings.access_period, |p| p.period),

@@ -93,8 +93,7 @@ pub struct RuntimeSettings {
     /// Mean bytes between two sampled allocations below `min_size` (0: none sampled).
     pub sample_rate: u64,
     pub max_frames: u32,
-    /// 0 frame pointers, 1 DWARF (cached rules, libgcc for the rest), 2 none,
-    /// 3 DWARF through libgcc alone.
+    /// One of [`unwinder`]'s codes.
     pub unwinder: u32,
     /// One access sample per this many accesses of a class (instrumented code).
     pub access_period: u64,
@@ -226,6 +225,19 @@ pub mod alloc_kind {
     pub const VALLOC: u8 = 4;
     pub const MMAP: u8 = 5;
     pub const NAMES: [&str; 6] = ["malloc", "calloc", "realloc", "memalign", "valloc", "mmap"];
+}
+
+/// How the runtime takes call stacks (`RuntimeSettings::unwinder`).
+pub mod unwinder {
+    /// Frame pointers, each read checked against the thread's stack.
+    pub const FP: u32 = 0;
+    /// DWARF: cached rules, libgcc for the stacks they do not describe.
+    pub const DWARF: u32 = 1;
+    pub const NONE: u32 = 2;
+    /// DWARF through libgcc alone.
+    pub const LIBGCC: u32 = 3;
+    /// The profile's name of each code.
+    pub const NAMES: [&str; 4] = ["frame-pointers", "dwarf", "none", "dwarf-libgcc"];
 }
 
 /// Why an allocation carries an event.

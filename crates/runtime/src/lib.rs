@@ -64,7 +64,7 @@ static mut SETTINGS: RuntimeSettings = RuntimeSettings {
     min_size: DEFAULT_MIN_SIZE,
     sample_rate: DEFAULT_SAMPLE_RATE,
     max_frames: 64,
-    unwinder: unwind::UNWIND_DWARF,
+    unwinder: raw::unwinder::DWARF,
     access_period: DEFAULT_ACCESS_PERIOD,
     access_filter: 3,
     _pad: 0,
@@ -172,9 +172,9 @@ unsafe fn configure() -> bool {
         s.max_frames = v.clamp(1, raw::MAX_FRAMES as u64) as u32;
     }
     match env(c"MEMLENS_UNWIND") {
-        Some(b"fp") => s.unwinder = unwind::UNWIND_FP,
-        Some(b"none") => s.unwinder = unwind::UNWIND_NONE,
-        Some(b"libgcc") => s.unwinder = unwind::UNWIND_LIBGCC,
+        Some(b"fp") => s.unwinder = raw::unwinder::FP,
+        Some(b"none") => s.unwinder = raw::unwinder::NONE,
+        Some(b"libgcc") => s.unwinder = raw::unwinder::LIBGCC,
         _ => {}
     }
     if let Some(v) = env(c"MEMLENS_PERIOD").and_then(raw::parse_size) {

@@ -9,12 +9,7 @@ mod rules;
 use crate::thread::ThreadState;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU64, Ordering};
-
-pub const UNWIND_FP: u32 = 0;
-pub const UNWIND_DWARF: u32 = 1;
-pub const UNWIND_NONE: u32 = 2;
-/// DWARF through libgcc alone: what the cached rules are measured against.
-pub const UNWIND_LIBGCC: u32 = 3;
+use memlens_rawlog::unwinder;
 
 /// Address range of the runtime's own code.
 static SELF_START: AtomicU64 = AtomicU64::new(0);
@@ -35,11 +30,11 @@ fn is_self(ip: u64) -> bool {
 pub fn capture(st: &ThreadState, method: u32, out: &mut [u64]) -> usize {
     match method {
         #[cfg(target_arch = "x86_64")]
-        UNWIND_DWARF => rules::capture(st, out).unwrap_or_else(|| dwarf(out)),
+        unwinder::DWARF => rules::capture(st, out).unwrap_or_else(|| dwarf(out)),
         #[cfg(not(target_arch = "x86_64"))]
-        UNWIND_DWARF => dwarf(out),
-        UNWIND_LIBGCC => dwarf(out),
-        UNWIND_FP => frame_pointers(st, out),
+        unwinder::DWARF => dwarf(out),
+        unwinder::LIBGCC => dwarf(out),
+        unwinder::FP => frame_pointers(st, out),
         _ => 0,
     }
 }
