@@ -881,7 +881,10 @@ pub fn finalize(
         // An exec keeps the pid: without address randomization its images share
         // stack ids and code addresses, which are listed once per process.
         for &id in &built.stack_ids {
-            if let (Some(addrs), true) = (defs.stacks.get(&id), listed.insert((log.pid, id))) {
+            let Some(addrs) = defs.stacks.get(&id) else {
+                continue;
+            };
+            if listed.insert((log.pid, id)) {
                 frames.extend(symbolizer.stack_rows(log.pid, id, addrs, &modules));
             }
         }
