@@ -298,3 +298,83 @@ fn sampled_small_blocks_estimate_the_true_count() {
         "estimated {est} for {truth}"
     );
 }
+
+#[test]
+fn thread_asking_for_its_own_stack_first_does_not_hang() {
+    // glibc's pthread_getattr_np reallocs while it holds the thread's lock.
+    let r = same_behaviour(&[&program("torture"), "getattr"]);
+    assert_eq!(r["thread_stacks"]["threads"], 2);
+}
+
+#[test]
+fn program_closing_every_descriptor_keeps_its_files_and_the_log() {
+    // The program closes descriptors 3..1023, opens its own file, puts it under
+    // numbers 900..1023 as well, then allocates 2000 recorded blocks.
+    let dir = tempdir();
+    let own = dir.path().join("own.txt");
+    let own = own.to_str().unwrap();
+    let r = same_behaviour(&[&program("torture"), "closefds", own]);
+    assert_eq!(std::fs::read(own).unwrap(), b"hello\n");
+    let site = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["site"]["function"] == "closefds")
+        .expect("blocks allocated after the descriptors were closed");
+    assert_eq!(site["allocations"].as_f64().unwrap(), 2000.0);
+    assert_eq!(r["losses"]["log_lost"], 0);
+    assert_eq!(r["losses"]["dropped_events"], 0);
+}
+
+/// Debian's jemalloc, tcmalloc and mimalloc (`.ci/run` installs them).
+const ALLOCATORS: [&str; 3] = [
+    "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+    "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2",
+];
+
+#[test]
+fn preloaded_allocators_keep_working_and_their_heap_is_counted() {
+    for lib in ALLOCATORS {
+        assert!(
+            std::path::Path::new(lib).exists(),
+            "{lib} missing: run .ci/run"
+        );
+        let env = [("LD_PRELOAD", lib)];
+        for mode in ["threads", "forks"] {
+            same_behaviour_with(&env, &[&program("torture"), mode]);
+        }
+        same_behaviour_with(&env, &[&program("exceptions")]);
+        // 100 blocks of 100000 bytes held for 200 ms: the peak live heap is
+        // their usable sizes (each allocator rounds up to its size classes).
+        let r = same_behaviour_with(&env, &[&program("torture"), "hold"]);
+        let peak = r["peak"]["heap_bytes"].as_f64().unwrap();
+        assert!(
+            (10.0e6..12.0e6).contains(&peak),
+            "{lib}: peak live heap {peak}"
+        );
+        let site = objects(&r, "objects_by_allocated")
+            .into_iter()
+            .find(|o| o["site"]["function"] == "hold")
+            .unwrap_or_else(|| panic!("{lib}: held blocks recorded"));
+        assert_eq!(site["allocations"].as_f64().unwrap(), 100.0, "{lib}");
+        assert_eq!(site["leaked_bytes"].as_f64().unwrap(), 0.0, "{lib}");
+        assert_eq!(r["losses"]["heap_not_hooked"], 0, "{lib}");
+    }
+}
+
+#[test]
+fn allocator_placed_before_the_runtime_is_reported() {
+    // Transparent mode with jemalloc first in LD_PRELOAD: malloc never reaches
+    // the runtime, and the report must say so rather than show an empty heap.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let preload = format!("{}:{}", ALLOCATORS[0], runtime().display());
+    let out = output_within(
+        std::process::Command::new(program("torture"))
+            .arg("hold")
+            .env("LD_PRELOAD", preload)
+            .env("MEMLENS_DIR", &p),
+    );
+    assert_ran(&out);
+    let r = report_json(&p);
+    assert_eq!(r["losses"]["heap_not_hooked"], 1);
+}

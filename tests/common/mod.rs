@@ -136,24 +136,77 @@ pub fn tempdir() -> tempfile::TempDir {
 }
 
 pub fn run_native(args: &[&str]) -> Output {
-    Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("program runs")
+    run_native_with(&[], args)
+}
+
+/// Runs the program with extra environment variables.
+pub fn run_native_with(env: &[(&str, &str)], args: &[&str]) -> Output {
+    output_within(
+        Command::new(args[0])
+            .args(&args[1..])
+            .envs(env.iter().copied()),
+    )
 }
 
 /// `memlens record -o DIR -- args`; returns the memlens process output.
 pub fn record(dir: &Path, extra: &[&str], args: &[&str]) -> Output {
-    Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .arg("record")
-        .arg("-o")
-        .arg(dir)
-        .args(extra)
-        .arg("--")
-        .args(args)
-        .output()
-        .expect("memlens runs")
+    record_with(&[], dir, extra, args)
+}
+
+/// `record` with extra environment variables for memlens and the program.
+pub fn record_with(env: &[(&str, &str)], dir: &Path, extra: &[&str], args: &[&str]) -> Output {
+    output_within(
+        Command::new(memlens())
+            .env("MEMLENS_RUNTIME", runtime())
+            .envs(env.iter().copied())
+            .arg("record")
+            .arg("-o")
+            .arg(dir)
+            .args(extra)
+            .arg("--")
+            .args(args),
+    )
+}
+
+/// A command's output; a command still running after two minutes has hung:
+/// its whole process group is killed and the test fails saying so.
+pub fn output_within(cmd: &mut Command) -> Output {
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let child = cmd
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("command runs");
+    let pgid = child.id() as i32;
+    let done = Arc::new(AtomicBool::new(false));
+    let hung = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let (done, hung) = (done.clone(), hung.clone());
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while !done.load(Ordering::Relaxed) {
+                if std::time::Instant::now() > deadline {
+                    hung.store(true, Ordering::Relaxed);
+                    // SAFETY: signal to the process group this test started.
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })
+    };
+    let out = child.wait_with_output().expect("command runs");
+    done.store(true, Ordering::Relaxed);
+    watchdog.join().unwrap();
+    assert!(
+        !hung.load(Ordering::Relaxed),
+        "{cmd:?} hung: killed after 120 s; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// `memlens plot KIND PROFILE -o IMAGE`.
@@ -207,10 +260,15 @@ pub fn report_json(dir: &Path) -> serde_json::Value {
 /// Runs natively and under memlens; asserts the program's stdout and exit status
 /// are the same; returns the report.
 pub fn same_behaviour(args: &[&str]) -> serde_json::Value {
-    let native = run_native(args);
+    same_behaviour_with(&[], args)
+}
+
+/// `same_behaviour` with extra environment variables in both runs.
+pub fn same_behaviour_with(env: &[(&str, &str)], args: &[&str]) -> serde_json::Value {
+    let native = run_native_with(env, args);
     let dir = tempdir();
     let profile = dir.path().join("p");
-    let traced = record(&profile, &[], args);
+    let traced = record_with(env, &profile, &[], args);
     assert_eq!(
         String::from_utf8_lossy(&native.stdout),
         String::from_utf8_lossy(&traced.stdout),

@@ -3,6 +3,7 @@
  * memlens. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -202,6 +204,65 @@ static int reexec(const char *self, int times) {
     return 1;
 }
 
+/* ---- a thread whose first allocating call is pthread_getattr_np, which
+ * reallocs while it holds the thread's lock (Rust's std, JVMs and GCs do it) */
+static void *ask_stack(void *arg) {
+    pthread_attr_t attr;
+    void *addr;
+    size_t size = 0;
+    (void)arg;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getstack(&attr, &addr, &size);
+        pthread_attr_destroy(&attr);
+    }
+    return (void *)(long)(size > 0);
+}
+
+static int getattr(void) {
+    pthread_t t;
+    void *ok;
+    pthread_create(&t, NULL, ask_stack, NULL);
+    pthread_join(t, &ok);
+    printf("stack known %d\n", (int)(long)ok);
+    return 0;
+}
+
+/* ---- a daemon-like program: closes every descriptor, opens its own file,
+ * puts it under many high numbers too, then allocates; its file must hold
+ * exactly what it wrote */
+static int closefds(const char *path) {
+    for (int fd = 3; fd < 1024; fd++) close(fd);
+    int own = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (write(own, "hello\n", 6) != 6) return 1;
+    for (int fd = 900; fd < 1024; fd++) dup2(own, fd);
+    for (int i = 0; i < 2000; i++) {
+        char *p = malloc(100000);
+        p[0] = 1;
+        sink = p;
+        free(p);
+    }
+    for (int fd = 900; fd < 1024; fd++) close(fd);
+    close(own);
+    struct stat st;
+    stat(path, &st);
+    printf("own file %ld bytes, fd %d\n", (long)st.st_size, own);
+    return 0;
+}
+
+/* ---- a known live heap: 100 blocks of 100000 bytes held for 200 ms */
+static int hold(void) {
+    char *blocks[100];
+    for (int i = 0; i < 100; i++) {
+        blocks[i] = malloc(100000);
+        memset(blocks[i], i, 100000);
+    }
+    usleep(200000);
+    for (int i = 0; i < 100; i++) free(blocks[i]);
+    usleep(50000);
+    printf("held 10000000 bytes\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *m = argv[1];
@@ -212,6 +273,9 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "signals")) return signals();
     if (!strcmp(m, "bigstatic")) return bigstatic();
     if (!strcmp(m, "arena")) return arena();
+    if (!strcmp(m, "getattr")) return getattr();
+    if (!strcmp(m, "closefds")) return closefds(argv[2]);
+    if (!strcmp(m, "hold")) return hold();
     if (!strcmp(m, "reexec")) return reexec(argv[0], atoi(argv[2]));
     if (!strcmp(m, "exit")) exit(atoi(argv[2]));
     if (!strcmp(m, "_exit")) _exit(atoi(argv[2]));

@@ -49,6 +49,8 @@ struct ImageHeader {
     settings: raw::RuntimeSettings,
     dropped: u64,
     untracked: u64,
+    /// Bits of `memlens_rawlog::fault`.
+    faults: u32,
     /// Instrumented code ran in this image (access counts and samples exist).
     instrumented: bool,
     /// Threads holding a header slot when the image ended, as last published.
@@ -80,6 +82,7 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
         settings: h.settings,
         dropped: h.dropped_events.into_inner(),
         untracked: h.untracked_allocs.into_inner(),
+        faults: h.faults.into_inner(),
         instrumented: h.instrumented.into_inner() != 0,
         live_threads: h
             .slots
@@ -874,6 +877,11 @@ pub fn finalize(
         progress(replayed, total);
         losses.dropped_events += log.dropped;
         losses.untracked_allocs += log.untracked;
+        let fault = |bit| u64::from(log.faults & bit != 0);
+        losses.heap_not_hooked += fault(raw::fault::HEAP_NOT_HOOKED);
+        losses.heap_sizes_unknown += fault(raw::fault::HEAP_SIZES_UNKNOWN);
+        losses.log_lost += fault(raw::fault::LOG_LOST);
+        losses.disk_full += fault(raw::fault::DISK_FULL);
         losses.truncated_blocks += truncated + defs.malformed_blocks;
         losses.decode_errors += defs.damaged_records;
         losses.unmatched_frees += built.unmatched_frees;

@@ -438,7 +438,7 @@ pub(crate) fn exit_status(p: &Process) -> String {
 }
 
 /// Every kind of loss with its count, as the reports list them.
-pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 11] {
+pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 15] {
     [
         ("events dropped (log full)", l.dropped_events),
         ("tracked blocks not followed", l.untracked_allocs),
@@ -451,6 +451,22 @@ pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 11] {
         ("AUX chunks partial", l.aux_partial),
         ("AUX chunks with collisions", l.aux_collisions),
         ("undecodable bytes or records", l.decode_errors),
+        (
+            "processes whose heap was not seen (put memlens' runtime first in LD_PRELOAD)",
+            l.heap_not_hooked,
+        ),
+        (
+            "processes whose allocator cannot tell block sizes (live heap not counted)",
+            l.heap_sizes_unknown,
+        ),
+        (
+            "processes that closed the log's descriptor (later events lost)",
+            l.log_lost,
+        ),
+        (
+            "processes whose log met a full disk (later events lost)",
+            l.disk_full,
+        ),
     ]
 }
 

@@ -110,11 +110,24 @@ pub struct Losses {
     /// malformed samples).
     #[serde(default)]
     pub decode_errors: u64,
+    /// Processes whose malloc and free went to another allocator placed before
+    /// the runtime in LD_PRELOAD: their heap was not seen.
+    #[serde(default)]
+    pub heap_not_hooked: u64,
+    /// Processes whose allocator cannot tell block sizes: live heap not counted.
+    #[serde(default)]
+    pub heap_sizes_unknown: u64,
+    /// Processes that closed the log's descriptor for good: later events lost.
+    #[serde(default)]
+    pub log_lost: u64,
+    /// Processes whose log stopped at a full disk: later events lost.
+    #[serde(default)]
+    pub disk_full: u64,
 }
 
 impl Losses {
     /// Every count, in field order (for adding and totalling them).
-    fn counts_mut(&mut self) -> [&mut u64; 11] {
+    fn counts_mut(&mut self) -> [&mut u64; 15] {
         [
             &mut self.dropped_events,
             &mut self.untracked_allocs,
@@ -127,6 +140,10 @@ impl Losses {
             &mut self.aux_partial,
             &mut self.aux_collisions,
             &mut self.decode_errors,
+            &mut self.heap_not_hooked,
+            &mut self.heap_sizes_unknown,
+            &mut self.log_lost,
+            &mut self.disk_full,
         ]
     }
 

@@ -150,7 +150,9 @@ pub struct FileHeader {
     pub retired_access: AccessCounters,
     /// Set once instrumented code made its first access callback.
     pub instrumented: AtomicU32,
-    pub _pad2: u32,
+    /// What went wrong in this process that makes parts of its log incomplete:
+    /// bits of [`fault`].
+    pub faults: AtomicU32,
     pub slots: [ThreadSlot; THREAD_SLOTS],
 }
 
@@ -217,6 +219,22 @@ pub mod tag {
 }
 
 /// How an allocation was made.
+/// Bits of [`FileHeader::faults`]: each makes a part of the log incomplete, and
+/// each is reported as a loss.
+pub mod fault {
+    /// Another allocator came before the runtime in symbol lookup: malloc and
+    /// free of this process were not seen.
+    pub const HEAP_NOT_HOOKED: u32 = 1;
+    /// The allocator in use cannot tell a block's size (no malloc_usable_size of
+    /// its own): the live heap was not counted.
+    pub const HEAP_SIZES_UNKNOWN: u32 = 2;
+    /// The program closed or replaced the log's descriptor and it could not be
+    /// reopened: later events were dropped.
+    pub const LOG_LOST: u32 = 4;
+    /// The file system refused a log block: later events were dropped.
+    pub const DISK_FULL: u32 = 8;
+}
+
 pub mod alloc_kind {
     pub const MALLOC: u8 = 0;
     pub const CALLOC: u8 = 1;

@@ -11,6 +11,7 @@
 //! ones, and those inside a group carry an event with time and call stack.
 
 mod access;
+mod allocator;
 mod log;
 mod model;
 mod modules;
@@ -24,36 +25,6 @@ use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, RuntimeSettings};
 use thread::ThreadState;
-
-extern "C" {
-    fn __libc_malloc(size: usize) -> *mut c_void;
-    fn __libc_calloc(n: usize, size: usize) -> *mut c_void;
-    fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void;
-    fn __libc_free(p: *mut c_void);
-    fn __libc_memalign(align: usize, size: usize) -> *mut c_void;
-    fn __libc_valloc(size: usize) -> *mut c_void;
-    fn __libc_pvalloc(size: usize) -> *mut c_void;
-}
-
-/// The usable size of a glibc heap block, read from its chunk header as glibc's
-/// own `malloc_usable_size` does, minus that function's call and its check of the
-/// next chunk (a second cache line): this runs on every malloc and free.
-///
-/// # Safety
-/// `p` is a live block returned by glibc's allocator.
-#[inline(always)]
-unsafe fn malloc_usable_size(p: *mut c_void) -> usize {
-    const IS_MMAPPED: usize = 0x2;
-    const FLAG_BITS: usize = 0x7;
-    let size_field = *(p as *const usize).sub(1);
-    let chunk = size_field & !FLAG_BITS;
-    // Header overhead: one size word for heap chunks, two for mmapped ones.
-    if size_field & IS_MMAPPED != 0 {
-        chunk - 2 * core::mem::size_of::<usize>()
-    } else {
-        chunk - core::mem::size_of::<usize>()
-    }
-}
 
 const UNINIT: u8 = 0;
 const READY: u8 = 1;
@@ -143,6 +114,7 @@ extern "C" fn init() {
             set_errno(saved_errno);
             return;
         }
+        allocator::resolve();
         thread::init_key();
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
         if !open_log(libc::getppid() as u32) {
@@ -151,6 +123,7 @@ extern "C" fn init() {
             return;
         }
         STATE.store(READY, Ordering::Release);
+        record_allocator_faults();
         record_modules_from_here();
         if OWN_SAMPLER {
             sampler::start(INTERVAL_MS);
@@ -259,6 +232,20 @@ unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
         && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
 }
 
+/// Says in the log when the heap cannot be followed: another allocator comes
+/// before the runtime in symbol lookup (its malloc is not ours), or the one in
+/// use cannot tell block sizes.
+fn record_allocator_faults() {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
+    if allocator::object_of(first) != allocator::object_of(init as *const () as usize) {
+        log::set_fault(raw::fault::HEAP_NOT_HOOKED);
+    }
+    if !allocator::sizes_known() {
+        log::set_fault(raw::fault::HEAP_SIZES_UNKNOWN);
+    }
+}
+
 unsafe fn open_log(ppid: u32) -> bool {
     let dir = &(&*core::ptr::addr_of!(DIR))[..DIR_LEN];
     log::open(dir, sys::getpid(), ppid, mpi_rank(), *settings())
@@ -359,6 +346,40 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     r
 }
 
+static REAL_GETATTR: AtomicU64 = AtomicU64::new(0);
+
+/// glibc's `pthread_getattr_np`, which the runtime asks for a thread's stack.
+pub(crate) unsafe fn real_pthread_getattr_np(
+    thread: libc::pthread_t,
+    attr: *mut libc::pthread_attr_t,
+) -> c_int {
+    let real = next_definition(&REAL_GETATTR, c"pthread_getattr_np");
+    if real == 0 {
+        return libc::ENOSYS;
+    }
+    let f: unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int =
+        core::mem::transmute(real as usize);
+    f(thread, attr)
+}
+
+/// glibc's `pthread_getattr_np` reallocs while it holds the thread's lock; were
+/// that realloc the thread's first event, making the thread's state would ask
+/// for the stack again and wait on that lock forever. So the state is made
+/// first, here, before the lock is taken.
+///
+/// # Safety
+/// C `pthread_getattr_np` contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getattr_np(
+    thread: libc::pthread_t,
+    attr: *mut libc::pthread_attr_t,
+) -> c_int {
+    if let Some(st) = enter() {
+        leave(st);
+    }
+    real_pthread_getattr_np(thread, attr)
+}
+
 /// Records the loaded objects through the calling thread's writer.
 fn record_modules_from_here() {
     if let Some(st) = enter() {
@@ -406,6 +427,7 @@ extern "C" fn fork_child() {
         st.access_counters = core::ptr::null();
     }
     with_orphan(|w| w.release());
+    log::close_inherited();
     for s in STACK_SEEN.iter().chain(STRING_SEEN.iter()) {
         s.store(0, Ordering::Relaxed);
     }
@@ -418,6 +440,7 @@ extern "C" fn fork_child() {
             return;
         }
     }
+    record_allocator_faults();
     // The child starts with the parent's heap: carry the live total over.
     if let (Some(h), Some((ab, fb, ac, fc))) = (log::header(), inherited) {
         h.retired.alloc_bytes.store(ab, Ordering::Relaxed);
@@ -609,8 +632,7 @@ fn intern(st: &mut ThreadState, name: *const c_char) -> u64 {
 /// or grouped. `force` records it regardless (a realloc of a recorded block).
 #[inline(always)]
 fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force: bool) {
-    // SAFETY: ptr was just returned by glibc's allocator.
-    let usable = unsafe { malloc_usable_size(ptr) } as u64;
+    let usable = allocator::usable_size(ptr) as u64;
     count(st, usable, 0);
     let size = size as u64;
     let s = settings();
@@ -676,8 +698,7 @@ fn record_alloc(
 /// Accounts for a block about to be freed; true if it carried an event.
 #[inline(always)]
 fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
-    // SAFETY: ptr is a live block of glibc's allocator (the caller frees it next).
-    let usable = unsafe { malloc_usable_size(ptr) } as u64;
+    let usable = allocator::usable_size(ptr) as u64;
     count(st, 0, usable);
     let p = ptr as u64;
     if track::maybe_tracked(p) && track::remove(p) {
@@ -692,8 +713,7 @@ fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
 }
 
 fn on_free_dead(ptr: *mut c_void) {
-    // SAFETY: as in on_free.
-    let usable = unsafe { malloc_usable_size(ptr) } as u64;
+    let usable = allocator::usable_size(ptr) as u64;
     count_dead(0, usable);
     let p = ptr as u64;
     if track::maybe_tracked(p) && track::remove(p) {
@@ -713,8 +733,7 @@ fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *
     let Some(st) = enter() else {
         let p = alloc();
         if !p.is_null() && is_dead_thread() {
-            // SAFETY: fresh block.
-            count_dead(unsafe { malloc_usable_size(p) } as u64, 0);
+            count_dead(allocator::usable_size(p) as u64, 0);
         }
         return p;
     };
@@ -732,7 +751,7 @@ fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::MALLOC, || __libc_malloc(size))
+    hooked_alloc(size, alloc_kind::MALLOC, || allocator::malloc(size))
 }
 
 /// # Safety
@@ -740,7 +759,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     hooked_alloc(n.saturating_mul(size), alloc_kind::CALLOC, || {
-        __libc_calloc(n, size)
+        allocator::calloc(n, size)
     })
 }
 
@@ -754,14 +773,14 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     match enter() {
         Some(st) => {
             on_free(st, p);
-            __libc_free(p);
+            allocator::free(p);
             leave(st);
         }
         None => {
             if is_dead_thread() {
                 on_free_dead(p);
             }
-            __libc_free(p);
+            allocator::free(p);
         }
     }
 }
@@ -771,29 +790,29 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[no_mangle]
 pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if p.is_null() {
-        return hooked_alloc(size, alloc_kind::REALLOC, || __libc_realloc(p, size));
+        return hooked_alloc(size, alloc_kind::REALLOC, || allocator::realloc(p, size));
     }
     let Some(st) = enter() else {
         if !is_dead_thread() {
-            return __libc_realloc(p, size);
+            return allocator::realloc(p, size);
         }
-        let old = malloc_usable_size(p) as u64;
-        let q = __libc_realloc(p, size);
+        let old = allocator::usable_size(p) as u64;
+        let q = allocator::realloc(p, size);
         if !q.is_null() || size == 0 {
             count_dead(
                 if q.is_null() {
                     0
                 } else {
-                    malloc_usable_size(q) as u64
+                    allocator::usable_size(q) as u64
                 },
                 old,
             );
         }
         return q;
     };
-    let old_usable = malloc_usable_size(p) as u64;
+    let old_usable = allocator::usable_size(p) as u64;
     let was_tracked = track::maybe_tracked(p as u64) && track::remove(p as u64);
-    let q = __libc_realloc(p, size);
+    let q = allocator::realloc(p, size);
     if q.is_null() && size != 0 {
         // Failed: the old block is untouched.
         if was_tracked {
@@ -834,45 +853,50 @@ pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> 
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
-    if !align.is_power_of_two() || !align.is_multiple_of(core::mem::size_of::<*mut c_void>()) {
-        return libc::EINVAL;
-    }
     let saved = errno();
-    let p = hooked_alloc(size, alloc_kind::MEMALIGN, || __libc_memalign(align, size));
+    let mut code = 0;
+    let p = hooked_alloc(size, alloc_kind::MEMALIGN, || {
+        let mut p = core::ptr::null_mut();
+        code = allocator::posix_memalign(&mut p, align, size);
+        p
+    });
     set_errno(saved);
-    if p.is_null() {
-        return libc::ENOMEM;
+    if code == 0 {
+        *out = p;
     }
-    *out = p;
-    0
+    code
 }
 
 /// # Safety
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::MEMALIGN, || __libc_memalign(align, size))
+    hooked_alloc(size, alloc_kind::MEMALIGN, || {
+        allocator::aligned_alloc(align, size)
+    })
 }
 
 /// # Safety
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::MEMALIGN, || __libc_memalign(align, size))
+    hooked_alloc(size, alloc_kind::MEMALIGN, || {
+        allocator::memalign(align, size)
+    })
 }
 
 /// # Safety
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::VALLOC, || __libc_valloc(size))
+    hooked_alloc(size, alloc_kind::VALLOC, || allocator::valloc(size))
 }
 
 /// # Safety
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::VALLOC, || __libc_pvalloc(size))
+    hooked_alloc(size, alloc_kind::VALLOC, || allocator::pvalloc(size))
 }
 
 // ---------------------------------------------------------------- mappings

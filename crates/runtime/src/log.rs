@@ -2,17 +2,33 @@
 
 use crate::sys;
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use memlens_rawlog::{self as raw, BlockHeader, FileHeader};
 
 static LOG_FD: AtomicI32 = AtomicI32::new(-1);
+/// The log file's identity and path: the program may close the descriptor (or
+/// put its own file under that number), so it is checked before each use and
+/// reopened by path if it is no longer the log.
+static LOG_DEV: AtomicU64 = AtomicU64::new(0);
+static LOG_INO: AtomicU64 = AtomicU64::new(0);
+static mut LOG_PATH: [u8; PATH_MAX] = [0; PATH_MAX];
+static REOPEN_LOCK: sys::SpinLock = sys::SpinLock::new();
+const PATH_MAX: usize = 4200;
 static HEADER: AtomicPtr<FileHeader> = AtomicPtr::new(core::ptr::null_mut());
-/// Set once the disk refused a block: later events are counted as dropped.
+/// Set once no block can be had (the disk refused one, or the log is gone):
+/// later events are counted as dropped.
 static LOG_FULL: AtomicBool = AtomicBool::new(false);
 
 pub fn header() -> Option<&'static FileHeader> {
     // SAFETY: set once to a mapping that is never unmapped.
     unsafe { HEADER.load(Ordering::Acquire).as_ref() }
+}
+
+/// Marks a fault of this process's log (bits of `memlens_rawlog::fault`).
+pub fn set_fault(bit: u32) {
+    if let Some(h) = header() {
+        h.faults.fetch_or(bit, Ordering::Relaxed);
+    }
 }
 
 pub fn count_dropped() {
@@ -33,10 +49,10 @@ pub unsafe fn open(
     rank: i32,
     settings: raw::RuntimeSettings,
 ) -> bool {
-    let mut path = [0u8; 4200];
+    let path = &mut *core::ptr::addr_of_mut!(LOG_PATH);
     let mut seq = 0u32;
     let fd = loop {
-        let Some(len) = format_path(&mut path, dir, pid, seq) else {
+        let Some(len) = format_path(path, dir, pid, seq) else {
             return false;
         };
         path[len] = 0;
@@ -53,12 +69,14 @@ pub unsafe fn open(
         }
         seq += 1;
     };
-    if libc::fallocate(fd, 0, 0, raw::HEADER_SIZE as i64) != 0
-        && libc::ftruncate(fd, raw::HEADER_SIZE as i64) != 0
-    {
+    let fd = move_high(fd);
+    let mut st: libc::stat = core::mem::zeroed();
+    if !reserve(fd, 0, raw::HEADER_SIZE) || libc::fstat(fd, &mut st) != 0 {
         libc::close(fd);
         return false;
     }
+    LOG_DEV.store(st.st_dev, Ordering::Relaxed);
+    LOG_INO.store(st.st_ino, Ordering::Relaxed);
     let p = sys::mmap(
         core::ptr::null_mut(),
         raw::HEADER_SIZE,
@@ -87,6 +105,109 @@ pub unsafe fn open(
     HEADER.store(h, Ordering::Release);
     LOG_FULL.store(false, Ordering::Release);
     true
+}
+
+/// Closes the log descriptor a forked child inherited (it gets a log of its own).
+pub fn close_inherited() {
+    let fd = LOG_FD.swap(-1, Ordering::AcqRel);
+    if is_log(fd) {
+        // SAFETY: our own descriptor, checked to still be the log.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Moves a descriptor of the runtime's to a high number, so that the program's
+/// own files get the numbers they would get without memlens, and a program
+/// that closes "every" low descriptor seldom hits it.
+unsafe fn move_high(fd: i32) -> i32 {
+    let mut limit: libc::rlimit = core::mem::zeroed();
+    let soft = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+        limit.rlim_cur.min(1024) as i32
+    } else {
+        256
+    };
+    let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, (soft - 100).max(10));
+    if high < 0 {
+        return fd;
+    }
+    libc::close(fd);
+    high
+}
+
+/// Gives the file real blocks for [off, off+len) so that writing through a
+/// mapping of them cannot raise SIGBUS on a full disk. False if the disk
+/// refused.
+unsafe fn reserve(fd: i32, off: u64, len: usize) -> bool {
+    if libc::fallocate(fd, 0, off as i64, len as i64) == 0 {
+        return true;
+    }
+    if *libc::__errno_location() != libc::EOPNOTSUPP {
+        return false;
+    }
+    // A file system without fallocate: write the zeros.
+    static ZEROS: [u8; 4096] = [0; 4096];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(ZEROS.len());
+        let w = libc::pwrite(
+            fd,
+            ZEROS.as_ptr() as *const c_void,
+            n,
+            (off as usize + done) as i64,
+        );
+        if w <= 0 {
+            return false;
+        }
+        done += w as usize;
+    }
+    true
+}
+
+/// The log's descriptor, reopened by path if the program closed it or put
+/// another file under its number; -1 (and the fault marked) if the log is gone.
+fn log_fd() -> i32 {
+    let fd = LOG_FD.load(Ordering::Acquire);
+    if is_log(fd) {
+        return fd;
+    }
+    REOPEN_LOCK.lock();
+    let mut fd = LOG_FD.load(Ordering::Acquire);
+    if !is_log(fd) {
+        // The old number is the program's now (or free): never close it.
+        // SAFETY: LOG_PATH was NUL-terminated by open() and is not written after.
+        fd = unsafe {
+            let path = core::ptr::addr_of!(LOG_PATH) as *const libc::c_char;
+            let new = libc::open(path, libc::O_RDWR | libc::O_CLOEXEC);
+            if new >= 0 && !is_log(new) {
+                libc::close(new);
+                -1
+            } else if new >= 0 {
+                move_high(new)
+            } else {
+                -1
+            }
+        };
+        if fd < 0 {
+            set_fault(raw::fault::LOG_LOST);
+            LOG_FULL.store(true, Ordering::Relaxed);
+        }
+        LOG_FD.store(fd, Ordering::Release);
+    }
+    REOPEN_LOCK.unlock();
+    fd
+}
+
+fn is_log(fd: i32) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: fstat into a local struct.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0
+            && st.st_ino == LOG_INO.load(Ordering::Relaxed)
+            && st.st_dev == LOG_DEV.load(Ordering::Relaxed)
+    }
 }
 
 fn format_path(out: &mut [u8], dir: &[u8], pid: u32, seq: u32) -> Option<usize> {
@@ -180,10 +301,14 @@ impl Writer {
     }
 
     fn next_block(&mut self, tid: u32) -> bool {
-        let (Some(h), fd) = (header(), LOG_FD.load(Ordering::Acquire)) else {
+        let Some(h) = header() else {
             return false;
         };
         if LOG_FULL.load(Ordering::Relaxed) {
+            return false;
+        }
+        let fd = log_fd();
+        if fd < 0 {
             return false;
         }
         let off = h
@@ -192,8 +317,9 @@ impl Writer {
         // SAFETY: plain syscalls on our own descriptor; a failed fallocate means the
         // disk is full, and writing through a mapping then would raise SIGBUS.
         unsafe {
-            if libc::fallocate(fd, 0, off as i64, raw::BLOCK_SIZE as i64) != 0 {
+            if !reserve(fd, off, raw::BLOCK_SIZE) {
                 LOG_FULL.store(true, Ordering::Relaxed);
+                set_fault(raw::fault::DISK_FULL);
                 return false;
             }
             let p = sys::mmap(

@@ -250,7 +250,7 @@ fn stack_bounds() -> (u64, u64) {
     // or run before the state exists, so such allocations pass straight through.
     unsafe {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+        if crate::real_pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
             return (0, 0);
         }
         let mut addr: *mut libc::c_void = core::ptr::null_mut();

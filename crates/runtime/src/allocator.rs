@@ -1,0 +1,347 @@
+//! The allocator underneath the hooks: each hooked function forwards to the next
+//! definition of its own name (`dlsym(RTLD_NEXT)`), so a program run with jemalloc,
+//! tcmalloc or mimalloc preloaded keeps using it, exactly as it would without
+//! memlens. Block sizes come from that allocator's `malloc_usable_size`; only when
+//! the allocator is glibc's is the size read inline from the chunk header.
+//!
+//! `dlsym` may itself allocate: while the resolving thread is inside it, its
+//! requests are served from a small static arena whose blocks are never freed.
+
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+
+extern "C" {
+    fn __libc_malloc(size: usize) -> *mut c_void;
+    fn __libc_calloc(n: usize, size: usize) -> *mut c_void;
+    fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void;
+    fn __libc_free(p: *mut c_void);
+    fn __libc_memalign(align: usize, size: usize) -> *mut c_void;
+    fn __libc_valloc(size: usize) -> *mut c_void;
+    fn __libc_pvalloc(size: usize) -> *mut c_void;
+}
+
+/// The functions forwarded, in the order of `NEXT`.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+enum Fn {
+    Malloc,
+    Calloc,
+    Realloc,
+    Free,
+    Memalign,
+    AlignedAlloc,
+    PosixMemalign,
+    Valloc,
+    Pvalloc,
+    UsableSize,
+}
+
+const NAMES: [&core::ffi::CStr; 10] = [
+    c"malloc",
+    c"calloc",
+    c"realloc",
+    c"free",
+    c"memalign",
+    c"aligned_alloc",
+    c"posix_memalign",
+    c"valloc",
+    c"pvalloc",
+    c"malloc_usable_size",
+];
+
+static NEXT: [AtomicUsize; 10] = [const { AtomicUsize::new(0) }; 10];
+
+const UNRESOLVED: u8 = 0;
+const RESOLVING: u8 = 1;
+const RESOLVED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
+static RESOLVER: AtomicU32 = AtomicU32::new(0);
+/// The next malloc is glibc's: usable sizes are read from chunk headers.
+static GLIBC: AtomicBool = AtomicBool::new(true);
+/// Sizes of the next allocator's blocks are known (glibc, or its own
+/// `malloc_usable_size`); else the exact heap counters cannot be kept.
+static SIZES_KNOWN: AtomicBool = AtomicBool::new(true);
+
+/// Looks every definition up (once; other threads wait for the first).
+pub fn resolve() {
+    if STATE.load(Ordering::Acquire) == RESOLVED {
+        return;
+    }
+    let me = crate::sys::gettid();
+    if STATE
+        .compare_exchange(UNRESOLVED, RESOLVING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        // Someone else resolves; the resolving thread itself never gets here
+        // (its nested calls see RESOLVING and use the arena).
+        while STATE.load(Ordering::Acquire) != RESOLVED && RESOLVER.load(Ordering::Acquire) != me {
+            core::hint::spin_loop();
+        }
+        return;
+    }
+    RESOLVER.store(me, Ordering::Release);
+    let glibc = [
+        __libc_malloc as *const () as usize,
+        __libc_calloc as *const () as usize,
+        __libc_realloc as *const () as usize,
+        __libc_free as *const () as usize,
+        __libc_memalign as *const () as usize,
+        __libc_memalign as *const () as usize,
+        0,
+        __libc_valloc as *const () as usize,
+        __libc_pvalloc as *const () as usize,
+        0,
+    ];
+    let mut found = [0usize; 10];
+    for (f, name) in found.iter_mut().zip(NAMES) {
+        // SAFETY: dlsym with a NUL-terminated name; nested allocations use the arena.
+        *f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    }
+    // Not by __libc_malloc: tcmalloc defines that name too.
+    let libc_object = object_of(libc::getpid as *const () as usize);
+    let malloc = found[Fn::Malloc as usize];
+    let is_glibc = malloc == 0 || object_of(malloc) == libc_object;
+    for (i, slot) in NEXT.iter().enumerate() {
+        let f = if found[i] != 0 { found[i] } else { glibc[i] };
+        slot.store(f, Ordering::Relaxed);
+    }
+    GLIBC.store(is_glibc, Ordering::Relaxed);
+    // Another allocator without malloc_usable_size of its own would be handed
+    // glibc's, which reads a chunk header that block does not have.
+    let usable = found[Fn::UsableSize as usize];
+    SIZES_KNOWN.store(
+        is_glibc || (usable != 0 && object_of(usable) != libc_object),
+        Ordering::Relaxed,
+    );
+    STATE.store(RESOLVED, Ordering::Release);
+}
+
+/// The base address of the loaded object defining the code at `addr`.
+pub(crate) fn object_of(addr: usize) -> usize {
+    // SAFETY: dladdr fills a local struct and does not allocate.
+    unsafe {
+        let mut info: libc::Dl_info = core::mem::zeroed();
+        if libc::dladdr(addr as *const c_void, &mut info) == 0 {
+            return 0;
+        }
+        info.dli_fbase as usize
+    }
+}
+
+/// Whether the exact heap counters can be kept (see `SIZES_KNOWN`).
+pub fn sizes_known() -> bool {
+    resolve();
+    SIZES_KNOWN.load(Ordering::Relaxed)
+}
+
+/// The next definition of `f`, or 0 while this thread is resolving (use the arena).
+#[inline(always)]
+fn next(f: Fn) -> usize {
+    let p = NEXT[f as usize].load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    next_slow(f)
+}
+
+#[cold]
+fn next_slow(f: Fn) -> usize {
+    if STATE.load(Ordering::Acquire) == RESOLVING
+        && RESOLVER.load(Ordering::Acquire) == crate::sys::gettid()
+    {
+        return 0;
+    }
+    resolve();
+    NEXT[f as usize].load(Ordering::Relaxed)
+}
+
+macro_rules! call {
+    ($f:expr, fn($($t:ty),*) -> $r:ty, $($a:expr),*) => {{
+        let p = next($f);
+        if p == 0 {
+            None
+        } else {
+            // SAFETY: `p` is the next definition of this C function.
+            let f: unsafe extern "C" fn($($t),*) -> $r = unsafe { core::mem::transmute(p) };
+            Some(unsafe { f($($a),*) })
+        }
+    }};
+}
+
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut c_void {
+    call!(Fn::Malloc, fn(usize) -> *mut c_void, size).unwrap_or_else(|| arena::alloc(size, 16))
+}
+
+#[inline(always)]
+pub fn calloc(n: usize, size: usize) -> *mut c_void {
+    call!(Fn::Calloc, fn(usize, usize) -> *mut c_void, n, size).unwrap_or_else(|| {
+        match n.checked_mul(size) {
+            // Arena memory is static and never reused: already zero.
+            Some(total) => arena::alloc(total, 16),
+            None => core::ptr::null_mut(),
+        }
+    })
+}
+
+#[inline(always)]
+pub fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if arena::owns(p) {
+        return arena::realloc(p, size);
+    }
+    // While resolving, only the arena's and glibc's blocks (made before the
+    // runtime started) can exist.
+    call!(Fn::Realloc, fn(*mut c_void, usize) -> *mut c_void, p, size)
+        // SAFETY: as the caller's realloc.
+        .unwrap_or_else(|| unsafe { __libc_realloc(p, size) })
+}
+
+#[inline(always)]
+pub fn free(p: *mut c_void) {
+    if arena::owns(p) {
+        return;
+    }
+    // While resolving, a block of unknown origin is kept rather than risk the
+    // wrong allocator's free.
+    let _ = call!(Fn::Free, fn(*mut c_void) -> (), p);
+}
+
+#[inline(always)]
+pub fn memalign(align: usize, size: usize) -> *mut c_void {
+    call!(Fn::Memalign, fn(usize, usize) -> *mut c_void, align, size)
+        .unwrap_or_else(|| arena::alloc(size, align))
+}
+
+#[inline(always)]
+pub fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    call!(
+        Fn::AlignedAlloc,
+        fn(usize, usize) -> *mut c_void,
+        align,
+        size
+    )
+    .unwrap_or_else(|| arena::alloc(size, align))
+}
+
+/// `posix_memalign`'s result code, and the block in `out`.
+#[inline(always)]
+pub fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
+    call!(
+        Fn::PosixMemalign,
+        fn(*mut *mut c_void, usize, usize) -> i32,
+        out,
+        align,
+        size
+    )
+    .unwrap_or_else(|| {
+        let p = arena::alloc(size, align);
+        if p.is_null() {
+            return libc::ENOMEM;
+        }
+        // SAFETY: the caller's out pointer.
+        unsafe { *out = p };
+        0
+    })
+}
+
+#[inline(always)]
+pub fn valloc(size: usize) -> *mut c_void {
+    call!(Fn::Valloc, fn(usize) -> *mut c_void, size).unwrap_or_else(|| arena::alloc(size, 4096))
+}
+
+#[inline(always)]
+pub fn pvalloc(size: usize) -> *mut c_void {
+    call!(Fn::Pvalloc, fn(usize) -> *mut c_void, size)
+        .unwrap_or_else(|| arena::alloc(size.next_multiple_of(4096), 4096))
+}
+
+/// The usable size of a live block of the allocator in use; 0 for the arena's
+/// blocks and when that allocator cannot tell.
+#[inline(always)]
+pub fn usable_size(p: *mut c_void) -> usize {
+    if GLIBC.load(Ordering::Relaxed) {
+        if arena::owns(p) {
+            return 0;
+        }
+        // SAFETY: a live block of glibc's allocator.
+        return unsafe { glibc_usable_size(p) };
+    }
+    if arena::owns(p) || !SIZES_KNOWN.load(Ordering::Relaxed) {
+        return 0;
+    }
+    call!(Fn::UsableSize, fn(*mut c_void) -> usize, p).unwrap_or(0)
+}
+
+/// The usable size of a glibc heap block, read from its chunk header as glibc's
+/// own `malloc_usable_size` does, minus that function's call and its check of the
+/// next chunk (a second cache line): this runs on every malloc and free.
+///
+/// # Safety
+/// `p` is a live block returned by glibc's allocator.
+#[inline(always)]
+unsafe fn glibc_usable_size(p: *mut c_void) -> usize {
+    const IS_MMAPPED: usize = 0x2;
+    const FLAG_BITS: usize = 0x7;
+    let size_field = *(p as *const usize).sub(1);
+    let chunk = size_field & !FLAG_BITS;
+    // Header overhead: one size word for heap chunks, two for mmapped ones.
+    let overhead = if size_field & IS_MMAPPED != 0 { 2 } else { 1 };
+    chunk.wrapping_sub(overhead * core::mem::size_of::<usize>())
+}
+
+/// Static memory for the allocations `dlsym` makes while the definitions are
+/// looked up. Blocks are never reused, so they start zeroed.
+mod arena {
+    use core::ffi::c_void;
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    const SIZE: usize = 64 * 1024;
+    #[repr(C, align(4096))]
+    struct Memory(core::cell::UnsafeCell<[u8; SIZE]>);
+    // SAFETY: disjoint ranges are handed out by an atomic bump.
+    unsafe impl Sync for Memory {}
+    static MEMORY: Memory = Memory(core::cell::UnsafeCell::new([0; SIZE]));
+    static USED: AtomicUsize = AtomicUsize::new(0);
+
+    fn base() -> usize {
+        MEMORY.0.get() as usize
+    }
+
+    #[inline(always)]
+    pub fn owns(p: *mut c_void) -> bool {
+        (p as usize).wrapping_sub(base()) < SIZE
+    }
+
+    /// A block with its size in the word before it.
+    pub fn alloc(size: usize, align: usize) -> *mut c_void {
+        let align = align.clamp(16, 4096);
+        let mut cur = USED.load(Ordering::Relaxed);
+        loop {
+            let start = (base() + cur + 8).next_multiple_of(align);
+            let end = start - base() + size;
+            if end > SIZE {
+                return core::ptr::null_mut();
+            }
+            match USED.compare_exchange_weak(cur, end, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => {
+                    // SAFETY: `start - 8` lies in the range just reserved.
+                    unsafe { *((start - 8) as *mut usize) = size };
+                    return start as *mut c_void;
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    pub fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+        let q = super::malloc(size);
+        if !q.is_null() {
+            // SAFETY: `p` is an arena block, its size stored before it.
+            unsafe {
+                let old = *((p as usize - 8) as *const usize);
+                core::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, old.min(size));
+            }
+        }
+        q
+    }
+}
