@@ -103,6 +103,9 @@ enum Command {
         /// Profile directory to write [default: memlens.import.<file name>].
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Replace the profile already in that directory.
+        #[arg(long)]
+        force: bool,
     },
     /// SQL over a profile's tables (embedded Apache DataFusion): allocations,
     /// stacks, regions, samples, locations, tags, threads, timeline, counters,
@@ -118,6 +121,10 @@ struct RecordArgs {
     /// Profile directory (default: memlens.<program>.<pid>; under MPI, rank-<N> inside -o).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Replace the data of an earlier run in that directory (a profile, or the
+    /// raw logs of an interrupted record).
+    #[arg(long)]
+    force: bool,
     /// Capacity sampling interval in milliseconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     interval: u64,
@@ -446,7 +453,11 @@ fn run(cli: Cli) -> Result<i32> {
             println!("{}", compile::rustflags(&runtime_path())?);
             Ok(0)
         }
-        Command::Import { file, output } => import(&file, output),
+        Command::Import {
+            file,
+            output,
+            force,
+        } => import(&file, output, force),
         Command::Diff { a, b, format, top } => {
             let options = memlens_present::ReportOptions::default();
             let (pa, pb) = (load(&a)?, load(&b)?);
@@ -565,6 +576,7 @@ fn record(args: RecordArgs) -> Result<i32> {
         aux_kib: args.aux_size,
         aux_watermark: args.aux_watermark,
         cache_model: args.cache_model,
+        force: args.force,
     };
     let outcome = memlens_collector::record(&cfg)?;
     progress::bar("writing the profile", |progress| {
@@ -631,7 +643,7 @@ fn record(args: RecordArgs) -> Result<i32> {
     Ok(outcome.exit.shell_status())
 }
 
-fn import(file: &Path, output: Option<PathBuf>) -> Result<i32> {
+fn import(file: &Path, output: Option<PathBuf>, force: bool) -> Result<i32> {
     let out = output.unwrap_or_else(|| {
         let name = file
             .file_name()
@@ -646,7 +658,7 @@ fn import(file: &Path, output: Option<PathBuf>) -> Result<i32> {
             file.display(),
             memlens_profile::human_bytes(size as f64)
         ),
-        || memlens_import::import(file, &out),
+        || memlens_import::import(file, &out, force),
     )?;
     eprintln!("memlens: profile written to {}", out.display());
     eprintln!(
@@ -679,6 +691,11 @@ fn finalize_if_needed(dir: &Path) -> Result<()> {
         bail!(memlens_profile::ProfileError::NotAProfile(
             dir.to_path_buf()
         ));
+    }
+    // Two reports of a fresh transparent-mode directory: one finalizes it.
+    let _lock = memlens_profile::lock_dir(dir, true)?;
+    if dir.join(memlens_profile::META_FILE).exists() {
+        return Ok(());
     }
     let run = memlens_collector::RunInfo {
         interval_ms: 10,

@@ -1241,6 +1241,29 @@ fn sql_over_the_profile_gives_the_reports_numbers() {
         err.contains("no_such_table") && err.contains("SHOW TABLES"),
         "{err}"
     );
+
+    // Read-only: nothing is created, changed or written.
+    let written = p.join("written.csv");
+    for (query, kind) in [
+        (format!("COPY (SELECT 1) TO '{}'", written.display()), "DML"),
+        ("INSERT INTO regions SELECT * FROM regions".into(), "DML"),
+        ("CREATE TABLE t AS SELECT 1".into(), "DDL"),
+        (
+            "CREATE EXTERNAL TABLE e STORED AS CSV LOCATION '/etc/passwd'".into(),
+            "DDL",
+        ),
+        (
+            "SET datafusion.execution.batch_size = 1".into(),
+            "Statement",
+        ),
+    ] {
+        let err = sql_error(&p, &query);
+        assert!(
+            err.contains("only reads a profile") && err.contains(kind),
+            "{query}: {err}"
+        );
+    }
+    assert!(!written.exists());
 }
 
 #[test]

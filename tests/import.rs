@@ -376,11 +376,51 @@ fn mutated_perf_data_imports_or_fails_with_one_line_quickly() {
     for (i, v) in inputs.iter().enumerate() {
         let f = dir.path().join("mutant.data");
         std::fs::write(&f, v).unwrap();
-        match memlens_import::import(&f, &dir.path().join(format!("m{i}"))) {
+        match memlens_import::import(&f, &dir.path().join(format!("m{i}")), false) {
             Ok(summary) => assert!(summary.samples > 0),
             Err(e) => assert_eq!(e.to_string().lines().count(), 1, "mutant {i}: {e}"),
         }
     }
     // Generous bound for a debug build: each mutant is a 536-byte file.
     assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+}
+
+#[test]
+fn import_over_a_profile_refuses_or_replaces_it_whole() {
+    // A recorded profile (with an allocations table) then an import into it:
+    // refused; with --force, no table of the old profile remains.
+    let dir = tempdir();
+    let out = dir.path().join("p");
+    let rec = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", common::runtime())
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_ran(&rec);
+    assert!(out.join("counters.parquet").exists());
+    let pebs = fixture("pebs-skx-loadlat/perf.data");
+    let o = import(&pebs, &out);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("holds another run's data"), "{err}");
+    let o = Command::new(memlens())
+        .arg("import")
+        .arg(&pebs)
+        .arg("-o")
+        .arg(&out)
+        .arg("--force")
+        .output()
+        .unwrap();
+    assert_ran(&o);
+    // Import writes its own (empty) timeline; the record's counters are gone.
+    assert!(read_table::<memlens_profile::TimelinePoint>(&out)
+        .unwrap()
+        .is_empty());
+    assert!(!out.join("counters.parquet").exists());
+    assert!(Meta::read(&out)
+        .unwrap()
+        .backend
+        .contains(&"pebs".to_string()));
 }

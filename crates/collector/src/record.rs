@@ -43,6 +43,8 @@ pub struct RecordConfig {
     pub sample_lines: bool,
     /// Show capacity and bandwidth on stderr while the program runs.
     pub live: bool,
+    /// Replace the data of an earlier run in `out_dir`.
+    pub force: bool,
 }
 
 /// Where access samples come from.
@@ -78,6 +80,8 @@ impl TargetExit {
 /// show its progress).
 pub struct RecordOutcome {
     pub dir: PathBuf,
+    /// Held until the profile is written.
+    pub lock: memlens_profile::DirLock,
     pub exit: TargetExit,
     pub run: RunInfo,
 }
@@ -124,8 +128,55 @@ fn resolve_program(program: &OsString) -> Result<PathBuf> {
 
 static FORWARD_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    FORWARD_SIGNAL.store(sig, Ordering::Relaxed);
+/// Termination asked of memlens is passed on to the run. A terminal's Ctrl-C
+/// (sent by the kernel) already reached the whole foreground group, the
+/// target included; a signal another process sent to memlens alone did not.
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let from_terminal = unsafe { (*info).si_code } == libc::SI_KERNEL;
+    if !(sig == libc::SIGINT && from_terminal) {
+        FORWARD_SIGNAL.store(sig, Ordering::Relaxed);
+    }
+}
+
+/// Every process descended from `root` (read from /proc): with memlens as
+/// their subreaper, the whole tree of the run, orphans included.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // /proc/PID/stat: "pid (comm) state ppid ...", comm may hold spaces.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(
+            parent_of
+                .iter()
+                .filter(|&&(_, pp)| pp == p)
+                .map(|&(c, _)| c),
+        );
+        i += 1;
+    }
+    tree.remove(0);
+    tree
 }
 
 /// A process image being recorded: its log header, mapped read-only.
@@ -156,14 +207,19 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
             cfg.runtime.display()
         )));
     }
-    if cfg.out_dir.join(memlens_profile::META_FILE).exists() {
-        return Err(Error::Usage(format!(
-            "{} already holds a profile; choose another directory with -o",
-            cfg.out_dir.display()
-        )));
+    // One run per directory, written by one memlens at a time: a second
+    // record waits for nobody and mixes nothing; an interrupted run's raw logs
+    // are not merged into the next.
+    memlens_profile::create_private_dir(&cfg.out_dir)?;
+    let lock = memlens_profile::lock_dir(&cfg.out_dir, false)?;
+    if memlens_profile::holds_run(&cfg.out_dir) {
+        if !cfg.force {
+            return Err(memlens_profile::ProfileError::HoldsAnotherRun(cfg.out_dir.clone()).into());
+        }
+        memlens_profile::clear_run(&cfg.out_dir)?;
     }
     let raw_dir = cfg.out_dir.join("raw");
-    std::fs::create_dir_all(&raw_dir).map_err(|e| Error::io(&raw_dir, e))?;
+    memlens_profile::create_private_dir(&raw_dir)?;
     let out_dir = std::fs::canonicalize(&cfg.out_dir).map_err(|e| Error::io(&cfg.out_dir, e))?;
     let runtime = std::fs::canonicalize(&cfg.runtime).map_err(|e| Error::io(&cfg.runtime, e))?;
 
@@ -246,12 +302,15 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     // SAFETY: async-signal-safe handler that only stores an integer.
     unsafe {
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigaction(sig, &action, std::ptr::null_mut());
         }
     }
 
     let log_path = raw_dir.join(COLLECTOR_LOG);
-    let log_file = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let log_file = memlens_profile::create_private_file(&log_path)?;
     let mut sampler = Sampler {
         raw_dir: raw_dir.clone(),
         watched: HashMap::new(),
@@ -280,12 +339,12 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
                 next = now + interval;
             }
         }
-        match FORWARD_SIGNAL.swap(0, Ordering::Relaxed) {
-            0 | libc::SIGINT => {}
-            // SAFETY: signal to our own child.
-            sig => unsafe {
-                libc::kill(child_pid, sig);
-            },
+        let sig = FORWARD_SIGNAL.swap(0, Ordering::Relaxed);
+        if sig != 0 {
+            for pid in descendants(std::process::id()) {
+                // SAFETY: a signal to a process of the run.
+                unsafe { libc::kill(pid as i32, sig) };
+            }
         }
         match reap(&mut sampler)? {
             Reaped::Exits(exits) if !exits.is_empty() => {
@@ -335,6 +394,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     };
     Ok(RecordOutcome {
         dir: cfg.out_dir.clone(),
+        lock,
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
         run,
     })

@@ -35,7 +35,8 @@ pub enum ImportError {
 }
 
 /// Imports `file` into the profile directory `out`.
-pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
+/// `force` replaces the profile already there.
+pub fn import(file: &Path, out: &Path, force: bool) -> Result<ImportSummary, ImportError> {
     let not_perf = |detail: String| ImportError::NotPerfData {
         path: file.to_path_buf(),
         detail,
@@ -47,10 +48,14 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
     let perf = PerfData::parse(&map).map_err(|e| not_perf(e.to_string()))?;
 
     let created = !out.exists();
-    std::fs::create_dir_all(out).map_err(|source| profile::ProfileError::Io {
-        path: out.to_path_buf(),
-        source,
-    })?;
+    profile::create_private_dir(out)?;
+    let _lock = profile::lock_dir(out, false)?;
+    if profile::holds_run(out) {
+        if !force {
+            return Err(profile::ProfileError::HoldsAnotherRun(out.to_path_buf()).into());
+        }
+        profile::clear_run(out)?;
+    }
     // Rows stream to the table as they are decoded, times relative to the
     // first sample's.
     let start = first_time(&perf).unwrap_or(0);
@@ -62,6 +67,7 @@ pub fn import(file: &Path, out: &Path) -> Result<ImportSummary, ImportError> {
         // Nothing to keep: leave no half-written profile behind.
         let _ = std::fs::remove_file(profile::table_path::<AccessSample>(out));
         if created {
+            let _ = std::fs::remove_file(out.join(profile::LOCK_FILE));
             let _ = std::fs::remove_dir(out);
         }
     }

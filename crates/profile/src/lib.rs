@@ -32,11 +32,134 @@ pub enum ProfileError {
     Parquet { path: PathBuf, detail: String },
     #[error("{path}: {detail}")]
     Format { path: PathBuf, detail: String },
+    #[error("{path}: belongs to another user (uid {owner}); write the profile into a directory of yours with -o")]
+    NotOwned { path: PathBuf, owner: u32 },
+    #[error("{0}: another memlens is writing this profile; wait for it, or choose another directory with -o")]
+    Busy(PathBuf),
+    #[error("{0}: holds another run's data (a profile, or the raw logs of a record that was interrupted); choose another directory with -o, or replace it with --force")]
+    HoldsAnotherRun(PathBuf),
     #[error("{0}: no memlens profile here (no meta.json and no raw/ logs); give the directory `memlens record` printed")]
     NotAProfile(PathBuf),
 }
 
 pub type Result<T> = std::result::Result<T, ProfileError>;
+
+/// Makes the profile directory `dir`, private to its user (mode 0700) like
+/// perf.data; an existing one must be the user's own, so that nobody else's
+/// links or files inside can redirect what memlens writes.
+pub fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let io = |source| ProfileError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) => {
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            if m.uid() != me {
+                return Err(ProfileError::NotOwned {
+                    path: dir.to_path_buf(),
+                    owner: m.uid(),
+                });
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(io)?;
+            }
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir)
+                .map_err(io)
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// The file a profile directory is locked through.
+pub const LOCK_FILE: &str = ".memlens.lock";
+
+/// An exclusive lock on a profile directory, held while a run or an import
+/// writes it (released when dropped).
+pub struct DirLock(#[allow(dead_code)] File);
+
+/// Locks `dir` (which must exist) for writing; if another memlens holds it,
+/// waits for it when `wait`, else says so.
+pub fn lock_dir(dir: &Path, wait: bool) -> Result<DirLock> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|source| ProfileError::Io { path, source })?;
+    let mode = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), mode) } != 0 {
+        return Err(ProfileError::Busy(dir.to_path_buf()));
+    }
+    Ok(DirLock(file))
+}
+
+/// The files of a run in a profile directory: its tables, meta.json and the
+/// machine calibration it was priced with (its raw logs are in raw/).
+fn run_files(dir: &Path) -> Vec<PathBuf> {
+    let tables = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"));
+    [META_FILE, CALIBRATION_FILE]
+        .into_iter()
+        .map(|f| dir.join(f))
+        .filter(|f| f.exists())
+        .chain(tables)
+        .collect()
+}
+
+/// Whether `dir` holds data of a run: a profile, or raw logs.
+pub fn holds_run(dir: &Path) -> bool {
+    let raw_logs = std::fs::read_dir(dir.join("raw")).is_ok_and(|mut d| d.next().is_some());
+    raw_logs || !run_files(dir).is_empty()
+}
+
+/// Removes a run's data from `dir` (see [`holds_run`]), leaving other files.
+pub fn clear_run(dir: &Path) -> Result<()> {
+    let io = |path: PathBuf| move |source| ProfileError::Io { path, source };
+    let raw = dir.join("raw");
+    if raw.exists() {
+        std::fs::remove_dir_all(&raw).map_err(io(raw))?;
+    }
+    for f in run_files(dir) {
+        std::fs::remove_file(&f).map_err(io(f))?;
+    }
+    Ok(())
+}
+
+/// Creates (or truncates) a file of the profile, readable by its user only.
+pub fn create_private_file(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| ProfileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
 
 /// A table of the profile: a row struct with a fixed schema.
 pub trait Table: Sized + Send + 'static {
@@ -77,10 +200,7 @@ struct Encoder<T> {
 impl<T: Table> Encoder<T> {
     fn create(dir: &Path) -> Result<Self> {
         let path = table_path::<T>(dir);
-        let file = File::create(&path).map_err(|source| ProfileError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let file = create_private_file(&path)?;
         match ArrowWriter::try_new(file, T::schema(), Some(writer_properties())) {
             Ok(writer) => Ok(Encoder {
                 writer,

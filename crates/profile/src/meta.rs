@@ -167,7 +167,9 @@ impl Meta {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let path = dir.join(META_FILE);
         let json = serde_json::to_string_pretty(self).expect("meta serializes");
-        std::fs::write(&path, json).map_err(|source| ProfileError::Io { path, source })
+        let mut file = crate::create_private_file(&path)?;
+        std::io::Write::write_all(&mut file, json.as_bytes())
+            .map_err(|source| ProfileError::Io { path, source })
     }
 
     pub fn read(dir: &Path) -> Result<Meta> {

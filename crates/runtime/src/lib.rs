@@ -134,6 +134,11 @@ extern "C" fn init() {
 
 /// Reads MEMLENS_* variables. False if no profile directory can be made.
 unsafe fn configure() -> bool {
+    // A setuid or setgid program (or one with file capabilities) must not take
+    // its caller's word on where to write: such a process records nothing.
+    if libc::getauxval(libc::AT_SECURE) != 0 {
+        return false;
+    }
     let s = &mut *core::ptr::addr_of_mut!(SETTINGS);
     if let Some(v) = env(c"MEMLENS_MIN_SIZE").and_then(raw::parse_size) {
         s.min_size = v;
@@ -212,10 +217,11 @@ fn default_dir(w: &mut log::ByteWriter) -> Option<()> {
     w.push_u64(sys::getpid() as u64)
 }
 
-/// mkdir DIR and DIR/raw (DIR must be NUL-free; the buffer gets terminated here).
+/// mkdir DIR and DIR/raw, private to the user (DIR must be NUL-free; the buffer
+/// gets terminated here). Both must end up directories of the user's own: a
+/// directory of someone else's could redirect the logs through its links.
 unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
     buf[len] = 0;
-    libc::mkdir(buf.as_ptr() as *const c_char, 0o755);
     let mut raw_dir = [0u8; 4200];
     let mut w = log::ByteWriter {
         buf: &mut raw_dir,
@@ -226,10 +232,18 @@ unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
     }
     let end = w.len;
     raw_dir[end] = 0;
-    libc::mkdir(raw_dir.as_ptr() as *const c_char, 0o755);
+    own_private_dir(buf.as_ptr() as *const c_char)
+        && own_private_dir(raw_dir.as_ptr() as *const c_char)
+}
+
+/// Makes the directory (mode 0700) if it is not there; true if it is a
+/// directory, not a link, owned by this user.
+unsafe fn own_private_dir(path: *const c_char) -> bool {
+    libc::mkdir(path, 0o700);
     let mut st: libc::stat = core::mem::zeroed();
-    libc::stat(raw_dir.as_ptr() as *const c_char, &mut st) == 0
+    libc::lstat(path, &mut st) == 0
         && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
+        && st.st_uid == libc::geteuid()
 }
 
 /// Says in the log when the heap cannot be followed: another allocator comes

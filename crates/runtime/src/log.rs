@@ -58,8 +58,8 @@ pub unsafe fn open(
         path[len] = 0;
         let fd = libc::open(
             path.as_ptr() as *const libc::c_char,
-            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-            0o644,
+            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0o600,
         );
         if fd >= 0 {
             break fd;

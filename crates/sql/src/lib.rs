@@ -16,7 +16,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +25,8 @@ use std::sync::Arc;
 pub enum SqlError {
     #[error("SQL: {0}; list the tables with 'SHOW TABLES' and a table's columns with 'DESCRIBE samples'")]
     Query(String),
+    #[error("sql only reads a profile ({0}): run SELECT, SHOW TABLES or DESCRIBE, and write results with --format or `memlens export --sql`")]
+    ReadOnly(String),
     #[error(transparent)]
     Profile(#[from] memlens_profile::ProfileError),
     #[error("writing the result: {0}")]
@@ -108,7 +110,24 @@ impl Engine {
         make_sink: impl FnOnce(SchemaRef) -> Result<Box<dyn Sink>>,
     ) -> Result<u64> {
         self.runtime.block_on(async {
-            let frame = self.ctx.sql(sql).await.map_err(query_error)?;
+            // Read-only: no CREATE, INSERT, COPY ... TO or SET.
+            let read_only = SQLOptions::new()
+                .with_allow_ddl(false)
+                .with_allow_dml(false)
+                .with_allow_statements(false);
+            let frame = self
+                .ctx
+                .sql_with_options(sql, read_only)
+                .await
+                .map_err(|e| match e {
+                    // What SQLOptions refused: the statement's kind, e.g. "DML not supported: COPY".
+                    datafusion::error::DataFusionError::Plan(what)
+                        if what.contains(" not supported: ") =>
+                    {
+                        SqlError::ReadOnly(what)
+                    }
+                    e => query_error(e),
+                })?;
             let mut stream = frame.execute_stream().await.map_err(query_error)?;
             let mut sink = make_sink(stream.schema())?;
             let mut rows = 0;

@@ -319,7 +319,8 @@ impl PipeWriter {
         path: &std::path::Path,
         events: &[(EventAttr, Vec<u64>)],
     ) -> std::io::Result<PipeWriter> {
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+        let file = memlens_profile::create_private_file(path).map_err(std::io::Error::other)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         out.write_all(b"PERFILE2")?;
         out.write_all(&16u64.to_le_bytes())?;
         let mut w = PipeWriter { out };

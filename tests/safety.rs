@@ -1,0 +1,236 @@
+//! What memlens must never do to the user: mix two runs in one directory, leave
+//! a run behind when asked to stop, show its profiles to other users, or let a
+//! caller steer a setuid program's writes.
+
+mod common;
+use common::*;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::Command;
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_directory_holds_one_run() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&program("torture"), "hold"]));
+
+    // A second record into it is refused, and the first profile is untouched.
+    let again = record(&p, &[], &["true"]);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    let err = stderr(&again);
+    assert!(
+        err.contains("holds another run's data") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(report_json(&p)["summary"]["command"][1], "hold");
+
+    // The raw logs of a record killed before it finalized are not merged into
+    // the next run: refused, then replaced with --force.
+    let killed = dir.path().join("killed");
+    let mut rec = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["record", "-o"])
+        .arg(&killed)
+        .args(["--", &program("torture"), "hold"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // SAFETY: a signal to the memlens this test started.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGKILL) };
+    rec.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400)); // the orphan ends
+    assert!(std::fs::read_dir(killed.join("raw")).unwrap().count() > 0);
+    let out = record(&killed, &[], &["true"]);
+    assert!(
+        stderr(&out).contains("holds another run's data"),
+        "{}",
+        stderr(&out)
+    );
+    assert_ran(&record(&killed, &["--force"], &["true"]));
+    let r = report_json(&killed);
+    assert_eq!(r["summary"]["command"], serde_json::json!(["true"]));
+    let pids = r["summary"]["processes"].as_array().unwrap().len();
+    assert_eq!(pids, 1, "only the new run's process");
+}
+
+#[test]
+fn two_records_into_one_directory_do_not_mix() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let first = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["record", "-o"])
+        .arg(&p)
+        .args(["--", "sleep", "1"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let second = record(&p, &[], &["true"]);
+    assert_eq!(second.status.code(), Some(2));
+    assert!(
+        stderr(&second).contains("another memlens is writing this profile"),
+        "{}",
+        stderr(&second)
+    );
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(
+        report_json(&p)["summary"]["command"],
+        serde_json::json!(["sleep", "1"])
+    );
+}
+
+#[test]
+fn termination_reaches_the_whole_run() {
+    // The shell forks sleep: SIGTERM to memlens must end the grandchild too,
+    // not leave memlens waiting for it for 30 s.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let started = std::time::Instant::now();
+    let rec = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["record", "-o"])
+        .arg(&p)
+        .args(["--", "sh", "-c", "sleep 30; echo done"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: a signal to the memlens this test started.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
+    let out = rec.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "memlens waited for the run after SIGTERM"
+    );
+    assert_eq!(shell_status(&out), 128 + 15, "{}", stderr(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("done"));
+    let r = report_json(&p);
+    let signals: Vec<_> = r["summary"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["signal"].clone())
+        .collect();
+    assert!(signals.iter().all(|s| s == 15), "{signals:?}");
+}
+
+#[test]
+fn profiles_are_private_and_foreign_directories_refused() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&program("torture"), "hold"]));
+    let mode = |f: &std::path::Path| std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&p), 0o700);
+    for entry in std::fs::read_dir(&p).unwrap().flatten() {
+        let path = entry.path();
+        let want = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&path), want, "{}", path.display());
+    }
+    // Transparent mode: the runtime makes the directory and logs private too.
+    let t = dir.path().join("t");
+    let out = Command::new(program("torture"))
+        .arg("hold")
+        .env("LD_PRELOAD", runtime())
+        .env("MEMLENS_DIR", &t)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    assert_eq!(mode(&t), 0o700);
+    for log in std::fs::read_dir(t.join("raw")).unwrap().flatten() {
+        assert_eq!(mode(&log.path()), 0o600, "{}", log.path().display());
+    }
+
+    // A directory that belongs to someone else is not written into.
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    let out = record(&foreign, &[], &["true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("belongs to another user (uid 65534)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 0);
+    // Nor by the runtime in transparent mode.
+    let out = Command::new(program("torture"))
+        .arg("hold")
+        .env("LD_PRELOAD", runtime())
+        .env("MEMLENS_DIR", &foreign)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 0);
+}
+
+#[test]
+fn setuid_programs_ignore_the_callers_memlens_settings() {
+    // A setuid-root program linked with the runtime (as `memlens cc` links it)
+    // run by nobody with MEMLENS_DIR set: the runtime must not write as root.
+    let dir = tempdir();
+    let d = dir.path();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let lib = d.join("libmemlens_runtime.so");
+    std::fs::copy(runtime(), &lib).unwrap();
+    let src = d.join("app.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <stdlib.h>\n\
+         int main(void) { char *p = malloc(1 << 20); p[0] = 1; printf(\"ok\\n\"); free(p); return 0; }\n",
+    )
+    .unwrap();
+    let app = d.join("app");
+    let st = Command::new("gcc")
+        .arg(&src)
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", d.display()))
+        .arg("-o")
+        .arg(&app)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    assert_eq!(
+        std::fs::metadata(&app).unwrap().uid(),
+        0,
+        "tests run as root"
+    );
+    let target = d.join("written-as-root");
+    let run = |app: &std::path::Path| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(app)
+            .env("MEMLENS_DIR", &target)
+            .output()
+            .unwrap()
+    };
+    let out = run(&app);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ok\n",
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !target.exists(),
+        "a setuid program wrote the caller's MEMLENS_DIR"
+    );
+    // The same program without the setuid bit does record (the check is real).
+    std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run(&app);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ok\n",
+        "{}",
+        stderr(&out)
+    );
+    assert!(target.join("raw").is_dir());
+}
