@@ -610,11 +610,18 @@ fn record(args: RecordArgs) -> Result<i32> {
             "es"
         }
     );
+    let heap = if r.peak.heap_measured {
+        format!(
+            "{} live heap at {}",
+            h(r.peak.heap_bytes as f64),
+            memlens_present::seconds(r.peak.heap_time_ns)
+        )
+    } else {
+        "heap not measured".into()
+    };
     eprintln!(
-        "  peak       {} resident, {} live heap at {}",
-        h(r.peak.rss_bytes as f64),
-        h(r.peak.heap_bytes as f64),
-        memlens_present::seconds(r.peak.heap_time_ns)
+        "  peak       {} resident, {heap}",
+        h(r.peak.rss_bytes as f64)
     );
     match r.objects_by_peak.first() {
         Some(o) => eprintln!("  top object {} ({} peak)", o.name, h(o.peak_bytes)),

@@ -378,3 +378,48 @@ fn allocator_placed_before_the_runtime_is_reported() {
     let r = report_json(&p);
     assert_eq!(r["losses"]["heap_not_hooked"], 1);
 }
+
+#[test]
+fn static_programs_are_sampled_from_proc_and_keep_their_status() {
+    // Run directly: the runtime cannot enter, which memlens says, and the
+    // resident memory of its 10 MB held for 200 ms is still recorded.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let out = record(&p, &[], &[&program("torture_static"), "hold"]);
+    assert_ran(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is statically linked"), "{err}");
+    assert!(err.contains("heap not measured"), "{err}");
+    let r = report_json(&p);
+    let procs = processes(&r);
+    assert_eq!(procs.len(), 1, "{procs:?}");
+    assert_eq!(procs[0]["untracked"], true);
+    assert_eq!(procs[0]["exit_code"], 0);
+    assert!(r["peak"]["rss_bytes"].as_f64().unwrap() > 10.0e6);
+    assert_eq!(r["peak"]["heap_measured"], false);
+    assert_eq!(r["losses"]["untracked_processes"], 1);
+
+    // Run by a script: the shell is recorded, the static image it execs is
+    // followed from /proc and counted as a loss; the script's status is kept.
+    let q = dir.path().join("q");
+    let script = format!("{} hold; exit 4", program("torture_static"));
+    let out = record(&q, &[], &["sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(4));
+    let r = report_json(&q);
+    let procs = processes(&r);
+    let untracked: Vec<_> = procs.iter().filter(|p| p["untracked"] == true).collect();
+    assert_eq!(untracked.len(), 1, "{procs:?}");
+    assert!(untracked[0]["exe"]
+        .as_str()
+        .unwrap()
+        .ends_with("torture_static"));
+    assert_eq!(r["peak"]["heap_measured"], true);
+    assert_eq!(r["losses"]["untracked_processes"], 1);
+    // Its resident memory is in the timeline under its pid.
+    let pid = untracked[0]["pid"].as_u64().unwrap();
+    let rows = sql_json(
+        &q,
+        &format!("SELECT max(rss) AS rss FROM timeline WHERE pid = {pid}"),
+    );
+    assert!(rows[0]["rss"].as_f64().unwrap() > 10.0e6, "{rows:?}");
+}

@@ -56,6 +56,17 @@ pub fn programs() -> &'static Path {
             "-ldl",
             "-lpthread",
         ]);
+        // No dynamic loader runs for it: the runtime cannot enter.
+        cc(&[
+            "gcc",
+            "-O1",
+            "-static",
+            &i,
+            &s("torture.c"),
+            "-o",
+            &o("torture_static"),
+            "-lpthread",
+        ]);
         cc(&[
             "gcc",
             "-O1",

@@ -18,12 +18,15 @@ pub struct Peak {
     pub heap_bytes: u64,
     pub heap_time_ns: u64,
     pub heap_pid: u32,
+    /// The runtime ran in at least one process: the heap figures are measured.
+    pub heap_measured: bool,
     pub samples: usize,
 }
 
 pub fn peak(p: &Profile) -> Peak {
     let mut out = Peak {
         samples: p.timeline.len(),
+        heap_measured: p.meta.processes.iter().any(|p| !p.untracked),
         ..Default::default()
     };
     let mut totals: BTreeMap<u64, u64> = BTreeMap::new();
@@ -40,13 +43,21 @@ pub fn peak(p: &Profile) -> Peak {
     out
 }
 
-/// The live heap each process still held at its last sample (exact).
+/// The live heap each process still held at its last sample (exact), for the
+/// processes whose last image ran the runtime.
 pub fn heap_at_exit(p: &Profile) -> Vec<(u32, u64)> {
     let mut last: BTreeMap<u32, &TimelinePoint> = BTreeMap::new();
     for t in &p.timeline {
         last.insert(t.pid, t);
     }
+    let last_image_untracked = |pid: u32| {
+        (p.meta.processes.iter())
+            .filter(|x| x.pid == pid)
+            .max_by_key(|x| x.exec_seq)
+            .is_some_and(|x| x.untracked)
+    };
     last.into_iter()
+        .filter(|(pid, _)| !last_image_untracked(*pid))
         .map(|(pid, t)| (pid, t.heap_live))
         .collect()
 }

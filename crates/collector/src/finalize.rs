@@ -720,6 +720,8 @@ struct CollectorLog {
     timeline: Vec<raw::Timeline>,
     exits: Vec<raw::ProcessExit>,
     usages: Vec<raw::ProcessUsage>,
+    /// Images the runtime could not enter, with their executables.
+    untracked: Vec<(raw::UntrackedProcess, String)>,
     /// Counter definitions (with name and method) by index, and readings.
     counters: HashMap<u32, (raw::CounterDef, String, String)>,
     readings: Vec<raw::CounterReading>,
@@ -735,6 +737,15 @@ fn read_collector_log(path: &Path) -> CollectorLog {
             tag::TIMELINE => log.timeline.extend(rec.payload::<raw::Timeline>()),
             tag::PROCESS_EXIT => log.exits.extend(rec.payload::<raw::ProcessExit>()),
             tag::PROCESS_USAGE => log.usages.extend(rec.payload::<raw::ProcessUsage>()),
+            tag::UNTRACKED_PROCESS => {
+                if let Some(p) = rec.payload::<raw::UntrackedProcess>() {
+                    let exe = rec.trailing::<raw::UntrackedProcess>();
+                    let exe = String::from_utf8_lossy(exe)
+                        .trim_end_matches('\0')
+                        .to_string();
+                    log.untracked.push((p, exe));
+                }
+            }
             tag::COUNTER_DEF => {
                 if let Some(def) = rec.payload::<raw::CounterDef>() {
                     let text =
@@ -785,6 +796,53 @@ fn counter_rows(log: &CollectorLog, t0: u64) -> Vec<profile::CounterReading> {
                 enabled_ns: r.enabled,
                 running_ns: r.running,
             })
+        })
+        .collect()
+}
+
+/// The processes (or images after an exec) the runtime could not enter: known
+/// from the collector alone, they end at their exit or at a later image.
+fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> Vec<Process> {
+    log.untracked
+        .iter()
+        .map(|(u, exe)| {
+            let logged = images.iter().filter(|l| l.pid == u.pid);
+            let before = logged.clone().filter(|l| l.start_ns < u.time).count() as u32;
+            let next = (logged.filter(|l| l.start_ns > u.time).map(|l| l.start_ns))
+                .chain(
+                    (log.untracked.iter())
+                        .filter(|(o, _)| o.pid == u.pid && o.time > u.time)
+                        .map(|(o, _)| o.time),
+                )
+                .min();
+            let exit = log
+                .exits
+                .iter()
+                .find(|e| e.pid as u32 == u.pid)
+                .filter(|_| next.is_none());
+            let usage = log
+                .usages
+                .iter()
+                .find(|x| x.pid as u32 == u.pid)
+                .filter(|_| next.is_none());
+            Process {
+                pid: u.pid,
+                ppid: u.ppid,
+                exec_seq: before,
+                rank: None,
+                exe: exe.clone(),
+                start_ns: u.time.saturating_sub(t0),
+                end_ns: next.or(exit.map(|e| e.time)).map(|t| t.saturating_sub(t0)),
+                exit_code: exit.filter(|e| e.signaled == 0).map(|e| e.status),
+                signal: exit
+                    .filter(|e| e.signaled != 0)
+                    .map(|e| e.status.wrapping_sub(128)),
+                usage: usage.map(|u| KernelUsage {
+                    user_ns: u.user_ns,
+                    system_ns: u.system_ns,
+                }),
+                untracked: true,
+            }
         })
         .collect()
 }
@@ -923,7 +981,15 @@ pub fn finalize(
         let next_exec = images[i + 1..]
             .iter()
             .find(|l| l.pid == log.pid && l.exec_seq > log.exec_seq)
-            .map(|l| l.start_ns.saturating_sub(t0));
+            .map(|l| l.start_ns)
+            .into_iter()
+            .chain(
+                (collector.untracked.iter())
+                    .filter(|(u, _)| u.pid == log.pid && u.time > log.start_ns)
+                    .map(|(u, _)| u.time),
+            )
+            .min()
+            .map(|t| t.saturating_sub(t0));
         let last_image = next_exec.is_none();
         let exit = exits
             .iter()
@@ -956,12 +1022,15 @@ pub fn finalize(
                 user_ns: u.user_ns,
                 system_ns: u.system_ns,
             }),
+            untracked: false,
         });
         regions.extend(built.regions);
         threads.extend(built.threads);
         tags.extend(built.tags);
         timeline.extend(built.timeline);
     }
+    processes.extend(untracked_processes(&collector, &images, t0));
+    losses.untracked_processes += collector.untracked.len() as u64;
     let perf = perf_samples(&raw_dir, t0, &mut sinks.samples);
     if let Some(perf) = &perf {
         let mut code: Vec<&(u32, u64)> = perf.code.iter().collect();

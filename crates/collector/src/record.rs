@@ -139,6 +139,14 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     }
 }
 
+/// The parent of `pid`, from /proc/PID/stat ("pid (comm) state ppid ...",
+/// where comm may hold spaces and parentheses).
+fn procfs_ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Every process descended from `root` (read from /proc): with memlens as
 /// their subreaper, the whole tree of the run, orphans included.
 fn descendants(root: u32) -> Vec<u32> {
@@ -151,15 +159,7 @@ fn descendants(root: u32) -> Vec<u32> {
         else {
             continue;
         };
-        // /proc/PID/stat: "pid (comm) state ppid ...", comm may hold spaces.
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(ppid) = ppid {
+        if let Some(ppid) = procfs_ppid(pid) {
             parent_of.push((pid, ppid));
         }
     }
@@ -320,7 +320,17 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         ticks: 0,
         counters,
         live: cfg.live.then(|| crate::live::Live::new(start_ns)),
+        untracked: HashMap::new(),
+        root: std::process::id(),
     };
+    if let Some(why) = runtime_cannot_load(&program_path) {
+        eprintln!(
+            "memlens: {} is {why}: memlens' runtime cannot be loaded into it; recording its resident memory from /proc only (no heap, objects or call sites)",
+            program_path.display()
+        );
+        let exe = std::fs::canonicalize(&program_path).unwrap_or(program_path.clone());
+        sampler.follow_untracked(child_pid as u32, exe);
+    }
     sampler.define_counters();
     let interval = Duration::from_millis(cfg.interval_ms.max(1));
     let mut next = std::time::Instant::now();
@@ -605,9 +615,69 @@ struct Sampler {
     ticks: u64,
     counters: Counters,
     live: Option<crate::live::Live>,
+    /// Processes of the run the runtime cannot enter (static or setuid
+    /// images), sampled from /proc alone, with the executable they run.
+    untracked: HashMap<u32, PathBuf>,
+    /// memlens' own pid: the root of the run's process tree.
+    root: u32,
+}
+
+/// Why the runtime cannot be loaded into the program at `path`, if it cannot:
+/// the dynamic loader does not run for a static program, and ignores
+/// LD_PRELOAD paths for a setuid or setgid one.
+pub(crate) fn runtime_cannot_load(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    // SAFETY: getters without preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if meta.mode() & libc::S_ISUID != 0 && meta.uid() != uid {
+        return Some("setuid");
+    }
+    if meta.mode() & libc::S_ISGID != 0 && meta.gid() != gid {
+        return Some("setgid");
+    }
+    let data = std::fs::read(path).ok()?;
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).ok()?;
+    use object::read::elf::ProgramHeader;
+    let endian = elf.endian();
+    let interp = elf
+        .elf_program_headers()
+        .iter()
+        .any(|ph| ph.p_type(endian) == object::elf::PT_INTERP);
+    (!interp).then_some("statically linked")
 }
 
 impl Sampler {
+    /// Follows a process the runtime cannot enter: says so in the log, and
+    /// samples it from /proc from now on.
+    fn follow_untracked(&mut self, pid: u32, exe: PathBuf) {
+        let ppid = procfs_ppid(pid).unwrap_or(0);
+        let ev = raw::UntrackedProcess {
+            time: now_ns(),
+            pid,
+            ppid,
+        };
+        let path = exe.as_os_str().as_encoded_bytes().to_vec();
+        self.write_with(tag::UNTRACKED_PROCESS, &ev, &path);
+        self.untracked.insert(pid, exe);
+    }
+
+    /// Looks through the run's processes for images the runtime cannot enter
+    /// (a static program a script runs, say).
+    fn find_untracked(&mut self) {
+        for pid in descendants(self.root) {
+            let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+                continue;
+            };
+            if self.untracked.get(&pid) == Some(&exe) {
+                continue;
+            }
+            if runtime_cannot_load(&exe).is_some() {
+                self.follow_untracked(pid, exe);
+            }
+        }
+    }
+
     /// Picks up logs of new processes and images (fork, exec).
     fn discover(&mut self) {
         let Ok(entries) = std::fs::read_dir(&self.raw_dir) else {
@@ -653,17 +723,26 @@ impl Sampler {
             };
             if w.header().magic == raw::MAGIC {
                 self.watched.insert(pid, (seq, w));
+                // A newer image the runtime entered (a static program exec'd
+                // a dynamic one).
+                self.untracked.remove(&pid);
             }
         }
     }
 
     fn tick(&mut self) {
         self.discover();
+        if self.ticks.is_multiple_of(10) {
+            self.find_untracked();
+        }
         let time = now_ns();
         let numa_due = self.numa_nodes > 1 && self.ticks.is_multiple_of(100);
         self.ticks += 1;
         let mut records = Vec::new();
         for (_, w) in self.watched.values() {
+            if self.untracked.contains_key(&w.pid) {
+                continue; // its logged image exec'd one the runtime cannot enter
+            }
             let mut t = raw::Timeline {
                 time,
                 pid: w.pid as u64,
@@ -687,6 +766,21 @@ impl Sampler {
                 t.numa = numa_resident(w.pid);
             }
             records.push(t);
+        }
+        for &pid in self.untracked.keys() {
+            let mut t = raw::Timeline {
+                time,
+                pid: pid as u64,
+                numa: [u64::MAX; 4],
+                ..Default::default()
+            };
+            let Ok(status) = std::fs::read(format!("/proc/{pid}/status")) else {
+                continue;
+            };
+            procfs::fill_from_status(&status, &mut t);
+            if t.rss != 0 || procfs::kb_field(&status, b"VmRSS").is_some() {
+                records.push(t);
+            }
         }
         if let Some(live) = self.live.as_mut().filter(|live| live.due(time)) {
             let images: Vec<_> = (self.watched.values())

@@ -334,13 +334,20 @@ pub fn render_text(r: &Report) -> String {
         pk.rss_pid,
         human_bytes(pk.total_rss_bytes as f64)
     );
-    let _ = writeln!(
-        out,
-        "  heap      {} live at {} (pid {})",
-        human_bytes(pk.heap_bytes as f64),
-        seconds(pk.heap_time_ns),
-        pk.heap_pid
-    );
+    if pk.heap_measured {
+        let _ = writeln!(
+            out,
+            "  heap      {} live at {} (pid {})",
+            human_bytes(pk.heap_bytes as f64),
+            seconds(pk.heap_time_ns),
+            pk.heap_pid
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  heap      not measured: memlens' runtime ran in no process (static or setuid programs)"
+        );
+    }
     let _ = writeln!(
         out,
         "\nTOP DATA OBJECTS BY PEAK BYTES  (~ sampled and scaled)"
@@ -438,7 +445,7 @@ pub(crate) fn exit_status(p: &Process) -> String {
 }
 
 /// Every kind of loss with its count, as the reports list them.
-pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 15] {
+pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 16] {
     [
         ("events dropped (log full)", l.dropped_events),
         ("tracked blocks not followed", l.untracked_allocs),
@@ -466,6 +473,10 @@ pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 15] {
         (
             "processes whose log met a full disk (later events lost)",
             l.disk_full,
+        ),
+        (
+            "static or setuid processes seen from /proc only (no heap, objects or sites)",
+            l.untracked_processes,
         ),
     ]
 }

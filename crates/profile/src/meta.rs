@@ -70,6 +70,10 @@ pub struct Process {
     /// The kernel's account at exit, for processes the collector reaped.
     #[serde(default)]
     pub usage: Option<KernelUsage>,
+    /// The runtime could not enter this image (static or setuid): only its
+    /// resident memory was sampled, from /proc.
+    #[serde(default)]
+    pub untracked: bool,
 }
 
 /// CPU time as the kernel accounted it (wait4's rusage), including the children
@@ -123,11 +127,15 @@ pub struct Losses {
     /// Processes whose log stopped at a full disk: later events lost.
     #[serde(default)]
     pub disk_full: u64,
+    /// Processes (or exec'd images) the runtime could not enter, static or
+    /// setuid: sampled from /proc alone.
+    #[serde(default)]
+    pub untracked_processes: u64,
 }
 
 impl Losses {
     /// Every count, in field order (for adding and totalling them).
-    fn counts_mut(&mut self) -> [&mut u64; 15] {
+    fn counts_mut(&mut self) -> [&mut u64; 16] {
         [
             &mut self.dropped_events,
             &mut self.untracked_allocs,
@@ -144,6 +152,7 @@ impl Losses {
             &mut self.heap_sizes_unknown,
             &mut self.log_lost,
             &mut self.disk_full,
+            &mut self.untracked_processes,
         ]
     }
 

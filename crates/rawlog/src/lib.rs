@@ -216,9 +216,9 @@ pub mod tag {
     pub const COUNTER: u16 = 21;
     pub const PROCESS_USAGE: u16 = 22;
     pub const THREAD_TOTALS: u16 = 23;
+    pub const UNTRACKED_PROCESS: u16 = 24;
 }
 
-/// How an allocation was made.
 /// Bits of [`FileHeader::faults`]: each makes a part of the log incomplete, and
 /// each is reported as a loss.
 pub mod fault {
@@ -235,6 +235,7 @@ pub mod fault {
     pub const DISK_FULL: u32 = 8;
 }
 
+/// How an allocation was made.
 pub mod alloc_kind {
     pub const MALLOC: u8 = 0;
     pub const CALLOC: u8 = 1;
@@ -470,6 +471,16 @@ pub struct ProcessExit {
     pub pid: u64,
 }
 
+/// A process of the run that has no runtime (a static or setuid program):
+/// the collector samples it from /proc alone. Followed by its executable's path.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UntrackedProcess {
+    pub time: u64,
+    pub pid: u32,
+    pub ppid: u32,
+}
+
 /// The kernel's account of a child the collector reaped (wait4's rusage): CPU
 /// time, including the children it waited for. (Its peak resident set is left
 /// out: Linux carries it over exec, so it would be memlens' own at fork.)
@@ -543,6 +554,7 @@ payload!(
     Timeline,
     ProcessExit,
     ProcessUsage,
+    UntrackedProcess,
     CounterDef,
     CounterReading
 );
