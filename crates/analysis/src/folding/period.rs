@@ -164,6 +164,7 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
     let fine = &events[..events.len().min(FINE_SAMPLES)];
     let (period_ns, chi2) =
         refine(fine, labels.len(), start, lag as f64 * width, width).ok_or_else(no_period)?;
+    let (period_ns, chi2) = fundamental(fine, labels.len(), start, (period_ns, chi2), width);
     // Flat phases give chi-square ~ its degrees of freedom (sd sqrt(2 dof));
     // a period must stand ten deviations above.
     let dof = (labels.len() - 1) * (PHASES - 1);
@@ -272,6 +273,34 @@ fn refine(
     };
     let (rough, _) = search(coarse, width, step)?;
     search(rough, 2.0 * step, step / 50.0)
+}
+
+/// Share of a period's chi-square that a fold at a fraction of it must keep to
+/// be the fundamental: folding at twice the period separates the labels as
+/// well as the period itself, while a fraction of the true period piles
+/// different phases onto each other and loses most of it.
+const FUNDAMENTAL_KEEPS: f64 = 0.8;
+
+/// The shortest of `found` / 2 and `found` / 3 whose fold keeps
+/// FUNDAMENTAL_KEEPS of `found`'s chi-square, else `found`: the coarse search
+/// can land on a multiple when the fundamental's autocorrelation peak is
+/// blurred (iterations that wander in duration).
+fn fundamental(
+    events: &[(u64, usize)],
+    labels: usize,
+    start: u64,
+    found: (f64, f64),
+    width: f64,
+) -> (f64, f64) {
+    let mut best = found;
+    for k in [2.0, 3.0] {
+        if let Some((p, c)) = refine(events, labels, start, found.0 / k, width / k) {
+            if c >= FUNDAMENTAL_KEEPS * found.1 {
+                best = (p, c);
+            }
+        }
+    }
+    best
 }
 
 /// Folded at `period`: each (label, phase bin) count minus what the bin would
@@ -383,6 +412,14 @@ mod tests {
         let (found, chi2) = refine(&events, 3, start, lag as f64 * width, width).unwrap();
         assert!((found / period - 1.0).abs() < 1e-5, "{found}");
         assert!(chi2 >= sharp * 0.99, "{chi2} vs {sharp}");
+        // The fundamental is kept, and found again from its multiples.
+        let kept = fundamental(&events, 3, start, (found, chi2), width);
+        assert_eq!(kept, (found, chi2));
+        for k in [2.0, 3.0] {
+            let twice = refine(&events, 3, start, k * found, k * width).unwrap();
+            let (back, _) = fundamental(&events, 3, start, twice, k * width);
+            assert!((back / period - 1.0).abs() < 1e-4, "{k}x: {back}");
+        }
     }
 
     #[test]
