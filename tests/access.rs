@@ -1213,12 +1213,6 @@ fn sql_over_the_profile_gives_the_reports_numbers() {
     assert_eq!(sites[0]["bytes"], 1_600_000.0, "{sites:?}");
     assert!(sites[0]["file"].as_str().unwrap().ends_with("stream.c"));
 
-    // A table the profile has no file for (one written by an older memlens)
-    // is there, empty.
-    let _ = std::fs::remove_file(p.join("tags.parquet"));
-    let empty = sql_json(&p, "SELECT count(*) AS n, min(name) AS first FROM tags");
-    assert_eq!(empty[0]["n"], 0);
-
     // The text table: a header, rows up to --max-rows, and what was left out.
     let out = Command::new(memlens())
         .args(["sql", "--max-rows", "2"])
@@ -1264,6 +1258,11 @@ fn sql_over_the_profile_gives_the_reports_numbers() {
         );
     }
     assert!(!written.exists());
+
+    // A table file deleted from the profile is named, never read as empty.
+    std::fs::remove_file(p.join("tags.parquet")).unwrap();
+    let err = sql_error(&p, "SELECT count(*) FROM regions");
+    assert!(err.contains("tags.parquet: missing"), "{err}");
 }
 
 #[test]

@@ -43,7 +43,12 @@ fn example_report_has_objects_regions_and_leak() {
     assert!(find("mmap", &|o| o["peak_bytes"].as_f64()
         == Some((64u64 << 20) as f64))
     .is_some());
-    let leaks = objects(&r["leaks"], "sites");
+    // The leak recorded exactly (a small block the byte sampler picked, such
+    // as stdout's buffer, may be listed too, as an estimate).
+    let leaks: Vec<_> = objects(&r["leaks"], "sites")
+        .into_iter()
+        .filter(|l| l["provenance"] == "measured")
+        .collect();
     assert_eq!(leaks.len(), 1, "{leaks:?}");
     assert_eq!(
         leaks[0]["leaked_bytes"].as_f64().unwrap(),

@@ -414,11 +414,13 @@ fn import_over_a_profile_refuses_or_replaces_it_whole() {
         .output()
         .unwrap();
     assert_ran(&o);
-    // Import writes its own (empty) timeline; the record's counters are gone.
+    // Import writes its own (empty) timeline and counters: the record's are gone.
     assert!(read_table::<memlens_profile::TimelinePoint>(&out)
         .unwrap()
         .is_empty());
-    assert!(!out.join("counters.parquet").exists());
+    assert!(read_table::<memlens_profile::CounterReading>(&out)
+        .unwrap()
+        .is_empty());
     assert!(Meta::read(&out)
         .unwrap()
         .backend

@@ -234,3 +234,55 @@ fn setuid_programs_ignore_the_callers_memlens_settings() {
     );
     assert!(target.join("raw").is_dir());
 }
+
+#[test]
+fn a_full_disk_loses_only_what_did_not_fit() {
+    // A 2 MiB file system (tmpfs, in a mount namespace of the test's own)
+    // fills while every block of 64 threads is recorded: the program runs as
+    // usual, record says what could not be written and how to finish, and
+    // once there is room the raw logs become a profile that counts the loss.
+    let dir = tempdir();
+    let d = dir.path();
+    let small = d.join("small");
+    std::fs::create_dir(&small).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=2m none {small} || exit 99
+         MEMLENS_RUNTIME={rt} {memlens} record -o {small}/p --sample-rate 1 -- {torture} threads >{d}/out 2>{d}/err
+         echo $? >{d}/rc
+         mount -o remount,size=256m {small}
+         {memlens} finalize {small}/p 2>{d}/fin || exit 98
+         {memlens} report --format json {small}/p >{d}/report.json",
+        small = small.display(),
+        rt = runtime().display(),
+        memlens = memlens().display(),
+        torture = program("torture"),
+        d = d.display(),
+    );
+    let out = output_within(
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(&script),
+    );
+    assert_ran(&out);
+    let read = |f: &str| std::fs::read_to_string(d.join(f)).unwrap();
+    assert_eq!(
+        read("out"),
+        String::from_utf8_lossy(&run_native(&[&program("torture"), "threads"]).stdout)
+    );
+    assert_eq!(read("rc").trim(), "2");
+    let err = read("err");
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.contains("cannot be written") && last.contains("memlens finalize"),
+        "{err}"
+    );
+    let r: serde_json::Value = serde_json::from_str(&read("report.json")).unwrap();
+    assert_eq!(r["losses"]["disk_full"], 1, "{:#}", r["losses"]);
+    assert!(r["losses"]["dropped_events"].as_u64().unwrap() > 0);
+    // What was written before the disk filled is there.
+    let recorded: f64 = objects(&r, "objects_by_allocated")
+        .iter()
+        .map(|o| o["allocations"].as_f64().unwrap())
+        .sum();
+    assert!(recorded > 1000.0, "{recorded} allocations recorded");
+}

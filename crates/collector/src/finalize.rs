@@ -112,6 +112,10 @@ struct ThreadStream<'a> {
 /// An image log mapped in memory, split into per-thread streams.
 struct ImageLog {
     data: memmap2::Mmap,
+    /// The byte ranges the file has data in: a hole (a block whose disk space
+    /// was refused while another thread's later block got some) is never
+    /// touched, since reading a hole of a full tmpfs raises SIGBUS.
+    extents: Vec<std::ops::Range<usize>>,
 }
 
 impl ImageLog {
@@ -119,7 +123,15 @@ impl ImageLog {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         // SAFETY: read-only mapping of a log nobody writes any more.
         let data = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        Ok(ImageLog { data })
+        let extents = data_extents(&file, data.len());
+        Ok(ImageLog { data, extents })
+    }
+
+    /// How many bytes from `at` on lie in one data extent (0 in a hole).
+    fn data_after(&self, at: usize) -> usize {
+        (self.extents.iter())
+            .find(|e| e.contains(&at))
+            .map_or(0, |e| e.end - at)
     }
 
     /// Per-thread streams, and how many blocks were cut short or never written.
@@ -129,7 +141,13 @@ impl ImageLog {
         let mut truncated = 0;
         let mut off = raw::HEADER_SIZE;
         while off + raw::BLOCK_HEADER_SIZE <= data.len() {
-            let block = &data[off..data.len().min(off + raw::BLOCK_SIZE)];
+            let readable = self.data_after(off);
+            if readable < raw::BLOCK_HEADER_SIZE {
+                truncated += 1; // a hole: disk space refused
+                off += raw::BLOCK_SIZE;
+                continue;
+            }
+            let block = &data[off..data.len().min(off + raw::BLOCK_SIZE.min(readable))];
             off += raw::BLOCK_SIZE;
             let Some((tid, used)) = raw::BlockHeader::read(block) else {
                 truncated += 1; // reserved but never initialised: the process died then
@@ -151,6 +169,33 @@ impl ImageLog {
             .collect();
         (streams, truncated)
     }
+}
+
+/// The data extents of a file of `len` bytes, from SEEK_DATA and SEEK_HOLE;
+/// the whole file where the file system cannot tell.
+fn data_extents(file: &std::fs::File, len: usize) -> Vec<std::ops::Range<usize>> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    let mut extents = Vec::new();
+    let mut at = 0i64;
+    while (at as usize) < len {
+        // SAFETY: lseek on a descriptor we own.
+        let start = unsafe { libc::lseek(fd, at, libc::SEEK_DATA) };
+        if start < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+                break; // only a hole is left
+            }
+            return std::iter::once(0..len).collect();
+        }
+        // SAFETY: as above.
+        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
+        if end <= start {
+            return std::iter::once(0..len).collect();
+        }
+        extents.push(start as usize..(end as usize).min(len));
+        at = end;
+    }
+    extents
 }
 
 /// Definitions an image's events refer to, gathered in a first pass.

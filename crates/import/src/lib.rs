@@ -201,6 +201,7 @@ fn write(
     profile::write_table::<profile::TagRange>(out, &[])?;
     profile::write_table::<profile::TimelinePoint>(out, &[])?;
     profile::write_table::<profile::StaticObject>(out, &[])?;
+    profile::write_table::<profile::CounterReading>(out, &[])?;
 
     let mut backends = c.backend_names();
     backends.push("perf.data import".into());

@@ -16,7 +16,7 @@ pub use tables::*;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ArrowWriter;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -32,12 +32,18 @@ pub enum ProfileError {
     Parquet { path: PathBuf, detail: String },
     #[error("{path}: {detail}")]
     Format { path: PathBuf, detail: String },
+    #[error("{path}: cannot be written ({detail}); make room, then `memlens finalize` the profile directory: its raw logs are kept")]
+    Write { path: PathBuf, detail: String },
     #[error("{path}: belongs to another user (uid {owner}); write the profile into a directory of yours with -o")]
     NotOwned { path: PathBuf, owner: u32 },
     #[error("{0}: another memlens is writing this profile; wait for it, or choose another directory with -o")]
     Busy(PathBuf),
     #[error("{0}: holds another run's data (a profile, or the raw logs of a record that was interrupted); choose another directory with -o, or replace it with --force")]
     HoldsAnotherRun(PathBuf),
+    #[error(
+        "{0}: missing: the profile is incomplete; restore the file, or re-run `memlens record`"
+    )]
+    MissingTable(PathBuf),
     #[error("{0}: no memlens profile here (no meta.json and no raw/ logs); give the directory `memlens record` printed")]
     NotAProfile(PathBuf),
 }
@@ -207,21 +213,21 @@ impl<T: Table> Encoder<T> {
                 path,
                 table: std::marker::PhantomData,
             }),
-            Err(e) => Err(parquet_error(&path, e.to_string())),
+            Err(e) => Err(write_error(&path, e.to_string())),
         }
     }
 
     fn write(&mut self, rows: &[T]) -> Result<()> {
-        let batch = T::to_batch(rows).map_err(|e| parquet_error(&self.path, e))?;
+        let batch = T::to_batch(rows).map_err(|e| write_error(&self.path, e))?;
         self.writer
             .write(&batch)
-            .map_err(|e| parquet_error(&self.path, e.to_string()))
+            .map_err(|e| write_error(&self.path, e.to_string()))
     }
 
     fn close(self) -> Result<()> {
         match self.writer.close() {
             Ok(_) => Ok(()),
-            Err(e) => Err(parquet_error(&self.path, e.to_string())),
+            Err(e) => Err(write_error(&self.path, e.to_string())),
         }
     }
 }
@@ -239,6 +245,14 @@ pub fn writer_properties() -> parquet::file::properties::WriterProperties {
         .set_dictionary_enabled(false)
         .set_data_page_size_limit(1 << 16)
         .build()
+}
+
+/// A table that could not be written (a full disk, say).
+pub(crate) fn write_error(path: &Path, detail: String) -> ProfileError {
+    ProfileError::Write {
+        path: path.to_path_buf(),
+        detail,
+    }
 }
 
 fn parquet_error(path: &Path, detail: String) -> ProfileError {
@@ -323,11 +337,95 @@ pub fn write_table<T: Table>(dir: &Path, rows: &[T]) -> Result<()> {
 
 /// Number of rows of a table, from the Parquet footer (0 if absent).
 pub fn table_rows<T: Table>(dir: &Path) -> Result<u64> {
-    let path = table_path::<T>(dir);
-    let Ok(file) = File::open(&path) else {
-        return Ok(0);
-    };
-    footer_rows(&path, file)
+    match table_file::<T>(dir)? {
+        Some(path) => file_rows(&path),
+        None => Ok(0),
+    }
+}
+
+/// The file of table `T` in `dir`; None for a directory of tables without
+/// meta.json (an export) that lacks it. A profile (with meta.json) has every
+/// table: one missing is damage, named as such, never read as empty.
+pub fn table_file<T: Table>(dir: &Path) -> Result<Option<PathBuf>> {
+    table_file_named(dir, T::NAME)
+}
+
+/// [`table_file`] by the table's name.
+pub fn table_file_named(dir: &Path, name: &str) -> Result<Option<PathBuf>> {
+    let path = dir.join(format!("{name}.parquet"));
+    if path.exists() {
+        Ok(Some(path))
+    } else if dir.join(META_FILE).exists() {
+        Err(ProfileError::MissingTable(path))
+    } else {
+        Ok(None)
+    }
+}
+
+/// How every table file is opened: the Arrow schema a writer embeds in the
+/// footer is not decoded (the table's own schema is known; a damaged embedded
+/// one made the decoder panic, so it is decoded once under [`guarded`] to
+/// tell a damaged file from a sound one, as other readers of the file, such
+/// as DataFusion, decode it), and every column chunk must lie inside the file
+/// (the reader asserts it).
+fn reader_builder(file: File) -> parquet::errors::Result<ParquetRecordBatchReaderBuilder<File>> {
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let b = ParquetRecordBatchReaderBuilder::try_new_with_options(
+        file,
+        ArrowReaderOptions::new().with_skip_arrow_metadata(true),
+    )?;
+    let footer = b.metadata().file_metadata();
+    parquet::arrow::parquet_to_arrow_schema(footer.schema_descr(), footer.key_value_metadata())?;
+    for group in b.metadata().row_groups() {
+        for col in group.columns() {
+            let start = col
+                .dictionary_page_offset()
+                .unwrap_or(col.data_page_offset());
+            let size = col.compressed_size();
+            let inside = start >= 0
+                && size >= 0
+                && (start as u64)
+                    .checked_add(size as u64)
+                    .is_some_and(|end| end <= len);
+            if !inside {
+                return Err(parquet::errors::ParquetError::General(format!(
+                    "column {} claims bytes {start}..+{size} of a {len}-byte file",
+                    col.column_path()
+                )));
+            }
+        }
+    }
+    Ok(b)
+}
+
+/// Runs a read of the table file at `path`, turning a panic of the Parquet
+/// reader on damaged bytes (it asserts where it should fail) into an error
+/// naming the file. The panic's own message is not printed.
+fn guarded<R>(path: &Path, read: impl FnOnce() -> Result<R>) -> Result<R> {
+    thread_local! {
+        static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(|g| g.get()) {
+                previous(info);
+            }
+        }));
+    });
+    GUARDED.with(|g| g.set(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
+    GUARDED.with(|g| g.set(false));
+    outcome.unwrap_or_else(|panic| {
+        let what = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(parquet_error(
+            path,
+            format!("the reader failed on it: {what}"),
+        ))
+    })
 }
 
 /// Number of rows of a table file, from its footer: an error names a file
@@ -337,21 +435,22 @@ pub fn file_rows(path: &Path) -> Result<u64> {
         path: path.to_path_buf(),
         source,
     })?;
-    footer_rows(path, file)
+    guarded(path, || {
+        let meta = reader_builder(file).map_err(|e| parquet_error(path, e.to_string()))?;
+        Ok(meta.metadata().file_metadata().num_rows().max(0) as u64)
+    })
 }
 
-fn footer_rows(path: &Path, file: File) -> Result<u64> {
-    let meta = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| parquet_error(path, e.to_string()))?;
-    Ok(meta.metadata().file_metadata().num_rows().max(0) as u64)
-}
-
-/// Reads every row of a table; a missing file is an empty table.
+/// Reads every row of a table (see [`table_file`] for a missing one).
 pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
-    let path = table_path::<T>(dir);
-    if !path.exists() {
+    let Some(path) = table_file::<T>(dir)? else {
         return Ok(Vec::new());
-    }
+    };
+    guarded(&path, || read_file::<T>(&path))
+}
+
+fn read_file<T: Table>(path: &Path) -> Result<Vec<T>> {
+    let path = path.to_path_buf();
     let perr = |detail: String| parquet_error(&path, detail);
     let file = File::open(&path).map_err(|source| ProfileError::Io {
         path: path.clone(),
@@ -360,7 +459,7 @@ pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
     // Only the row type's columns are decoded: a view with fewer columns reads less.
     let schema = T::schema();
     let mut rows = Vec::new();
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+    let reader = reader_builder(file)
         .and_then(|b| {
             // Sized once from the footer: growing by doubling copies the rows
             // and, for a moment, holds them twice. Tried, not required: a

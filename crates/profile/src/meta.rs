@@ -178,7 +178,7 @@ impl Meta {
         let json = serde_json::to_string_pretty(self).expect("meta serializes");
         let mut file = crate::create_private_file(&path)?;
         std::io::Write::write_all(&mut file, json.as_bytes())
-            .map_err(|source| ProfileError::Io { path, source })
+            .map_err(|e| crate::write_error(&path, e.to_string()))
     }
 
     pub fn read(dir: &Path) -> Result<Meta> {

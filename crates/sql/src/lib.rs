@@ -73,11 +73,10 @@ impl Engine {
             SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
         let mut present = Vec::new();
         for (name, schema) in table_schemas() {
-            let files: Vec<PathBuf> = parts
-                .iter()
-                .map(|dir| dir.join(format!("{name}.parquet")))
-                .filter(|f| f.exists())
-                .collect();
+            let mut files = Vec::new();
+            for dir in parts {
+                files.extend(memlens_profile::table_file_named(dir, name)?);
+            }
             let provider: Arc<dyn datafusion::catalog::TableProvider> = if files.is_empty() {
                 Arc::new(
                     MemTable::try_new(schema, vec![vec![]])
