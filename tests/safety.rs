@@ -11,6 +11,14 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Asserts that memlens refused with one error line saying `what`.
+fn refused_with(out: &std::process::Output, what: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(what), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
 #[test]
 fn a_directory_holds_one_run() {
     let dir = tempdir();
@@ -19,13 +27,8 @@ fn a_directory_holds_one_run() {
 
     // A second record into it is refused, and the first profile is untouched.
     let again = record(&p, &[], &["true"]);
-    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
-    let err = stderr(&again);
-    assert!(
-        err.contains("holds another run's data") && err.contains("--force"),
-        "{err}"
-    );
-    assert_eq!(err.lines().count(), 1, "{err}");
+    refused_with(&again, "holds another run's data");
+    assert!(stderr(&again).contains("--force"));
     assert_eq!(report_json(&p)["summary"]["command"][1], "hold");
 
     // The raw logs of a record killed before it finalized are not merged into
@@ -71,12 +74,7 @@ fn two_records_into_one_directory_do_not_mix() {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let second = record(&p, &[], &["true"]);
-    assert_eq!(second.status.code(), Some(2));
-    assert!(
-        stderr(&second).contains("another memlens is writing this profile"),
-        "{}",
-        stderr(&second)
-    );
+    refused_with(&second, "another memlens is writing this profile");
     let first = first.wait_with_output().unwrap();
     assert!(first.status.success(), "{}", stderr(&first));
     assert_eq!(
@@ -118,7 +116,9 @@ fn termination_reaches_the_whole_run() {
     assert!(procs.len() >= 2, "{procs:?}");
     assert_eq!(procs[0]["signal"], 15, "{procs:?}");
     assert!(
-        procs.iter().all(|p| p["exit_code"].is_null() && p["signal"] != 0),
+        procs
+            .iter()
+            .all(|p| p["exit_code"].is_null() && p["signal"] != 0),
         "{procs:?}"
     );
 }
@@ -137,13 +137,7 @@ fn profiles_are_private_and_foreign_directories_refused() {
     }
     // Transparent mode: the runtime makes the directory and logs private too.
     let t = dir.path().join("t");
-    let out = Command::new(program("torture"))
-        .arg("hold")
-        .env("LD_PRELOAD", runtime())
-        .env("MEMLENS_DIR", &t)
-        .output()
-        .unwrap();
-    assert_ran(&out);
+    assert_ran(&run_transparent(&t, &[&program("torture"), "hold"]));
     assert_eq!(mode(&t), 0o700);
     for log in std::fs::read_dir(t.join("raw")).unwrap().flatten() {
         assert_eq!(mode(&log.path()), 0o600, "{}", log.path().display());
@@ -154,21 +148,10 @@ fn profiles_are_private_and_foreign_directories_refused() {
     std::fs::create_dir(&foreign).unwrap();
     std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
     let out = record(&foreign, &[], &["true"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("belongs to another user (uid 65534)"),
-        "{}",
-        stderr(&out)
-    );
+    refused_with(&out, "belongs to another user (uid 65534)");
     assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 0);
     // Nor by the runtime in transparent mode.
-    let out = Command::new(program("torture"))
-        .arg("hold")
-        .env("LD_PRELOAD", runtime())
-        .env("MEMLENS_DIR", &foreign)
-        .output()
-        .unwrap();
-    assert_ran(&out);
+    assert_ran(&run_transparent(&foreign, &[&program("torture"), "hold"]));
     assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 0);
 }
 
@@ -205,21 +188,17 @@ fn setuid_programs_ignore_the_callers_memlens_settings() {
         "tests run as root"
     );
     let target = d.join("written-as-root");
+    // Runs as nobody; the program's output is always the same.
     let run = |app: &std::path::Path| {
-        Command::new("setpriv")
+        let out = Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(app)
             .env("MEMLENS_DIR", &target)
             .output()
-            .unwrap()
+            .unwrap();
+        assert_eq!(out.stdout, b"ok\n", "{}", stderr(&out));
     };
-    let out = run(&app);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "ok\n",
-        "{}",
-        stderr(&out)
-    );
+    run(&app);
     assert!(
         !target.exists(),
         "a setuid program wrote the caller's MEMLENS_DIR"
@@ -227,13 +206,7 @@ fn setuid_programs_ignore_the_callers_memlens_settings() {
     // The same program without the setuid bit does record (the check is real).
     std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = run(&app);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "ok\n",
-        "{}",
-        stderr(&out)
-    );
+    run(&app);
     assert!(target.join("raw").is_dir());
 }
 

@@ -220,6 +220,16 @@ pub fn output_within(cmd: &mut Command) -> Output {
     out
 }
 
+/// Runs a program in transparent mode: the runtime preloaded, writing to `dir`.
+pub fn run_transparent(dir: &Path, args: &[&str]) -> Output {
+    output_within(
+        Command::new(args[0])
+            .args(&args[1..])
+            .env("LD_PRELOAD", runtime())
+            .env("MEMLENS_DIR", dir),
+    )
+}
+
 /// `memlens plot KIND PROFILE -o IMAGE`.
 pub fn plot(kind: &str, profile: &Path, image: &Path) -> Output {
     Command::new(memlens())

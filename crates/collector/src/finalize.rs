@@ -845,6 +845,19 @@ fn counter_rows(log: &CollectorLog, t0: u64) -> Vec<profile::CounterReading> {
         .collect()
 }
 
+/// The signal that ended a process the collector reaped, if one did.
+fn signal_of(exit: Option<&raw::ProcessExit>) -> Option<i32> {
+    exit.filter(|e| e.signaled != 0)
+        .map(|e| e.status.wrapping_sub(128))
+}
+
+fn kernel_usage(u: &raw::ProcessUsage) -> KernelUsage {
+    KernelUsage {
+        user_ns: u.user_ns,
+        system_ns: u.system_ns,
+    }
+}
+
 /// The processes (or images after an exec) the runtime could not enter: known
 /// from the collector alone, they end at their exit or at a later image.
 fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> Vec<Process> {
@@ -879,13 +892,8 @@ fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> V
                 start_ns: u.time.saturating_sub(t0),
                 end_ns: next.or(exit.map(|e| e.time)).map(|t| t.saturating_sub(t0)),
                 exit_code: exit.filter(|e| e.signaled == 0).map(|e| e.status),
-                signal: exit
-                    .filter(|e| e.signaled != 0)
-                    .map(|e| e.status.wrapping_sub(128)),
-                usage: usage.map(|u| KernelUsage {
-                    user_ns: u.user_ns,
-                    system_ns: u.system_ns,
-                }),
+                signal: signal_of(exit),
+                usage: usage.map(kernel_usage),
                 untracked: true,
             }
         })
@@ -1060,13 +1068,8 @@ pub fn finalize(
                 Some(e) => (e.signaled == 0).then_some(e.status),
                 None => defs.exit_status.filter(|_| last_image),
             },
-            signal: exit
-                .filter(|e| e.signaled != 0)
-                .map(|e| e.status.wrapping_sub(128)),
-            usage: usage.map(|u| KernelUsage {
-                user_ns: u.user_ns,
-                system_ns: u.system_ns,
-            }),
+            signal: signal_of(exit),
+            usage: usage.map(kernel_usage),
             untracked: false,
         });
         regions.extend(built.regions);
