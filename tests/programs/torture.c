@@ -3,6 +3,7 @@
  * memlens. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -231,21 +233,39 @@ static int getattr(void) {
  * puts it under many high numbers too, then allocates; its file must hold
  * exactly what it wrote */
 static int closefds(const char *path) {
+    /* Small blocks in a group are each recorded: freeing them later writes
+     * events from inside free, across several log blocks. */
+    static void *grouped[5000];
+    memlens_group_begin("kept");
+    for (int i = 0; i < 5000; i++) grouped[i] = malloc(16);
+    memlens_group_end();
+    /* Every number up to the limit will be taken: the log reopened stays low. */
+    struct rlimit limit = {1024, 1024};
+    setrlimit(RLIMIT_NOFILE, &limit);
     for (int fd = 3; fd < 1024; fd++) close(fd);
     int own = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (write(own, "hello\n", 6) != 6) return 1;
     for (int fd = 900; fd < 1024; fd++) dup2(own, fd);
+    int errno_changed = 0; /* malloc and free keep errno when they succeed */
+    for (int i = 0; i < 5000; i++) {
+        errno = 77;
+        free(grouped[i]);
+        errno_changed += errno != 77;
+    }
     for (int i = 0; i < 2000; i++) {
+        errno = 77;
         char *p = malloc(100000);
         p[0] = 1;
         sink = p;
         free(p);
+        errno_changed += errno != 77;
     }
     for (int fd = 900; fd < 1024; fd++) close(fd);
     close(own);
     struct stat st;
     stat(path, &st);
-    printf("own file %ld bytes, fd %d\n", (long)st.st_size, own);
+    printf("own file %ld bytes, fd %d, errno changed %d times\n", (long)st.st_size, own,
+           errno_changed);
     return 0;
 }
 

@@ -300,7 +300,16 @@ impl Writer {
         false
     }
 
+    /// Maps a new block for the thread. The program's errno is kept whatever
+    /// the system calls behind it say (a hook of `free` writes events too).
     fn next_block(&mut self, tid: u32) -> bool {
+        let saved = crate::errno();
+        let mapped = self.map_block(tid);
+        crate::set_errno(saved);
+        mapped
+    }
+
+    fn map_block(&mut self, tid: u32) -> bool {
         let Some(h) = header() else {
             return false;
         };
