@@ -41,12 +41,17 @@ fn a_directory_holds_one_run() {
         .args(["--", &program("torture"), "hold"])
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    // Killed once the program's log is there (it holds its blocks 200 ms).
+    let started = std::time::Instant::now();
+    let logs = || std::fs::read_dir(killed.join("raw")).map_or(0, |d| d.count());
+    while logs() < 2 && started.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     // SAFETY: a signal to the memlens this test started.
     unsafe { libc::kill(rec.id() as i32, libc::SIGKILL) };
     rec.wait().unwrap();
+    assert!(logs() >= 2, "the collector's and the program's logs");
     std::thread::sleep(std::time::Duration::from_millis(400)); // the orphan ends
-    assert!(std::fs::read_dir(killed.join("raw")).unwrap().count() > 0);
     let out = record(&killed, &[], &["true"]);
     assert!(
         stderr(&out).contains("holds another run's data"),
