@@ -129,8 +129,11 @@ impl ImageLog {
 
     /// How many bytes from `at` on lie in one data extent (0 in a hole).
     fn data_after(&self, at: usize) -> usize {
-        (self.extents.iter())
-            .find(|e| e.contains(&at))
+        // Extents are sorted and disjoint: the first ending past `at`.
+        let i = self.extents.partition_point(|e| e.end <= at);
+        self.extents
+            .get(i)
+            .filter(|e| e.start <= at)
             .map_or(0, |e| e.end - at)
     }
 
