@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let raw = dir.path().join("raw");
     std::fs::create_dir(&raw).expect("raw directory");
     std::fs::write(raw.join("1.0.mlraw"), unpack(data)).expect("log written");
-    if finalize(dir.path(), &RunInfo::default(), false).is_err() {
+    if finalize(dir.path(), &RunInfo::default(), false, &|_, _| {}).is_err() {
         return;
     }
     if let Ok(profile) = Profile::load(dir.path()) {
