@@ -210,14 +210,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     // One run per directory, written by one memlens at a time: a second
     // record waits for nobody and mixes nothing; an interrupted run's raw logs
     // are not merged into the next.
-    memlens_profile::create_private_dir(&cfg.out_dir)?;
-    let lock = memlens_profile::lock_dir(&cfg.out_dir, false)?;
-    if memlens_profile::holds_run(&cfg.out_dir) {
-        if !cfg.force {
-            return Err(memlens_profile::ProfileError::HoldsAnotherRun(cfg.out_dir.clone()).into());
-        }
-        memlens_profile::clear_run(&cfg.out_dir)?;
-    }
+    let lock = memlens_profile::claim_dir(&cfg.out_dir, cfg.force)?;
     let raw_dir = cfg.out_dir.join("raw");
     memlens_profile::create_private_dir(&raw_dir)?;
     let out_dir = std::fs::canonicalize(&cfg.out_dir).map_err(|e| Error::io(&cfg.out_dir, e))?;
@@ -322,6 +315,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         live: cfg.live.then(|| crate::live::Live::new(start_ns)),
         untracked: HashMap::new(),
         root: std::process::id(),
+        loadable: HashMap::new(),
     };
     if let Some(why) = runtime_cannot_load(&program_path) {
         eprintln!(
@@ -620,6 +614,27 @@ struct Sampler {
     untracked: HashMap<u32, PathBuf>,
     /// memlens' own pid: the root of the run's process tree.
     root: u32,
+    /// Executables of the run already looked at: whether the runtime can
+    /// enter each (read once, not on every look at the process tree).
+    loadable: HashMap<PathBuf, bool>,
+}
+
+/// A timeline point of `pid` from /proc/PID/status (read into `buf`); None
+/// when the process is gone or a zombie (it has no memory any more).
+fn proc_timeline(pid: u32, time: u64, buf: &mut Vec<u8>) -> Option<raw::Timeline> {
+    let mut t = raw::Timeline {
+        time,
+        pid: pid as u64,
+        numa: [u64::MAX; 4],
+        ..Default::default()
+    };
+    buf.clear();
+    let mut f = std::fs::File::open(format!("/proc/{pid}/status")).ok()?;
+    if std::io::Read::read_to_end(&mut f, buf).is_err() || buf.is_empty() {
+        return None;
+    }
+    procfs::fill_from_status(buf, &mut t);
+    (t.rss != 0 || procfs::kb_field(buf, b"VmRSS").is_some()).then_some(t)
 }
 
 /// Why the runtime cannot be loaded into the program at `path`, if it cannot:
@@ -636,12 +651,12 @@ pub(crate) fn runtime_cannot_load(path: &Path) -> Option<&'static str> {
     if meta.mode() & libc::S_ISGID != 0 && meta.gid() != gid {
         return Some("setgid");
     }
-    let data = std::fs::read(path).ok()?;
-    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).ok()?;
-    use object::read::elf::ProgramHeader;
-    let endian = elf.endian();
-    let interp = elf
-        .elf_program_headers()
+    // Only the ELF header and program headers are read, not the whole file.
+    use object::read::elf::{FileHeader, ProgramHeader};
+    let file = object::ReadCache::new(std::fs::File::open(path).ok()?);
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(&file).ok()?;
+    let endian = header.endian().ok()?;
+    let interp = (header.program_headers(endian, &file).ok()?)
         .iter()
         .any(|ph| ph.p_type(endian) == object::elf::PT_INTERP);
     (!interp).then_some("statically linked")
@@ -672,7 +687,9 @@ impl Sampler {
             if self.untracked.get(&pid) == Some(&exe) {
                 continue;
             }
-            if runtime_cannot_load(&exe).is_some() {
+            let loadable = *(self.loadable.entry(exe.clone()))
+                .or_insert_with(|| runtime_cannot_load(&exe).is_none());
+            if !loadable {
                 self.follow_untracked(pid, exe);
             }
         }
@@ -743,44 +760,18 @@ impl Sampler {
             if self.untracked.contains_key(&w.pid) {
                 continue; // its logged image exec'd one the runtime cannot enter
             }
-            let mut t = raw::Timeline {
-                time,
-                pid: w.pid as u64,
-                numa: [u64::MAX; 4],
-                ..Default::default()
-            };
-            self.buf.clear();
-            let status = format!("/proc/{}/status", w.pid);
-            let Ok(mut f) = std::fs::File::open(&status) else {
+            let Some(mut t) = proc_timeline(w.pid, time, &mut self.buf) else {
                 continue;
             };
-            if std::io::Read::read_to_end(&mut f, &mut self.buf).is_err() || self.buf.is_empty() {
-                continue;
-            }
-            procfs::fill_from_status(&self.buf, &mut t);
-            if t.rss == 0 && procfs::kb_field(&self.buf, b"VmRSS").is_none() {
-                continue; // a zombie: it has no memory any more
-            }
             w.header().fill_timeline(&mut t);
             if numa_due {
                 t.numa = numa_resident(w.pid);
             }
             records.push(t);
         }
+        // Processes without the runtime: /proc alone.
         for &pid in self.untracked.keys() {
-            let mut t = raw::Timeline {
-                time,
-                pid: pid as u64,
-                numa: [u64::MAX; 4],
-                ..Default::default()
-            };
-            let Ok(status) = std::fs::read(format!("/proc/{pid}/status")) else {
-                continue;
-            };
-            procfs::fill_from_status(&status, &mut t);
-            if t.rss != 0 || procfs::kb_field(&status, b"VmRSS").is_some() {
-                records.push(t);
-            }
+            records.extend(proc_timeline(pid, time, &mut self.buf));
         }
         if let Some(live) = self.live.as_mut().filter(|live| live.due(time)) {
             let images: Vec<_> = (self.watched.values())

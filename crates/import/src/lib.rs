@@ -48,14 +48,7 @@ pub fn import(file: &Path, out: &Path, force: bool) -> Result<ImportSummary, Imp
     let perf = PerfData::parse(&map).map_err(|e| not_perf(e.to_string()))?;
 
     let created = !out.exists();
-    profile::create_private_dir(out)?;
-    let _lock = profile::lock_dir(out, false)?;
-    if profile::holds_run(out) {
-        if !force {
-            return Err(profile::ProfileError::HoldsAnotherRun(out.to_path_buf()).into());
-        }
-        profile::clear_run(out)?;
-    }
+    let _lock = profile::claim_dir(out, force)?;
     // Rows stream to the table as they are decoded, times relative to the
     // first sample's.
     let start = first_time(&perf).unwrap_or(0);

@@ -89,7 +89,9 @@ pub const LOCK_FILE: &str = ".memlens.lock";
 
 /// An exclusive lock on a profile directory, held while a run or an import
 /// writes it (released when dropped).
-pub struct DirLock(#[allow(dead_code)] File);
+pub struct DirLock {
+    _file: File,
+}
 
 /// Locks `dir` (which must exist) for writing; if another memlens holds it,
 /// waits for it when `wait`, else says so.
@@ -113,7 +115,21 @@ pub fn lock_dir(dir: &Path, wait: bool) -> Result<DirLock> {
     if unsafe { libc::flock(file.as_raw_fd(), mode) } != 0 {
         return Err(ProfileError::Busy(dir.to_path_buf()));
     }
-    Ok(DirLock(file))
+    Ok(DirLock { _file: file })
+}
+
+/// Takes `dir` for a new run: made private if new, locked, and cleared of an
+/// earlier run's data when `force` (refused otherwise).
+pub fn claim_dir(dir: &Path, force: bool) -> Result<DirLock> {
+    create_private_dir(dir)?;
+    let lock = lock_dir(dir, false)?;
+    if holds_run(dir) {
+        if !force {
+            return Err(ProfileError::HoldsAnotherRun(dir.to_path_buf()));
+        }
+        clear_run(dir)?;
+    }
+    Ok(lock)
 }
 
 /// The files of a run in a profile directory: its tables, meta.json and the
@@ -134,13 +150,13 @@ fn run_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Whether `dir` holds data of a run: a profile, or raw logs.
-pub fn holds_run(dir: &Path) -> bool {
+fn holds_run(dir: &Path) -> bool {
     let raw_logs = std::fs::read_dir(dir.join("raw")).is_ok_and(|mut d| d.next().is_some());
     raw_logs || !run_files(dir).is_empty()
 }
 
 /// Removes a run's data from `dir` (see [`holds_run`]), leaving other files.
-pub fn clear_run(dir: &Path) -> Result<()> {
+fn clear_run(dir: &Path) -> Result<()> {
     let io = |path: PathBuf| move |source| ProfileError::Io { path, source };
     let raw = dir.join("raw");
     if raw.exists() {
