@@ -6,23 +6,6 @@ use common::*;
 use memlens_profile::{AccessSample, Region, TimelinePoint};
 use std::process::Command;
 
-/// Builds examples/stream.c with `memlens cc` (clang: .ci/run installs clang-16).
-fn stream_example(dir: &std::path::Path, defines: &[&str]) -> String {
-    let out = dir.join("stream");
-    let st = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["cc", "-O2"])
-        .arg(format!("-I{}", root().join("include").display()))
-        .args(defines)
-        .arg(root().join("examples/stream.c"))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(st.success(), "memlens cc failed");
-    out.to_string_lossy().into_owned()
-}
-
 /// Builds the stream example with `defines`, records it with `flags`; returns the
 /// temporary directory (keep it alive) and the profile.
 fn recorded_stream(defines: &[&str], flags: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {

@@ -69,19 +69,9 @@ fn damage(file: &Path, how: Damage, dice: &mut Dice) {
 #[test]
 fn damaged_profiles_give_an_error_line_never_a_crash() {
     let dir = tempdir();
-    let app = dir.path().join("stream");
-    let st = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["cc", "-O2", "-DN=100000L", "-DCHASE=4096L"])
-        .arg(format!("-I{}", root().join("include").display()))
-        .arg(root().join("examples/stream.c"))
-        .arg("-o")
-        .arg(&app)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let app = stream_example(dir.path(), &["-DN=100000L", "-DCHASE=4096L"]);
     let good = dir.path().join("good");
-    assert_ran(&record(&good, &[], &[app.to_str().unwrap()]));
+    assert_ran(&record(&good, &[], &[&app]));
     let mut files: Vec<String> = std::fs::read_dir(&good)
         .unwrap()
         .flatten()

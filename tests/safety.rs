@@ -11,6 +11,20 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `memlens record -o DIR -- args` started in the background, its output piped.
+fn spawn_record(dir: &std::path::Path, args: &[&str]) -> std::process::Child {
+    Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["record", "-o"])
+        .arg(dir)
+        .arg("--")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Asserts that memlens refused with one error line saying `what`.
 fn refused_with(out: &std::process::Output, what: &str) {
     let err = stderr(out);
@@ -34,13 +48,7 @@ fn a_directory_holds_one_run() {
     // The raw logs of a record killed before it finalized are not merged into
     // the next run: refused, then replaced with --force.
     let killed = dir.path().join("killed");
-    let mut rec = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["record", "-o"])
-        .arg(&killed)
-        .args(["--", &program("torture"), "hold"])
-        .spawn()
-        .unwrap();
+    let mut rec = spawn_record(&killed, &[&program("torture"), "hold"]);
     // Killed once the program's log is there (it holds its blocks 200 ms).
     let started = std::time::Instant::now();
     let logs = || std::fs::read_dir(killed.join("raw")).map_or(0, |d| d.count());
@@ -69,14 +77,7 @@ fn a_directory_holds_one_run() {
 fn two_records_into_one_directory_do_not_mix() {
     let dir = tempdir();
     let p = dir.path().join("p");
-    let first = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["record", "-o"])
-        .arg(&p)
-        .args(["--", "sleep", "1"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let first = spawn_record(&p, &["sleep", "1"]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let second = record(&p, &[], &["true"]);
     refused_with(&second, "another memlens is writing this profile");
@@ -95,15 +96,7 @@ fn termination_reaches_the_whole_run() {
     let dir = tempdir();
     let p = dir.path().join("p");
     let started = std::time::Instant::now();
-    let rec = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["record", "-o"])
-        .arg(&p)
-        .args(["--", "sh", "-c", "sleep 30; echo done"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let rec = spawn_record(&p, &["sh", "-c", "sleep 30; echo done"]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     // SAFETY: a signal to the memlens this test started.
     unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };

@@ -353,6 +353,23 @@ pub fn memlens_cc(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
     app
 }
 
+/// Builds examples/stream.c with `memlens cc` (clang: .ci/run installs clang-16).
+pub fn stream_example(dir: &std::path::Path, defines: &[&str]) -> String {
+    let out = dir.join("stream");
+    let st = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["cc", "-O2"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .args(defines)
+        .arg(root().join("examples/stream.c"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "memlens cc failed");
+    out.to_string_lossy().into_owned()
+}
+
 /// `memlens report --format json VIEW... DIR`.
 pub fn report_view(p: &Path, view: &[&str]) -> Output {
     Command::new(memlens())
