@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use memlens_profile::{AccessSample, Region, TimelinePoint};
+use std::path::Path;
 use std::process::Command;
 
 /// Builds the stream example with `defines`, records it with `flags`; returns the
@@ -63,36 +64,100 @@ fn region_bytes_are_exact_and_sampling_is_accurate() {
     }
     assert_eq!(seen, 4 * 10 + 1, "every kernel instance and the chase");
 
-    // NMO eq. 1 against the exact counts: accuracy = 1 - |counted - samples x period| / counted.
+    // NMO eq. 1 against the exact counts, held to the bound the sampler's
+    // design gives (see `sampling_error_bound`).
     let timeline: Vec<TimelinePoint> = memlens_profile::read_table(&p).unwrap();
     let last = timeline.iter().max_by_key(|t| t.time_ns).unwrap();
-    let counted = (last.loads + last.stores) as f64;
-    let samples = memlens_profile::table_rows::<AccessSample>(&p).unwrap() as f64;
-    let accuracy = 1.0 - (counted - samples * 4099.0).abs() / counted;
-    assert!(
-        accuracy >= 0.995,
-        "accuracy {accuracy} ({samples} samples for {counted} accesses)"
-    );
+    let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
+    assert_accuracy(last.loads + last.stores, samples.len() as u64, 4099, 1);
 
-    // Seed 001's derived figures from samples alone (time between first and
-    // last sample, samples x period) against the exact ones: within 15%
-    // (within 0.3% on an idle machine; under CI load a preemption before the
-    // chase's first sample moved its estimate by 6.5%: the span it measures
-    // is not the region's whole time).
+    // Seed 001's derived figures from samples alone, recomputed here from the
+    // samples and regions tables by brute force: per instance, (samples - 1) x
+    // period accesses took the time between its first and last sample.
     let report = report_json(&p);
     for name in ["chase", "scale", "add", "triad"] {
         let r = named(&report["access"]["regions"], name);
         let d = &r["derived"];
-        let close = |estimate: &serde_json::Value, exact: &serde_json::Value| {
-            let (e, x) = (estimate.as_f64().unwrap(), exact.as_f64().unwrap());
-            assert!((e / x - 1.0).abs() < 0.15, "{name}: {e} vs {x}: {r:#}");
-        };
-        close(&d["derived_latency_ns"], &r["exact_ns_per_load"]);
-        close(&d["est_read_bandwidth"], &r["read_bandwidth"]);
-        if name != "chase" {
-            close(&d["est_write_bandwidth"], &r["write_bandwidth"]);
+        let (mut span, mut loads, mut samples_in, mut exact_loads, mut total_ns) = (0, 0, 0, 0, 0);
+        let mut bytes_read = 0.0;
+        for instance in regions.iter().filter(|r| r.name == name) {
+            let end = instance.end_ns.unwrap();
+            let hits: Vec<&AccessSample> = samples
+                .iter()
+                .filter(|s| !s.is_store && s.tid == instance.tid)
+                .filter(|s| (instance.begin_ns..end).contains(&s.time_ns))
+                .collect();
+            samples_in += hits.len() as u64;
+            exact_loads += instance.loads.unwrap();
+            total_ns += end - instance.begin_ns;
+            if hits.len() >= 2 {
+                let between = (hits.len() as u64 - 1) * 4099;
+                span += hits.last().unwrap().time_ns - hits[0].time_ns;
+                loads += between;
+                let mean_size = hits.iter().map(|s| s.size as f64).sum::<f64>() / hits.len() as f64;
+                bytes_read += between as f64 * mean_size;
+            }
         }
+        let same = |v: &serde_json::Value, want: f64| {
+            let got = v.as_f64().unwrap();
+            assert!(
+                (got / want - 1.0).abs() < 1e-9,
+                "{name}: {got} vs {want}: {r:#}"
+            );
+        };
+        same(&d["derived_latency_ns"], span as f64 / loads as f64);
+        same(&d["est_read_bandwidth"], bytes_read / (span as f64 / 1e9));
+        // Its two parts: the access count, held to the sampler's bound (one
+        // period per instance's edges, as each instance's first and last
+        // sample cut it); the time between samples, which never exceeds the
+        // region's and covers it as evenly as the machine ran the program
+        // (unequal only when the program was preempted: not asserted).
+        let edges = regions.iter().filter(|r| r.name == name).count() as u64;
+        let bound = sampling_error_bound(samples_in, 4099, edges * 2);
+        let error = (samples_in * 4099).abs_diff(exact_loads) as f64;
+        assert!(
+            error <= bound,
+            "{name}: {samples_in} samples for {exact_loads} loads"
+        );
+        assert!(span <= total_ns, "{name}");
+        eprintln!(
+            "{name}: derived {:.3} ns per load, exact {:.3} ({:+.2}%); samples x period \
+             {:+.3}% of the exact loads; sampled span {:.2}% of the region's time",
+            d["derived_latency_ns"].as_f64().unwrap(),
+            r["exact_ns_per_load"].as_f64().unwrap(),
+            (d["derived_latency_ns"].as_f64().unwrap() / r["exact_ns_per_load"].as_f64().unwrap()
+                - 1.0)
+                * 100.0,
+            ((samples_in * 4099) as f64 / exact_loads as f64 - 1.0) * 100.0,
+            span as f64 / total_ns as f64 * 100.0
+        );
     }
+}
+
+/// The most `samples x period` may differ from the exact count it estimates:
+/// each sample's interval is the period plus a uniform jitter of +-period/8
+/// (variance ((2j+1)^2 - 1) / 12), so over n samples the sum strays by 4
+/// standard deviations at most (one chance in 15 000); each stream (thread and
+/// access class) that starts or stops between two samples adds up to a period.
+fn sampling_error_bound(samples: u64, period: u64, streams: u64) -> f64 {
+    let j = (period / 8) as f64;
+    let sd = (((2.0 * j + 1.0).powi(2) - 1.0) / 12.0 * samples as f64).sqrt();
+    4.0 * sd + (streams * period) as f64
+}
+
+/// NMO eq. 1, `1 - |counted - samples x period| / counted`, within the
+/// sampler's bound for `threads` threads, each with its 10 access classes.
+fn assert_accuracy(counted: u64, samples: u64, period: u64, threads: u64) -> f64 {
+    let error = counted.abs_diff(samples * period) as f64;
+    let bound = sampling_error_bound(samples, period, threads * 10);
+    let accuracy = 1.0 - error / counted as f64;
+    assert!(
+        error <= bound,
+        "accuracy {accuracy}: {samples} samples at period {period} for {counted} accesses \
+         (allowed: {})",
+        1.0 - bound / counted as f64
+    );
+    accuracy
 }
 
 #[test]
@@ -122,7 +187,8 @@ fn samples_are_attributed_to_the_objects_and_regions_they_touch() {
     let r = report_json(&p);
     let a = &r["access"];
     assert_eq!(a["available"], true);
-    assert!(a["accuracy"].as_f64().unwrap() >= 0.995);
+    let accuracy = accuracy_of_profile(&p, 4099);
+    assert!((a["accuracy"].as_f64().unwrap() - accuracy).abs() < 1e-12);
     // The three arrays and the chase's cycle, named by their allocation lines.
     let source = std::fs::read_to_string(root().join("examples/stream.c")).unwrap();
     let line_of = |needle: &str| {
@@ -204,11 +270,20 @@ fn scatter_and_bandwidth_plots() {
 #[test]
 fn a_short_period_stays_unbiased() {
     // The jitter is symmetric around the period, so even at period 16 the
-    // estimate samples x period matches the exact count (NMO eq. 1 >= 99.5%).
+    // estimate samples x period matches the exact count (NMO eq. 1, within the
+    // sampler's bound).
     let (_dir, p) = recorded_stream(&["-DN=100000L", "-DCHASE=4096L"], &["--period", "16"]);
     let r = report_json(&p);
-    let accuracy = r["access"]["accuracy"].as_f64().unwrap();
-    assert!(accuracy >= 0.995, "accuracy {accuracy}");
+    let accuracy = accuracy_of_profile(&p, 16);
+    assert!((r["access"]["accuracy"].as_f64().unwrap() - accuracy).abs() < 1e-12);
+}
+
+/// The recorded profile's NMO accuracy, asserted within the sampler's bound.
+fn accuracy_of_profile(p: &std::path::Path, period: u64) -> f64 {
+    let timeline: Vec<TimelinePoint> = memlens_profile::read_table(p).unwrap();
+    let last = timeline.iter().max_by_key(|t| t.time_ns).unwrap();
+    let samples = memlens_profile::table_rows::<AccessSample>(p).unwrap();
+    assert_accuracy(last.loads + last.stores, samples as u64, period, 1)
 }
 
 #[test]
@@ -1120,18 +1195,59 @@ fn flame_graphs_weigh_allocated_bytes_and_sampled_accesses() {
 
 #[test]
 fn live_view_prints_capacity_and_exact_bandwidth_while_the_program_runs() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
     let dir = tempdir();
     let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2", "-DN=65536"]);
     let p = dir.path().join("p");
-    // ~1.5 s of copies: at least two updates, 0.5 s apart.
-    let out = record(&p, &["--live"], &[&app.to_string_lossy(), "12000"]);
-    assert_ran(&out);
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains(" s  resident "))
-        .collect();
-    assert!(lines.len() >= 2, "{err}");
+    let stop = dir.path().join("stop");
+    // The program copies until the test has seen three updates and tells it to
+    // stop: as many updates on a fast machine as on a slow one.
+    let mut child = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["record", "--live", "-o"])
+        .arg(&p)
+        .arg("--")
+        .arg(&app)
+        .arg("until")
+        .arg(&stop)
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    let watchdog = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            for _ in 0..1200 {
+                if stop.exists() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            // SAFETY: the process group this test started.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    });
+    let mut err = String::new();
+    let mut lines = Vec::new();
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        err += &line;
+        err.push('\n');
+        if line.contains(" s  resident ") {
+            lines.push(line);
+            if lines.len() == 3 {
+                std::fs::write(&stop, "").unwrap();
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    std::fs::write(&stop, "").unwrap();
+    watchdog.join().unwrap();
+    assert!(status.success(), "{err}");
+    assert!(lines.len() >= 3, "{err}");
     let times: Vec<f64> = lines
         .iter()
         .map(|l| {
@@ -1144,7 +1260,9 @@ fn live_view_prints_capacity_and_exact_bandwidth_while_the_program_runs() {
                 .unwrap()
         })
         .collect();
-    assert!(times.windows(2).all(|w| w[1] > w[0]), "{times:?}");
+    // Updates at most every 0.5 s (times are printed to 0.1 s); later ones
+    // depend on the machine's load, not on memlens.
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 0.4), "{times:?}");
     // Three 1.5 MiB arrays are resident and copied between them all along.
     for l in &lines {
         assert!(l.contains("(exact)") && l.contains("1 process"), "{l}");
@@ -1263,14 +1381,33 @@ fn export_writes_tables_and_query_results_readable_back() {
         .output()
         .unwrap();
     assert_ran(&out);
-    let again: Vec<Region> = memlens_profile::read_table(&parquet).unwrap();
-    assert_eq!(again.len(), regions.len());
-    assert_eq!(
-        again.iter().map(|r| r.bytes_read).collect::<Vec<_>>(),
-        regions.iter().map(|r| r.bytes_read).collect::<Vec<_>>()
-    );
-    let again: Vec<AccessSample> = memlens_profile::read_table(&parquet).unwrap();
-    assert_eq!(again.len(), samples.len());
+    fn same<T: memlens_profile::Table + PartialEq + std::fmt::Debug>(a: &Path, b: &Path) -> usize {
+        let (ours, exported) = (
+            memlens_profile::read_table::<T>(a).unwrap(),
+            memlens_profile::read_table::<T>(b).unwrap(),
+        );
+        assert!(ours == exported, "{} differs", T::NAME);
+        ours.len()
+    }
+    use memlens_profile::*;
+    let rows = [
+        same::<Allocation>(&p, &parquet),
+        same::<Frame>(&p, &parquet),
+        same::<Region>(&p, &parquet),
+        same::<AccessSample>(&p, &parquet),
+        same::<CodeLocation>(&p, &parquet),
+        same::<TagRange>(&p, &parquet),
+        same::<ThreadRow>(&p, &parquet),
+        same::<TimelinePoint>(&p, &parquet),
+        same::<CounterReading>(&p, &parquet),
+        same::<Module>(&p, &parquet),
+        same::<StaticObject>(&p, &parquet),
+    ];
+    // Every table but tags (the example tags nothing) has rows; the
+    // directory holds nothing else.
+    assert_eq!(rows.iter().filter(|&&n| n > 0).count(), 10, "{rows:?}");
+    let files = std::fs::read_dir(&parquet).unwrap().count();
+    assert_eq!(files, rows.len(), "one file per table");
 
     // One table as CSV on standard output.
     let out = Command::new(memlens())

@@ -51,17 +51,26 @@ fn page_faults_sampled_live_land_on_the_block_that_took_them() {
     let duration = report["summary"]["duration_ns"].as_u64().unwrap();
     assert!(samples.iter().all(|s| s.time_ns <= duration));
 
-    // The perf.data memlens wrote is Linux perf's format: perf reads the same samples.
+    // The perf.data memlens wrote is Linux perf's format: perf reads the same
+    // samples (each one's thread and data address).
     let out = Command::new("perf")
-        .args(["script", "-F", "addr", "-i"])
+        .args(["script", "-F", "tid,addr", "-i"])
         .arg(p.join("raw/perf.data"))
         .output()
         .unwrap();
     assert_ran(&out);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().count(),
-        samples.len()
-    );
+    let mut by_perf: Vec<(u32, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let tid = f.next().unwrap().parse().unwrap();
+            (tid, u64::from_str_radix(f.next().unwrap(), 16).unwrap())
+        })
+        .collect();
+    let mut ours: Vec<(u32, u64)> = samples.iter().map(|s| (s.tid, s.address)).collect();
+    by_perf.sort_unstable();
+    ours.sort_unstable();
+    assert_eq!(by_perf, ours);
 }
 
 #[test]
@@ -189,6 +198,9 @@ fn counters_agree_with_the_kernels_other_accounts() {
     let task_clock = counter_total(&report, "task-clock");
     let usage = &report["summary"]["processes"][0]["usage"];
     let kernel_ns = usage["user_ns"].as_f64().unwrap() + usage["system_ns"].as_f64().unwrap();
+    eprintln!(
+        "task-clock {task_clock} ns, wait4 {kernel_ns} ns, getrusage {own_ns} ns, steal {steal} ns"
+    );
     assert!(
         task_clock > kernel_ns * 0.95
             && task_clock < kernel_ns * 1.05 + steal

@@ -103,17 +103,24 @@ fn dlopen_dlclose() {
 
 /// Each test block of call_stacks (sizes 1001 to 1008) with its stack's
 /// functions, innermost first, recorded with `unwind`.
-fn call_stack_chains(unwind: &str) -> Vec<serde_json::Value> {
+/// The chain of functions of each case's allocation, and how many stacks each
+/// unwinder walked ([frame pointers, cached rules, libgcc]).
+fn call_stack_chains(unwind: &str) -> (Vec<serde_json::Value>, [u64; 3]) {
     let dir = tempdir();
     let p = dir.path().join("p");
     let flags = ["--sample-rate", "1", "--unwind", unwind];
     assert_ran(&record(&p, &flags, &[&program("call_stacks")]));
-    sql_json(
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p.join("meta.json")).unwrap()).unwrap();
+    let by = &meta["processes"][0]["stacks_unwound"];
+    let by = ["frame_pointers", "cached_rules", "libgcc"].map(|k| by[k].as_u64().unwrap());
+    let chains = sql_json(
         &p,
         "SELECT a.size, string_agg(s.function, ' < ' ORDER BY s.depth) AS chain \
          FROM allocations a JOIN stacks s ON a.pid = s.pid AND a.stack_id = s.stack_id \
          WHERE a.size BETWEEN 1001 AND 1008 GROUP BY a.size ORDER BY a.size",
-    )
+    );
+    (chains, by)
 }
 
 /// Every allocation's stack in code built without frame pointers is whole:
@@ -122,8 +129,17 @@ fn call_stack_chains(unwind: &str) -> Vec<serde_json::Value> {
 /// the cached rules give libgcc's stacks.
 #[test]
 fn dwarf_stacks_are_whole_without_frame_pointers() {
-    let rows = call_stack_chains("dwarf");
-    assert_eq!(rows, call_stack_chains("libgcc"));
+    let (rows, by) = call_stack_chains("dwarf");
+    let (libgcc_rows, libgcc_by) = call_stack_chains("libgcc");
+    assert_eq!(rows, libgcc_rows);
+    eprintln!("stacks unwound [fp, cached rules, libgcc]: dwarf {by:?}, libgcc {libgcc_by:?}");
+    // Every stack is counted under the unwinder that walked it, and the cached
+    // rules walked them all but the signal handler's (its frame is the kernel's
+    // sigreturn trampoline, which the rules hand to libgcc).
+    assert_eq!(libgcc_by[0] + libgcc_by[1], 0, "{libgcc_by:?}");
+    assert_eq!(by[0], 0, "{by:?}");
+    assert_eq!(by[1] + by[2], libgcc_by[2], "{by:?} vs {libgcc_by:?}");
+    assert!(by[2] <= 1, "{by:?}");
     let chain = |size: u64| -> String {
         let row = rows.iter().find(|r| r["size"] == size);
         let row = row.unwrap_or_else(|| panic!("no block of {size} bytes in {rows:?}"));

@@ -1,10 +1,13 @@
-/* ITERATIONS identical iterations (region "iteration"), each three copies of
+/* `fold_phases ITERATIONS`, or `fold_phases until FILE` to run until FILE
+ * exists. ITERATIONS identical iterations (region "iteration"), each three copies of
  * equal work in turn: first -> second, second -> third, third -> first. Folded,
  * each third of an iteration touches two of the arrays, and the offsets within
  * them grow with the phase. */
 #include <memlens.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #ifndef N
 #define N (8 * 1024)
@@ -28,8 +31,9 @@ static void copy(double *restrict to, const double *restrict from) {
 }
 
 int main(int argc, char **argv) {
-    long iterations = argc > 1 ? atol(argv[1]) : 100;
-    for (long it = 0; it < iterations; it++) {
+    const char *until = argc > 2 && strcmp(argv[1], "until") == 0 ? argv[2] : NULL;
+    long iterations = until ? -1 : argc > 1 ? atol(argv[1]) : 100;
+    for (long it = 0; until ? access(until, F_OK) != 0 : it < iterations; it++) {
         memlens_region_begin("iteration");
         copy(second, first);
         copy(third, second);

@@ -14,7 +14,7 @@ use crate::{Error, Result};
 use memlens_decoders::perf_data::PerfData;
 use memlens_profile::{
     self as profile, AccessSample, Allocation, KernelUsage, Losses, Meta, Process, Region,
-    TableWriter, TagRange, ThreadRow, TimelinePoint,
+    StacksUnwound, TableWriter, TagRange, ThreadRow, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, FileHeader, RawRecord, Records};
 use rustc_hash::FxHashMap;
@@ -57,6 +57,8 @@ struct ImageHeader {
     live_threads: Vec<raw::ThreadTotals>,
     /// Size of the log's blocks (the file after its header).
     block_bytes: u64,
+    /// Stacks captured by frame pointers, cached DWARF rules and libgcc.
+    stacks_unwound: [u64; 3],
 }
 
 fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
@@ -72,6 +74,7 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
     if h.magic != raw::MAGIC {
         return Ok(None);
     }
+    let stacks_unwound = h.stacks_unwound();
     Ok(Some(ImageHeader {
         path: path.to_path_buf(),
         pid: h.pid,
@@ -100,6 +103,7 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
             })
             .collect(),
         block_bytes: file_len.saturating_sub(raw::HEADER_SIZE as u64),
+        stacks_unwound,
     }))
 }
 
@@ -898,6 +902,7 @@ fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> V
                 signal: signal_of(exit),
                 usage: usage.map(kernel_usage),
                 untracked: true,
+                stacks_unwound: Default::default(),
             }
         })
         .collect()
@@ -1074,6 +1079,14 @@ pub fn finalize(
             signal: signal_of(exit),
             usage: usage.map(kernel_usage),
             untracked: false,
+            stacks_unwound: {
+                let [frame_pointers, cached_rules, libgcc] = log.stacks_unwound;
+                StacksUnwound {
+                    frame_pointers,
+                    cached_rules,
+                    libgcc,
+                }
+            },
         });
         regions.extend(built.regions);
         threads.extend(built.threads);

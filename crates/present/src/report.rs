@@ -3,7 +3,7 @@
 
 use crate::{human_bytes, seconds};
 use memlens_analysis::{self as analysis, DataObject, ObjectKind, Peak, Profile, RegionCapacity};
-use memlens_profile::{Losses, Process};
+use memlens_profile::{self as profile, Losses, Process};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -229,8 +229,9 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
                     human_bytes(m.settings.sample_rate as f64)
                 ),
             ),
+            ("call stacks".into(), stacks_provenance(m)),
             ("statics".into(), "ELF symbol tables of the program and its libraries, with load bias".into()),
-            ("stacks".into(), "thread stack ranges (reserved size) from pthread_getattr_np at each thread's first event".into()),
+            ("thread stacks".into(), "thread stack ranges (reserved size) from pthread_getattr_np at each thread's first event".into()),
             (
                 "accesses".into(),
                 match analysis::sample_sources(m).first().map(String::as_str) {
@@ -277,6 +278,31 @@ fn object_table(
             },
         );
     }
+}
+
+/// The unwinder asked for, and how many stacks each unwinder walked.
+fn stacks_provenance(m: &profile::Meta) -> String {
+    let mut total = profile::StacksUnwound::default();
+    for p in &m.processes {
+        total.frame_pointers += p.stacks_unwound.frame_pointers;
+        total.cached_rules += p.stacks_unwound.cached_rules;
+        total.libgcc += p.stacks_unwound.libgcc;
+    }
+    let by: Vec<String> = [
+        (total.frame_pointers, "frame pointers"),
+        (total.cached_rules, "cached DWARF rules"),
+        (total.libgcc, "libgcc's unwinder"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n != 0)
+    .map(|(n, how)| format!("{n} by {how}"))
+    .collect();
+    let by = if by.is_empty() {
+        "none captured".to_owned()
+    } else {
+        by.join(", ")
+    };
+    format!("unwinder {}: {by}", m.settings.unwinder)
 }
 
 pub fn render_text(r: &Report) -> String {
@@ -421,7 +447,7 @@ pub fn render_text(r: &Report) -> String {
     }
     let _ = writeln!(out, "\nHOW OBTAINED");
     for (what, how) in &r.provenance {
-        let _ = writeln!(out, "  {what:<10} {how}");
+        let _ = writeln!(out, "  {what:<13} {how}");
     }
     let l = &r.losses;
     let lost = loss_rows(l);

@@ -74,6 +74,18 @@ pub struct Process {
     /// resident memory was sampled, from /proc.
     #[serde(default)]
     pub untracked: bool,
+    /// How this image's allocation stacks were unwound.
+    #[serde(default)]
+    pub stacks_unwound: StacksUnwound,
+}
+
+/// Call stacks captured, by the unwinder that walked them (`--unwind dwarf`
+/// hands libgcc what its cached rules do not describe).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StacksUnwound {
+    pub frame_pointers: u64,
+    pub cached_rules: u64,
+    pub libgcc: u64,
 }
 
 /// CPU time as the kernel accounted it (wait4's rusage), including the children

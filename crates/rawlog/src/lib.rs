@@ -36,6 +36,27 @@ pub struct Counters {
     pub free_bytes: AtomicU64,
     pub allocs: AtomicU64,
     pub frees: AtomicU64,
+    /// Call stacks captured, by the unwinder that walked them: frame pointers,
+    /// the cached DWARF rules, libgcc's `_Unwind_Backtrace` (alone, or for the
+    /// stacks the cached rules do not describe).
+    pub stacks_by_frame_pointers: AtomicU64,
+    pub stacks_by_cached_rules: AtomicU64,
+    pub stacks_by_libgcc: AtomicU64,
+}
+
+impl Counters {
+    /// Every counter, for resetting and folding a thread's into the retired ones.
+    pub fn all(&self) -> [&AtomicU64; 7] {
+        [
+            &self.alloc_bytes,
+            &self.free_bytes,
+            &self.allocs,
+            &self.frees,
+            &self.stacks_by_frame_pointers,
+            &self.stacks_by_cached_rules,
+            &self.stacks_by_libgcc,
+        ]
+    }
 }
 
 /// Access classes of the instrumented (sancov) backend: loads of 1, 2, 4, 8 and 16
@@ -788,6 +809,24 @@ impl FileHeader {
             t.1 = t.1.wrapping_add(c.free_bytes.load(Relaxed));
             t.2 = t.2.wrapping_add(c.allocs.load(Relaxed));
             t.3 = t.3.wrapping_add(c.frees.load(Relaxed));
+        }
+        t
+    }
+
+    /// Call stacks captured by frame pointers, cached DWARF rules and libgcc, by
+    /// every thread, live or exited.
+    pub fn stacks_unwound(&self) -> [u64; 3] {
+        use core::sync::atomic::Ordering::Relaxed;
+        let mut t = [0u64; 3];
+        for c in core::iter::once(&self.retired).chain(self.slots.iter().map(|s| &s.counters)) {
+            let by = [
+                &c.stacks_by_frame_pointers,
+                &c.stacks_by_cached_rules,
+                &c.stacks_by_libgcc,
+            ];
+            for (t, v) in t.iter_mut().zip(by) {
+                *t = t.wrapping_add(v.load(Relaxed));
+            }
         }
         t
     }

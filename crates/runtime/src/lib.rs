@@ -531,7 +531,6 @@ fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
     let Some(c) = (unsafe { st.counters.as_ref() }) else {
         return;
     };
-    let shared = log::header().is_some_and(|h| core::ptr::eq(c, &h.retired));
     let pairs = [
         (&c.alloc_bytes, alloc_bytes),
         (&c.allocs, (alloc_bytes != 0) as u64),
@@ -539,15 +538,36 @@ fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
         (&c.frees, (free_bytes != 0) as u64),
     ];
     for (v, d) in pairs {
-        if d == 0 {
-            continue;
-        }
-        if shared {
-            v.fetch_add(d, Ordering::Relaxed);
-        } else {
-            v.store(v.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+        if d != 0 {
+            add(c, v, d);
         }
     }
+}
+
+/// Adds to one of the thread's counters `c`: a plain store in its own slot (it
+/// is the only writer), an atomic add in the shared overflow one.
+#[inline(always)]
+fn add(c: &raw::Counters, v: &AtomicU64, d: u64) {
+    if log::header().is_some_and(|h| core::ptr::eq(c, &h.retired)) {
+        v.fetch_add(d, Ordering::Relaxed);
+    } else {
+        v.store(v.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+    }
+}
+
+/// Counts a captured stack under the unwinder that walked it, so a profile
+/// says how much the cached rules did and how much fell back to libgcc.
+pub(crate) fn count_stack(st: &ThreadState, by: unwind::By) {
+    // SAFETY: as in `count`.
+    let Some(c) = (unsafe { st.counters.as_ref() }) else {
+        return;
+    };
+    let v = match by {
+        unwind::By::FramePointers => &c.stacks_by_frame_pointers,
+        unwind::By::CachedRules => &c.stacks_by_cached_rules,
+        unwind::By::Libgcc => &c.stacks_by_libgcc,
+    };
+    add(c, v, 1);
 }
 
 /// Counts for a thread that already exited (allocations in late TLS destructors).

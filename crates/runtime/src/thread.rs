@@ -6,7 +6,7 @@
 
 use crate::log::Writer;
 use crate::sys;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 use memlens_rawlog::{AccessCounters, Counters};
 
 pub const MAX_GROUP_DEPTH: usize = 16;
@@ -186,7 +186,7 @@ pub fn claim_slot(tid: u32) -> (*const Counters, *const AccessCounters, bool) {
 }
 
 fn reset(c: &Counters) {
-    for v in [&c.alloc_bytes, &c.free_bytes, &c.allocs, &c.frees] {
+    for v in c.all() {
         v.store(0, Ordering::Relaxed);
     }
 }
@@ -208,13 +208,7 @@ pub fn retire_slot(st: &ThreadState) {
     // SAFETY: points into the mapped header.
     let c = unsafe { &*counters };
     let r = &h.retired;
-    let pairs: [(&AtomicU64, &AtomicU64); 4] = [
-        (&c.alloc_bytes, &r.alloc_bytes),
-        (&c.free_bytes, &r.free_bytes),
-        (&c.allocs, &r.allocs),
-        (&c.frees, &r.frees),
-    ];
-    for (from, to) in pairs {
+    for (from, to) in c.all().into_iter().zip(r.all()) {
         to.fetch_add(from.swap(0, Ordering::Relaxed), Ordering::Relaxed);
     }
     for slot in &h.slots {

@@ -25,18 +25,31 @@ fn is_self(ip: u64) -> bool {
     ip >= SELF_START.load(Ordering::Relaxed) && ip < SELF_END.load(Ordering::Relaxed)
 }
 
-/// Fills `out` with return addresses, innermost first; returns the count.
+/// Which unwinder walked a stack.
+pub enum By {
+    FramePointers,
+    CachedRules,
+    Libgcc,
+}
+
+/// Fills `out` with return addresses, innermost first; returns the count, and
+/// counts the stack under the unwinder that walked it.
 #[inline(never)]
 pub fn capture(st: &ThreadState, method: u32, out: &mut [u64]) -> usize {
-    match method {
+    let (n, by) = match method {
         #[cfg(target_arch = "x86_64")]
-        unwinder::DWARF => rules::capture(st, out).unwrap_or_else(|| dwarf(out)),
+        unwinder::DWARF => match rules::capture(st, out) {
+            Some(n) => (n, By::CachedRules),
+            None => (dwarf(out), By::Libgcc),
+        },
         #[cfg(not(target_arch = "x86_64"))]
-        unwinder::DWARF => dwarf(out),
-        unwinder::LIBGCC => dwarf(out),
-        unwinder::FP => frame_pointers(st, out),
-        _ => 0,
-    }
+        unwinder::DWARF => (dwarf(out), By::Libgcc),
+        unwinder::LIBGCC => (dwarf(out), By::Libgcc),
+        unwinder::FP => (frame_pointers(st, out), By::FramePointers),
+        _ => return 0,
+    };
+    crate::count_stack(st, by);
+    n
 }
 
 /// Code was unloaded: what was learnt about its frames no longer holds.
