@@ -151,6 +151,11 @@ fn assert_accuracy(counted: u64, samples: u64, period: u64, threads: u64) -> f64
     let error = counted.abs_diff(samples * period) as f64;
     let bound = sampling_error_bound(samples, period, threads * 10);
     let accuracy = 1.0 - error / counted as f64;
+    eprintln!(
+        "accuracy {accuracy:.5} ({samples} samples at period {period} for {counted} accesses; \
+         allowed >= {:.5})",
+        1.0 - bound / counted as f64
+    );
     assert!(
         error <= bound,
         "accuracy {accuracy}: {samples} samples at period {period} for {counted} accesses \
