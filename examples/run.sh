@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
 # The main job on the bundled examples: build memlens; record examples/phases.c
 # (capacity and data objects) and examples/stream.c built with `memlens cc` (exact
-# bytes per region and access samples); print both reports; draw the capacity plot.
+# bytes per region and access samples); print both reports; draw the plots.
+# MEMLENS=path/to/memlens uses that build instead of building one (the tests run
+# this script with their debug build); OUT=dir writes there, not examples/out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v clang-16 >/dev/null || ! command -v ld.lld-16 >/dev/null; then
     apt-get update -qq && apt-get install -y -qq clang-16 lld-16
 fi
-cargo build --release --quiet
-memlens=target/release/memlens
-mkdir -p examples/out
-rm -rf examples/out/profile examples/out/stream-profile
+memlens=${MEMLENS:-}
+if [ -z "$memlens" ]; then
+    cargo build --release --quiet
+    memlens=target/release/memlens
+fi
+out=${OUT:-examples/out}
+mkdir -p "$out"
+rm -rf "$out/profile" "$out/stream-profile"
 
-gcc -O2 -g -fno-omit-frame-pointer -Iinclude examples/phases.c -o examples/out/phases
-$memlens record -o examples/out/profile -- examples/out/phases
-$memlens report examples/out/profile
-$memlens plot capacity examples/out/profile -o examples/out/capacity.png
+gcc -O2 -g -fno-omit-frame-pointer -Iinclude examples/phases.c -o "$out/phases"
+"$memlens" record -o "$out/profile" -- "$out/phases"
+"$memlens" report "$out/profile"
+"$memlens" plot capacity "$out/profile" -o "$out/capacity.png"
 
-$memlens cc -O2 -Iinclude examples/stream.c -o examples/out/stream
-$memlens record -o examples/out/stream-profile -- examples/out/stream
-$memlens report examples/out/stream-profile
-$memlens plot scatter examples/out/stream-profile -o examples/out/scatter.png
-$memlens plot bandwidth examples/out/stream-profile -o examples/out/bandwidth.png
-$memlens plot counters examples/out/stream-profile -o examples/out/counters.png
+"$memlens" cc -O2 -Iinclude examples/stream.c -o "$out/stream"
+"$memlens" record -o "$out/stream-profile" -- "$out/stream"
+"$memlens" report "$out/stream-profile"
+"$memlens" plot scatter "$out/stream-profile" -o "$out/scatter.png"
+"$memlens" plot bandwidth "$out/stream-profile" -o "$out/bandwidth.png"
+"$memlens" plot counters "$out/stream-profile" -o "$out/counters.png"

@@ -255,12 +255,55 @@ fn scatter_and_bandwidth_plots() {
     for kind in ["scatter", "bandwidth"] {
         for ext in ["png", "svg"] {
             let img = dir.path().join(format!("{kind}.{ext}"));
-            assert!(plot(kind, &p, &img).status.success());
-            assert!(
-                std::fs::metadata(&img).unwrap().len() > 10_000,
-                "{kind}.{ext}"
-            );
+            assert_ran(&plot(kind, &p, &img));
         }
+    }
+    let report = report_json(&p);
+    // The scatter: one dot per sample of each band's object, the bands named
+    // with the report's sample counts, and the legend's two dots.
+    let scatter = image::Svg::read(&dir.path().join("scatter.svg"));
+    let mut dots = 2;
+    for o in report["access"]["objects"].as_array().unwrap() {
+        let samples = o["samples"].as_u64().unwrap();
+        let band = format!("{} ({samples})", o["name"].as_str().unwrap());
+        assert!(scatter.has_text(&band), "no band {band}");
+        dots += samples as usize;
+    }
+    assert_eq!(scatter.circles, dots);
+    assert!(scatter.has_text("loads") && scatter.has_text("stores"));
+    // The bandwidth plot: read and written lines peak at the highest rates
+    // between two timeline ticks, from the exact counts.
+    let timeline: Vec<TimelinePoint> = memlens_profile::read_table(&p).unwrap();
+    let gib = (1u64 << 30) as f64;
+    let peak = |bytes: fn(&TimelinePoint) -> u64| {
+        timeline
+            .windows(2)
+            .map(|w| {
+                (bytes(&w[1]) - bytes(&w[0])) as f64
+                    / ((w[1].time_ns - w[0].time_ns) as f64 / 1e9)
+                    / gib
+            })
+            .fold(0.0, f64::max)
+    };
+    let bandwidth = image::Svg::read(&dir.path().join("bandwidth.svg"));
+    let png = image::Png::read(&dir.path().join("bandwidth.png"));
+    let pixel = (bandwidth.y_value(0.0) - bandwidth.y_value(1.0)).abs();
+    for (color, name, rate) in [
+        ("#1F77B4", "read", peak(|t| t.bytes_read)),
+        ("#D62728", "written", peak(|t| t.bytes_written)),
+    ] {
+        assert!(bandwidth.has_text(name));
+        let line = bandwidth.lines(color);
+        assert_eq!(line.len(), 1, "{name}");
+        let top = line[0].points.iter().map(|p| p.1).fold(f64::MAX, f64::min);
+        let drawn = bandwidth.y_value(top);
+        assert!(
+            (drawn - rate).abs() <= 1.5 * pixel,
+            "{name}: {drawn} GiB/s drawn, peak {rate}"
+        );
+        // Written is drawn over read (equal in copy and scale).
+        let share = png.share_drawn(&bandwidth, line[0], &["#D62728"]);
+        assert_eq!(share, 1.0, "{name}: {share} of its points drawn in the PNG");
     }
     // Without instrumentation there is nothing to draw, and memlens says why.
     let plain = dir.path().join("plain");

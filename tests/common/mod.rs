@@ -2,6 +2,8 @@
 //! under `memlens record`, and read the JSON report.
 #![allow(dead_code)]
 
+pub mod image;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;

@@ -816,6 +816,39 @@ where
     Ok(())
 }
 
+/// The instants the stacked objects are drawn at: in each of `columns` equal
+/// slices of the run (a pixel column each), the instant where they total the
+/// most, so a peak narrower than a pixel stays drawn, instead of every
+/// allocation and free (the example's 400 000 list nodes made a 134 MB SVG).
+fn stack_instants(objects: &[analysis::ObjectLive], end_ns: u64, columns: usize) -> Vec<u64> {
+    let mut times: Vec<u64> = objects
+        .iter()
+        .flat_map(|o| o.steps.iter().map(|p| p.0))
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    let columns = columns.max(1);
+    let span = end_ns.max(times.last().copied().unwrap_or(0)).max(1);
+    let mut best: Vec<Option<(f64, u64)>> = vec![None; columns];
+    // Each object's steps are in time order: one cursor each.
+    let mut next = vec![0usize; objects.len()];
+    for &t in &times {
+        let mut total = 0.0;
+        for (o, i) in objects.iter().zip(next.iter_mut()) {
+            while o.steps.get(*i).is_some_and(|s| s.0 <= t) {
+                *i += 1;
+            }
+            total += i.checked_sub(1).map_or(0.0, |j| o.steps[j].1);
+        }
+        let column =
+            ((u128::from(t) * columns as u128 / u128::from(span)) as usize).min(columns - 1);
+        if best[column].is_none_or(|(most, _)| total > most) {
+            best[column] = Some((total, t));
+        }
+    }
+    best.into_iter().flatten().map(|(_, t)| t).collect()
+}
+
 fn draw<DB: DrawingBackend>(
     area: DrawingArea<DB, Shift>,
     c: &CapacitySeries,
@@ -863,13 +896,8 @@ where
     shade_regions(&mut chart, &c.regions, y_max)?;
 
     // Largest objects stacked: each band is drawn from the sum below it.
-    let mut times: Vec<u64> = c
-        .objects
-        .iter()
-        .flat_map(|o| o.steps.iter().map(|p| p.0))
-        .collect();
-    times.sort_unstable();
-    times.dedup();
+    let (x_pixels, _) = chart.plotting_area().dim_in_pixel();
+    let times = stack_instants(&c.objects, c.end_ns, x_pixels as usize);
     let mut base = vec![0.0; times.len()];
     for (i, o) in c.objects.iter().enumerate() {
         let top: Vec<f64> = times
