@@ -4,6 +4,106 @@ mod common;
 use common::*;
 use std::process::Command;
 
+/// The README's main job, `examples/run.sh`, with this build: its two reports
+/// show the figures the README describes, and its plots are drawn.
+#[test]
+fn the_main_job_runs_and_shows_what_the_readme_says() {
+    let dir = tempdir();
+    let out = output_within(
+        Command::new("bash")
+            .arg(root().join("examples/run.sh"))
+            .env("MEMLENS", memlens())
+            .env("MEMLENS_RUNTIME", runtime())
+            .env("OUT", dir.path()),
+    );
+    assert_ran(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (phases, stream) = stdout
+        .split_once("memlens report: ")
+        .unwrap()
+        .1
+        .split_once("memlens report: ")
+        .unwrap();
+    let row = |report: &str, needle: &str| -> String {
+        report
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle}: {report}"))
+            .to_owned()
+    };
+    // phases.c: an 8 MiB static table, two matrices, a 400 000-node list
+    // grouped into one object, a tagged 64 MiB mapping and a leak.
+    for (needle, words) in [
+        ("lookup_table [phases]", ["8.0 MiB", "static"]),
+        ("staging buffer", ["64.0 MiB", "tag"]),
+        ("main (phases.c:52)", ["64.0 MiB", "mmap"]),
+        ("list nodes", ["400000", "group"]),
+    ] {
+        let line = row(phases, needle);
+        assert!(words.iter().all(|w| line.contains(w)), "{line}");
+    }
+    let matrices: Vec<&str> = phases
+        .lines()
+        .filter(|l| l.contains("make_matrix (phases.c:19)"))
+        .collect();
+    assert!(
+        matrices.iter().any(|l| l.contains("32.0 MiB"))
+            && matrices.iter().any(|l| l.contains("8.0 MiB"))
+    );
+    assert!(row(phases, "process ").ends_with(", exit 0"));
+    assert!(
+        phases.contains("1.0 MiB of heap still live (exact)"),
+        "{phases}"
+    );
+    // stream.c: exact bytes per region (N = 2 M doubles, 10 runs of each
+    // kernel: 16 B per element for copy and scale, 24 B for add and triad),
+    // the arrays each kernel touches, and the sampling accuracy.
+    let access_regions = stream.split_once("REGIONS (bytes exact").unwrap().1;
+    for (region, read, written) in [
+        ("copy", "305.2 MiB", "305.2 MiB"),
+        ("scale", "305.2 MiB", "305.2 MiB"),
+        ("add", "610.4 MiB", "305.2 MiB"),
+        ("triad", "610.4 MiB", "305.2 MiB"),
+        ("chase", "32.0 MiB", "0 B"),
+    ] {
+        let line = row(access_regions, &format!("  {region:<16}"));
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            fields[1],
+            if region == "chase" { "1" } else { "10" },
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("{read:>10}  {written:>10}")),
+            "{line}"
+        );
+    }
+    assert!(row(access_regions, "  triad  ").contains("main (stream.c:37)"));
+    let accuracy = row(stream, "sampling accuracy");
+    let percent: f64 = accuracy
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!(percent >= 99.9, "{accuracy}");
+    assert!(row(stream, "process ").ends_with(", exit 0"));
+    // The plots the script draws.
+    let profile = dir.path().join("profile");
+    let svg = dir.path().join("capacity.svg");
+    assert_ran(&plot("capacity", &profile, &svg));
+    image::assert_capacity_plot(
+        &report_json(&profile),
+        &svg,
+        &dir.path().join("capacity.png"),
+    );
+    for plot in ["scatter", "bandwidth", "counters"] {
+        let png = image::Png::read(&dir.path().join(format!("{plot}.png")));
+        assert_eq!((png.width, png.height), (1200, 700), "{plot}");
+    }
+}
+
 #[test]
 fn example_report_has_objects_regions_and_leak() {
     let dir = tempdir();
