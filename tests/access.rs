@@ -1243,57 +1243,22 @@ fn flame_graphs_weigh_allocated_bytes_and_sampled_accesses() {
 
 #[test]
 fn live_view_prints_capacity_and_exact_bandwidth_while_the_program_runs() {
-    use std::io::BufRead;
-    use std::os::unix::process::CommandExt;
     let dir = tempdir();
     let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2", "-DN=65536"]);
     let p = dir.path().join("p");
     let stop = dir.path().join("stop");
     // The program copies until the test has seen three updates and tells it to
     // stop: as many updates on a fast machine as on a slow one.
-    let mut child = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["record", "--live", "-o"])
-        .arg(&p)
-        .arg("--")
-        .arg(&app)
-        .arg("until")
-        .arg(&stop)
-        .process_group(0)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pgid = child.id() as i32;
-    let watchdog = std::thread::spawn({
-        let stop = stop.clone();
-        move || {
-            for _ in 0..1200 {
-                if stop.exists() {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            // SAFETY: the process group this test started.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        }
-    });
-    let mut err = String::new();
     let mut lines = Vec::new();
-    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
-        let line = line.unwrap();
-        err += &line;
-        err.push('\n');
+    let args = [&*app.to_string_lossy(), "until", &*stop.to_string_lossy()];
+    let (status, err) = record_streaming(&p, &["--live"], &args, |line| {
         if line.contains(" s  resident ") {
-            lines.push(line);
+            lines.push(line.to_owned());
             if lines.len() == 3 {
                 std::fs::write(&stop, "").unwrap();
             }
         }
-    }
-    let status = child.wait().unwrap();
-    std::fs::write(&stop, "").unwrap();
-    watchdog.join().unwrap();
+    });
     assert!(status.success(), "{err}");
     assert!(lines.len() >= 3, "{err}");
     let times: Vec<f64> = lines

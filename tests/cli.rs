@@ -582,13 +582,29 @@ fn live_view_follows_the_top_allocation_sites_as_they_change() {
         .unwrap();
     assert!(built.success());
     let app = app.to_string_lossy();
-    let out = record(
+    // Each phase is held until three updates were drawn after its marker
+    // (the first may predate its memory: `live_updates` leaves it out).
+    let go = dir.path().join("go");
+    std::fs::create_dir(&go).unwrap();
+    let mut phase: Option<(String, usize)> = None;
+    let (status, err) = record_streaming(
         &dir.path().join("p"),
         &["--live", "--sample-rate", "16384"],
-        &[&app],
+        &[&app, &go.to_string_lossy()],
+        |line| {
+            if let Some(name) = line.strip_prefix("PHASE ") {
+                phase = Some((name.to_owned(), 0));
+            } else if line.contains(" s  resident ") {
+                if let Some((name, updates)) = &mut phase {
+                    *updates += 1;
+                    if *updates == 3 {
+                        std::fs::write(go.join(&*name), "").unwrap();
+                    }
+                }
+            }
+        },
     );
-    assert_ran(&out);
-    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{err}");
     // Phase one: its six exact 4 MiB blocks, nothing of what comes later.
     let one = live_updates(&err, "PHASE one", "END one");
     assert!(

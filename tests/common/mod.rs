@@ -222,6 +222,66 @@ pub fn output_within(cmd: &mut Command) -> Output {
     out
 }
 
+/// `memlens record -o DIR extra -- args` with its standard error read as it
+/// is written: `on_line` sees each line (and may tell the program to go on,
+/// so that a test waits for what it needs instead of for a time). Returns the
+/// exit status and the whole standard error; after two minutes the process
+/// group is killed and the test fails.
+pub fn record_streaming(
+    dir: &Path,
+    extra: &[&str],
+    args: &[&str],
+    mut on_line: impl FnMut(&str),
+) -> (std::process::ExitStatus, String) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let mut child = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg("record")
+        .arg("-o")
+        .arg(dir)
+        .args(extra)
+        .arg("--")
+        .args(args)
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            for _ in 0..1200 {
+                if done.load(Ordering::Relaxed) {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            // SAFETY: the process group this test started.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            true
+        }
+    });
+    let mut err = String::new();
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        on_line(&line);
+        err += &line;
+        err.push('\n');
+    }
+    let status = child.wait().unwrap();
+    done.store(true, Ordering::Relaxed);
+    assert!(
+        !watchdog.join().unwrap(),
+        "{args:?} hung: killed after 120 s; stderr: {err}"
+    );
+    (status, err)
+}
+
 /// Runs a program in transparent mode: the runtime preloaded, writing to `dir`.
 pub fn run_transparent(dir: &Path, args: &[&str]) -> Output {
     output_within(
