@@ -14,7 +14,8 @@ command -v perf >/dev/null || { echo "perf not found: apt-get install linux-perf
 
 python3 bench/mkperf.py spe tests/fixtures/spe-hiperf-raw/hiperf-192.wrapped.perf.data "$out/spe-big.data" 200
 python3 bench/mkperf.py pebs tests/fixtures/pebs-skx-loadlat/perf.data "$out/pebs-big.data" 20000
-echo "SPE file: $(du -m "$out/spe-big.data" | cut -f1) MB, $($memlens import "$out/spe-big.data" -o "$out/prof" 2>&1 | grep -o '[0-9]* records decoded')"
+rm -rf "$out/prof"
+echo "SPE file: $(du -m "$out/spe-big.data" | cut -f1) MB, $($memlens import "$out/spe-big.data" -o "$out/prof" 2>&1 | grep -o '[0-9]* load/store samples')"
 rm -rf "$out/prof"
 echo "PEBS file: $(du -m "$out/pebs-big.data" | cut -f1) MB, $($memlens import "$out/pebs-big.data" -o "$out/prof" 2>&1 | grep -o '[0-9]* load/store samples')"
 

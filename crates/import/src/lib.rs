@@ -132,8 +132,20 @@ fn write(
     } = streamed;
     // Symbolize only against files that are the ones recorded: a library of
     // the same path on this machine is usually another build. Each path is
-    // checked once, however many processes mapped it.
-    let paths: HashSet<&str> = c.modules.iter().map(|(_, m)| m.path.as_str()).collect();
+    // checked once, however many processes mapped it, and only if a sample's
+    // code lies in it (a system-wide recording maps every program that ran).
+    let mut code: Vec<(u32, u64)> = code.into_iter().collect();
+    code.sort_unstable();
+    let paths: HashSet<&str> = c
+        .modules
+        .iter()
+        .filter(|(pid, m)| {
+            let first = code.partition_point(|&(p, pc)| (p, pc) < (*pid, m.start));
+            code.get(first)
+                .is_some_and(|&(p, pc)| p == *pid && pc < m.end)
+        })
+        .map(|(_, m)| m.path.as_str())
+        .collect();
     let usable: HashSet<&str> = paths
         .into_iter()
         .filter(|p| {
@@ -153,8 +165,6 @@ fn write(
     let mut symbolizer = Symbolizer::default();
     let mut locations = Vec::new();
     let pids: HashSet<u32> = code.iter().map(|&(pid, _)| pid).collect();
-    let mut code: Vec<(u32, u64)> = code.into_iter().collect();
-    code.sort_unstable();
     for (pid, pc) in code {
         let mods = symbolizable_by_pid
             .get(&pid)
