@@ -2,7 +2,10 @@
 # Overhead of the instrumented access backend: an uninstrumented clang -O2 build
 # against the `memlens cc` build, idle and under `memlens record` (default period),
 # for the STREAM kernels and for the pointer chase of examples/stream.c. The three
-# configurations run interleaved in one run; ratios of median wall times.
+# configurations run interleaved in one run; ratios of median wall times. Then
+# the recording modes in which every access takes the runtime's slow path, on
+# the example as built (93 M accesses): `--reuse 64` and `--cache-model` against
+# the default recording (exact `--reuse`, 40-odd seconds a run, is left out).
 # Usage: bash bench/access.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,4 +24,13 @@ for kernel in stream chase; do
     for i in 0 1 2; do
         printf '%-10s %-40s %8d %8s\n' $kernel "${names[i]}" "${medians[i]}" "$(ratio "${medians[i]}" "${medians[0]}")"
     done
+done
+
+$memlens cc -O2 -Iinclude examples/stream.c -o "$out/example-memlens"
+record="$memlens record -o $out/prof"
+interleaved_medians "$record -- $out/example-memlens" "$record --reuse 64 -- $out/example-memlens" \
+    "$record --cache-model -- $out/example-memlens"
+names=("memlens record (period 4099)" "memlens record --reuse 64" "memlens record --cache-model")
+for i in 0 1 2; do
+    printf '%-10s %-40s %8d %8s\n' example "${names[i]}" "${medians[i]}" "$(ratio "${medians[i]}" "${medians[0]}")"
 done

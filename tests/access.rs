@@ -834,8 +834,9 @@ fn reuse_distances_equal_the_brute_force_answer() {
 #[test]
 fn sampled_lines_estimate_reuse_within_stated_tolerance() {
     // SHARDS at 1 line in 8 over 8192 random lines (~1000 chosen) against the
-    // exact stream: mean distance within 5%, the cumulative share at every
-    // power-of-two distance within 3 points (measured: 1.5% and 0.5 points).
+    // exact stream: mean distance within 3%, the cumulative share at every
+    // power-of-two distance within 1.5 points (six runs: -1.2% to +0.7%, and
+    // 0.5 points at most; the lines chosen change with the arrays' addresses).
     let dir = tempdir();
     let app = memlens_cc(dir.path(), "reuse_patterns.c", &["-O2"]);
     let args = ["300", "4", "8192", "300000", "777"];
@@ -849,7 +850,7 @@ fn sampled_lines_estimate_reuse_within_stated_tolerance() {
     let estimate = reuse_of(&report, "random_data");
     let mean = |h: &serde_json::Value| h["mean_distance"].as_f64().unwrap();
     assert!(
-        (mean(&estimate) / mean(&exact) - 1.0).abs() < 0.05,
+        (mean(&estimate) / mean(&exact) - 1.0).abs() < 0.03,
         "{} vs {}",
         mean(&estimate),
         mean(&exact)
@@ -865,7 +866,7 @@ fn sampled_lines_estimate_reuse_within_stated_tolerance() {
     };
     for k in 0..16 {
         let (a, b) = (cumulative(&estimate, 1 << k), cumulative(&exact, 1 << k));
-        assert!((a - b).abs() < 0.03, "below {}: {a} vs {b}", 1 << k);
+        assert!((a - b).abs() < 0.015, "below {}: {a} vs {b}", 1 << k);
     }
 }
 
@@ -898,7 +899,18 @@ fn folded_shape(p: &std::path::Path) -> Vec<std::collections::BTreeMap<String, (
         f["exact_accesses_per_instance"].as_f64().unwrap(),
         f["est_accesses_per_instance"].as_f64().unwrap(),
     );
-    assert!((est / exact - 1.0).abs() < 0.05, "{est} vs {exact}");
+    // samples x period over the folded instances, within the sampler's bound
+    // (each instance cut at both ends, for each of its access classes).
+    let folded = f["folded"].as_u64().unwrap();
+    let bound = sampling_error_bound(
+        f["samples"].as_u64().unwrap(),
+        f["period"].as_u64().unwrap(),
+        folded * 2 * 10,
+    );
+    assert!(
+        ((est - exact) * folded as f64).abs() <= bound,
+        "{est} vs {exact} per instance"
+    );
     f["bins"]
         .as_array()
         .unwrap()

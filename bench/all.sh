@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Every benchmark the docs quote, one after the other, each printing its table;
+# the whole output also goes to bench/out/all.txt. About 15 minutes on the
+# 2-core VM. Usage: bash bench/all.sh [repeats]   (default 5)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repeats=${1:-5}
+mkdir -p bench/out
+{
+    echo "# bench/all.sh $repeats, $(date -u +%F), $(nproc) CPUs, $(uname -r)"
+    for script in malloc unwind access import report procfs; do
+        echo
+        echo "## bash bench/$script.sh $repeats"
+        bash "bench/$script.sh" "$repeats"
+    done
+} 2>&1 | tee bench/out/all.txt
