@@ -47,7 +47,7 @@ pub struct RegionAccess {
     pub write_bandwidth: f64,
     /// Objects whose samples fell inside the region, most sampled first.
     pub objects: Vec<(String, u64)>,
-    /// The same figures estimated from samples alone (seed 001, 4.2.4 and
+    /// The same figures estimated from samples alone (Arm SPE methodology, 4.2.4 and
     /// 4.4.2), to show the estimate's error where the exact ones exist.
     pub derived: Derived,
     /// Exact time per load: the region's time over its exact loads.

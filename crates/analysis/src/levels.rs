@@ -1,6 +1,6 @@
-//! Where loads were served, per routine and per region (seed 002, Table 1: "%
+//! Where loads were served, per routine and per region (BSC memory tools, Table 1: "%
 //! of load references by memory level, and average cost"), and the latency
-//! distribution of each level (seed 001, tables 4.4 to 4.6).
+//! distribution of each level (Arm SPE methodology, tables 4.4 to 4.6).
 
 use crate::access::attribute;
 use crate::{Objects, Profile};
@@ -20,14 +20,14 @@ pub struct LevelTables {
     pub by_routine: Vec<LevelRowShares>,
     pub by_region: Vec<LevelRowShares>,
     pub latency: Vec<LatencyDistribution>,
-    /// SPE's latency breakdown per level (seed 001 table 4.4), when the
+    /// SPE's latency breakdown per level (Arm SPE methodology, table 4.4), when the
     /// samples carry it.
     pub spe_latency: Vec<SpeLatencyRow>,
 }
 
 /// Mean SPE latencies (cycles) of one level's load samples: total, issue
 /// (dispatch to issue), translation, and execution derived as total - issue -
-/// translation (seed 001, 4.2).
+/// translation (Arm SPE methodology, 4.2).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SpeLatencyRow {
     pub level: String,

@@ -1,4 +1,4 @@
-//! Reuse distance (seed 004, DrCCTProf's reuse client): for each access, the
+//! Reuse distance (DrCCTProf's reuse client; docs/references.md): for each access, the
 //! number of distinct cache lines its thread touched since its previous access
 //! to the same line (Mattson's stack distance; an access hits a fully
 //! associative LRU cache of C lines exactly when its distance is below C).

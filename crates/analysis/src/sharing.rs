@@ -1,4 +1,4 @@
-//! Cache lines shared between threads (seed 001, section 5; perf c2c): lines
+//! Cache lines shared between threads (Arm SPE methodology, section 5; perf c2c): lines
 //! that two or more threads of a process touched, at least one of them
 //! writing. False sharing when no thread writes a byte another thread touches
 //! (the threads only share the line), true sharing otherwise. Found from the

@@ -1,6 +1,6 @@
 //! `memlens calibrate`: the latency of a load at each working-set size and the
 //! streaming bandwidth of this machine, in the spirit of LMbench's lat_mem_rd
-//! and bw_mem (seed 001, section 4). The chase follows one random cycle through
+//! and bw_mem (Arm SPE methodology, section 4). The chase follows one random cycle through
 //! the buffer's cache lines, so every load depends on the one before and the
 //! prefetchers cannot guess the next line; the buffer asks for huge pages so
 //! that TLB misses weigh on the large sizes as little as they can.

@@ -1,5 +1,5 @@
 //! `memlens export DIR --csv`: the samples of a profile in the columns of Arm's
-//! spe-parser load/store CSV (seed 001, figure 2.4), so existing scripts read
+//! spe-parser load/store CSV (Arm SPE methodology, figure 2.4), so existing scripts read
 //! memlens profiles from any backend.
 
 use memlens_decoders::{spe, MemLevel};

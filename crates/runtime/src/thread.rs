@@ -2,7 +2,7 @@
 //!
 //! Rust's `thread_local!` in a cdylib goes through `__tls_get_addr` on every access;
 //! on x86_64 we define the slot ourselves in `.tbss` and reach it with a
-//! `@GOTTPOFF` load, which is one `mov` from `%fs` (see DESIGN.md measurements).
+//! `@GOTTPOFF` load, which is one `mov` from `%fs`.
 
 use crate::log::Writer;
 use crate::sys;

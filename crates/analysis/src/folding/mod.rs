@@ -1,4 +1,4 @@
-//! Folding (seed 002, BSC's Folding tool): the samples of every instance of a
+//! Folding (BSC memory tools, their Folding tool; docs/references.md): the samples of every instance of a
 //! repeated region mapped onto one normalised instance, so a run sampled
 //! coarsely still shows what happens inside one iteration: which objects and
 //! code lines it touches at each point of the iteration, and at what rate.
