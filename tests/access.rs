@@ -251,7 +251,9 @@ fn uninstrumented_programs_say_how_to_get_access_samples() {
 
 #[test]
 fn scatter_and_bandwidth_plots() {
-    let (dir, p) = recorded_stream(&["-DN=300000L", "-DCHASE=65536L"], &[]);
+    // A tick every 2 ms: the bandwidth lines have points however fast the
+    // machine runs the program.
+    let (dir, p) = recorded_stream(&["-DN=300000L", "-DCHASE=65536L"], &["--interval", "2"]);
     for kind in ["scatter", "bandwidth"] {
         for ext in ["png", "svg"] {
             let img = dir.path().join(format!("{kind}.{ext}"));

@@ -11,8 +11,8 @@ pub struct Text {
     pub text: String,
 }
 
-/// A drawn line or filled polygon of more than two points (a data series, not
-/// a tick or a grid line).
+/// A drawn line or filled polygon (a data series, not an axis, a tick or a
+/// grid line).
 pub struct Series {
     pub color: String,
     pub filled: bool,
@@ -66,11 +66,13 @@ impl Svg {
                             (x.parse().unwrap(), y.parse().unwrap())
                         })
                         .collect();
-                    if points.len() > 2 {
-                        let filled = tag == "polygon";
-                        let color = attribute(element, if filled { "fill" } else { "stroke" });
+                    let filled = tag == "polygon";
+                    let color = attribute(element, if filled { "fill" } else { "stroke" }).unwrap();
+                    // Axes, ticks and grid lines are black or grey segments.
+                    let grid = color == "#000000" || attribute(element, "opacity") != Some("1");
+                    if points.len() > 2 || (points.len() == 2 && !grid) {
                         out.series.push(Series {
-                            color: color.unwrap().to_owned(),
+                            color: color.to_owned(),
                             filled,
                             points,
                         });
@@ -94,11 +96,13 @@ impl Svg {
         self.texts.iter().any(|t| t.text == text)
     }
 
-    /// The lines of `color` (as plotters writes it: "#1F77B4").
+    /// The lines of `color` (as plotters writes it: "#1F77B4"), not counting
+    /// the legend's samples of them.
     pub fn lines(&self, color: &str) -> Vec<&Series> {
         self.series
             .iter()
             .filter(|s| !s.filled && s.color == color)
+            .filter(|s| s.points.iter().any(|&p| self.uncovered(p)))
             .collect()
     }
 

@@ -1141,9 +1141,9 @@ pub fn finalize(
             max_frames: settings.max_frames,
             cache_model: run.cache_model.clone().unwrap_or_default(),
             access_period: perf.as_ref().map_or(settings.access_period, |p| p.period),
-            sample_loads: settings.access_filter & 1 != 0,
-            sample_stores: settings.access_filter & 2 != 0,
-            sample_lines: perf.is_none() && settings.access_filter & raw::SAMPLE_LINES != 0,
+            sample_loads: settings.access_filter & raw::access_filter::LOADS != 0,
+            sample_stores: settings.access_filter & raw::access_filter::STORES != 0,
+            sample_lines: perf.is_none() && settings.access_filter & raw::access_filter::LINES != 0,
         },
         clock: profile::Clock {
             source: "CLOCK_MONOTONIC".into(),

@@ -7,7 +7,7 @@ use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
 use crate::{Error, Result};
-use memlens_rawlog::{self as raw, procfs, tag, FileHeader};
+use memlens_rawlog::{self as raw, env, procfs, tag, FileHeader};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
@@ -224,22 +224,22 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     let mut cmd = std::process::Command::new(&program_path);
     cmd.arg0(program).args(&cfg.command[1..]);
     cmd.env("LD_PRELOAD", preload)
-        .env("MEMLENS_DIR", &out_dir)
-        .env("MEMLENS_COLLECTOR", "1");
+        .env(env::name(env::DIR), &out_dir)
+        .env(env::name(env::COLLECTOR), "1");
     if let Some(v) = cfg.min_size {
-        cmd.env("MEMLENS_MIN_SIZE", v.to_string());
+        cmd.env(env::name(env::MIN_SIZE), v.to_string());
     }
     if let Some(v) = cfg.sample_rate {
-        cmd.env("MEMLENS_SAMPLE_RATE", v.to_string());
+        cmd.env(env::name(env::SAMPLE_RATE), v.to_string());
     }
     if let Some(v) = &cfg.unwinder {
-        cmd.env("MEMLENS_UNWIND", v);
+        cmd.env(env::name(env::UNWIND), v);
     }
     if let Some(v) = cfg.max_frames {
-        cmd.env("MEMLENS_MAX_FRAMES", v.to_string());
+        cmd.env(env::name(env::MAX_FRAMES), v.to_string());
     }
     if let Some(v) = cfg.period {
-        cmd.env("MEMLENS_PERIOD", v.to_string());
+        cmd.env(env::name(env::PERIOD), v.to_string());
     }
     if cfg.sample_lines {
         if let Backend::Perf(kind) = cfg.backend {
@@ -247,10 +247,10 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
                 "line sampling (--reuse) follows the instrumented build's accesses, not {kind:?} samples: drop --backend or use --backend software"
             )));
         }
-        cmd.env("MEMLENS_SAMPLE_LINES", "1");
+        cmd.env(env::name(env::SAMPLE_LINES), "1");
     }
     if let Some(spec) = &cfg.cache_model {
-        cmd.env("MEMLENS_CACHE_MODEL", spec);
+        cmd.env(env::name(env::CACHE_MODEL), spec);
         // The machine's calibration prices the modelled levels; a profile
         // keeps its own copy, read wherever it is reported.
         let calibration = memlens_profile::Calibration::default_path();
@@ -267,10 +267,10 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     // One source of access samples per profile: under a perf backend the
     // instrumented build still counts exactly but does not sample.
     if cfg.no_loads || plan.is_some() {
-        cmd.env("MEMLENS_NO_LOADS", "1");
+        cmd.env(env::name(env::NO_LOADS), "1");
     }
     if cfg.no_stores || plan.is_some() {
-        cmd.env("MEMLENS_NO_STORES", "1");
+        cmd.env(env::name(env::NO_STORES), "1");
     }
     // Opened on memlens itself, disabled: the target inherits them at fork and
     // they start at its exec.

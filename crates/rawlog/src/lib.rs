@@ -118,18 +118,22 @@ pub struct RuntimeSettings {
     pub unwinder: u32,
     /// One access sample per this many accesses of a class (instrumented code).
     pub access_period: u64,
-    /// Bit 0: sample loads; bit 1: sample stores; bit 2 ([`SAMPLE_LINES`]):
-    /// sample by cache line instead of by count.
+    /// Bits of [`access_filter`].
     pub access_filter: u32,
     pub _pad: u32,
 }
 
-/// `access_filter` bit: instead of one access in `access_period`, every access
-/// to one cache line in `access_period`, the lines chosen by [`line_chosen`]
-/// (spatially hashed sampling, as SHARDS: Waldspurger et al., FAST 2015). A
-/// chosen line's whole access stream is kept, so reuse distances among chosen
-/// lines are exact and scale by the period to estimate all lines'.
-pub const SAMPLE_LINES: u32 = 4;
+/// What the instrumented backend samples: bits of `RuntimeSettings::access_filter`.
+pub mod access_filter {
+    pub const LOADS: u32 = 1;
+    pub const STORES: u32 = 2;
+    /// Instead of one access in `access_period`, every access to one cache
+    /// line in `access_period`, the lines chosen by [`super::line_chosen`]
+    /// (spatially hashed sampling, as SHARDS: docs/references.md). A chosen
+    /// line's whole access stream is kept, so reuse distances among chosen
+    /// lines are exact and scale by the period to estimate all lines'.
+    pub const LINES: u32 = 4;
+}
 
 /// Cache line size the line sampling hashes by.
 pub const SAMPLED_LINE: u64 = 64;
@@ -268,6 +272,32 @@ pub mod alloc_kind {
 }
 
 /// How the runtime takes call stacks (`RuntimeSettings::unwinder`).
+/// The environment variables `memlens record` passes the runtime (and a user
+/// sets in transparent mode; docs/recording.md lists them with their
+/// defaults), named once for both sides.
+pub mod env {
+    use core::ffi::CStr;
+    pub const DIR: &CStr = c"MEMLENS_DIR";
+    /// Set by `memlens record`: the collector samples /proc, not the runtime.
+    pub const COLLECTOR: &CStr = c"MEMLENS_COLLECTOR";
+    pub const DISABLE: &CStr = c"MEMLENS_DISABLE";
+    pub const INTERVAL: &CStr = c"MEMLENS_INTERVAL";
+    pub const MIN_SIZE: &CStr = c"MEMLENS_MIN_SIZE";
+    pub const SAMPLE_RATE: &CStr = c"MEMLENS_SAMPLE_RATE";
+    pub const UNWIND: &CStr = c"MEMLENS_UNWIND";
+    pub const MAX_FRAMES: &CStr = c"MEMLENS_MAX_FRAMES";
+    pub const PERIOD: &CStr = c"MEMLENS_PERIOD";
+    pub const SAMPLE_LINES: &CStr = c"MEMLENS_SAMPLE_LINES";
+    pub const CACHE_MODEL: &CStr = c"MEMLENS_CACHE_MODEL";
+    pub const NO_LOADS: &CStr = c"MEMLENS_NO_LOADS";
+    pub const NO_STORES: &CStr = c"MEMLENS_NO_STORES";
+
+    /// A variable's name as a string, for `Command::env`.
+    pub fn name(var: &CStr) -> &str {
+        var.to_str().unwrap_or_default()
+    }
+}
+
 pub mod unwinder {
     /// Frame pointers, each read checked against the thread's stack.
     pub const FP: u32 = 0;

@@ -167,7 +167,12 @@ const IDLE: u64 = 1 << 62;
 
 /// Whether samples of this class are taken at all (--no-loads, --no-stores).
 fn class_wanted(class: usize) -> bool {
-    let bit = if raw::class_is_store(class) { 2 } else { 1 };
+    use raw::access_filter::{LOADS, STORES};
+    let bit = if raw::class_is_store(class) {
+        STORES
+    } else {
+        LOADS
+    };
     settings().access_filter & bit != 0
 }
 
@@ -295,7 +300,7 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
         0
     };
     let s = settings();
-    let by_lines = s.access_filter & raw::SAMPLE_LINES != 0;
+    let by_lines = s.access_filter & raw::access_filter::LINES != 0;
     // Everything since the last reset, plus this access.
     let consumed = st.access.sources[src].reset[class] + 1;
     st.access.sources[src].credited[class] += consumed;

@@ -23,7 +23,7 @@ mod unwind;
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, RuntimeSettings};
+use memlens_rawlog::{self as raw, access_filter, alloc_flags, alloc_kind, tag, RuntimeSettings};
 use thread::ThreadState;
 
 const UNINIT: u8 = 0;
@@ -37,7 +37,7 @@ static mut SETTINGS: RuntimeSettings = RuntimeSettings {
     max_frames: 64,
     unwinder: raw::unwinder::DWARF,
     access_period: DEFAULT_ACCESS_PERIOD,
-    access_filter: 3,
+    access_filter: access_filter::LOADS | access_filter::STORES,
     _pad: 0,
 };
 /// Defaults chosen by measurement: see `bench/` and the README.
@@ -109,7 +109,7 @@ extern "C" fn init() {
     let saved_errno = errno();
     // SAFETY: single-threaded during constructors; statics written before READY.
     unsafe {
-        if env(c"MEMLENS_DISABLE").is_some_and(|v| v == b"1") || !configure() {
+        if env(raw::env::DISABLE).is_some_and(|v| v == b"1") || !configure() {
             STATE.store(DISABLED, Ordering::Release);
             set_errno(saved_errno);
             return;
@@ -140,50 +140,50 @@ unsafe fn configure() -> bool {
         return false;
     }
     let s = &mut *core::ptr::addr_of_mut!(SETTINGS);
-    if let Some(v) = env(c"MEMLENS_MIN_SIZE").and_then(raw::parse_size) {
+    if let Some(v) = env(raw::env::MIN_SIZE).and_then(raw::parse_size) {
         s.min_size = v;
     }
-    if let Some(v) = env(c"MEMLENS_SAMPLE_RATE").and_then(raw::parse_size) {
+    if let Some(v) = env(raw::env::SAMPLE_RATE).and_then(raw::parse_size) {
         s.sample_rate = v;
     }
-    if let Some(v) = env(c"MEMLENS_MAX_FRAMES").and_then(raw::parse_size) {
+    if let Some(v) = env(raw::env::MAX_FRAMES).and_then(raw::parse_size) {
         s.max_frames = v.clamp(1, raw::MAX_FRAMES as u64) as u32;
     }
-    match env(c"MEMLENS_UNWIND") {
+    match env(raw::env::UNWIND) {
         Some(b"fp") => s.unwinder = raw::unwinder::FP,
         Some(b"none") => s.unwinder = raw::unwinder::NONE,
         Some(b"libgcc") => s.unwinder = raw::unwinder::LIBGCC,
         _ => {}
     }
-    if let Some(v) = env(c"MEMLENS_PERIOD").and_then(raw::parse_size) {
+    if let Some(v) = env(raw::env::PERIOD).and_then(raw::parse_size) {
         s.access_period = v;
     }
-    if env(c"MEMLENS_NO_LOADS").is_some_and(|v| v == b"1") {
-        s.access_filter &= !1;
+    if env(raw::env::NO_LOADS).is_some_and(|v| v == b"1") {
+        s.access_filter &= !access_filter::LOADS;
     }
-    if env(c"MEMLENS_NO_STORES").is_some_and(|v| v == b"1") {
-        s.access_filter &= !2;
+    if env(raw::env::NO_STORES).is_some_and(|v| v == b"1") {
+        s.access_filter &= !access_filter::STORES;
     }
-    if env(c"MEMLENS_SAMPLE_LINES").is_some_and(|v| v == b"1") {
-        s.access_filter |= raw::SAMPLE_LINES;
+    if env(raw::env::SAMPLE_LINES).is_some_and(|v| v == b"1") {
+        s.access_filter |= access_filter::LINES;
     }
-    if let Some(spec) = env(c"MEMLENS_CACHE_MODEL") {
+    if let Some(spec) = env(raw::env::CACHE_MODEL) {
         model::configure(spec);
     }
-    if let Some(v) = env(c"MEMLENS_INTERVAL").and_then(raw::parse_size) {
+    if let Some(v) = env(raw::env::INTERVAL).and_then(raw::parse_size) {
         INTERVAL_MS = v.max(1);
     }
     // Linked into a program built by `memlens cc` but run without memlens (no
     // MEMLENS_DIR, not preloaded): stay idle, the program runs as if we were absent.
     let preloaded = env(c"LD_PRELOAD").is_some_and(|v| v.windows(7).any(|w| w == b"memlens"));
-    if env(c"MEMLENS_DIR").is_none() && !preloaded {
+    if env(raw::env::DIR).is_none() && !preloaded {
         return false;
     }
     // Under `memlens record` the collector samples /proc; alone, we do it ourselves.
-    OWN_SAMPLER = env(c"MEMLENS_COLLECTOR").is_none();
+    OWN_SAMPLER = env(raw::env::COLLECTOR).is_none();
     let dir = &mut *core::ptr::addr_of_mut!(DIR);
     let mut w = log::ByteWriter { buf: dir, len: 0 };
-    let ok = match env(c"MEMLENS_DIR") {
+    let ok = match env(raw::env::DIR) {
         Some(d) if !d.is_empty() => w.push(d).is_some(),
         _ => default_dir(&mut w).is_some(),
     };
