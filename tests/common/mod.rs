@@ -441,3 +441,17 @@ pub fn report_view(p: &Path, view: &[&str]) -> Output {
         .output()
         .unwrap()
 }
+
+/// Builds the stream example with `defines`, records it with `flags`; returns the
+/// temporary directory (keep it alive) and the profile.
+pub fn recorded_stream(
+    defines: &[&str],
+    flags: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempdir();
+    let app = stream_example(dir.path(), defines);
+    let p = dir.path().join("p");
+    let out = record(&p, flags, &[&app]);
+    assert_ran(&out);
+    (dir, p)
+}

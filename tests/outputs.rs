@@ -1,0 +1,487 @@
+//! Every output of a recorded profile beyond the text report: plots and flame
+//! graphs, the HTML report in a browser, `diff`, SQL and `export`, the Python
+//! example, and the live view while the program runs.
+
+mod common;
+use common::*;
+use memlens_profile::TimelinePoint;
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn scatter_and_bandwidth_plots() {
+    // A tick every 2 ms: the bandwidth lines have points however fast the
+    // machine runs the program.
+    let (dir, p) = recorded_stream(&["-DN=300000L", "-DCHASE=65536L"], &["--interval", "2"]);
+    for kind in ["scatter", "bandwidth"] {
+        for ext in ["png", "svg"] {
+            let img = dir.path().join(format!("{kind}.{ext}"));
+            assert_ran(&plot(kind, &p, &img));
+        }
+    }
+    let report = report_json(&p);
+    // The scatter: one dot per sample of each band's object, the bands named
+    // with the report's sample counts, and the legend's two dots.
+    let scatter = image::Svg::read(&dir.path().join("scatter.svg"));
+    let mut dots = 2;
+    for o in report["access"]["objects"].as_array().unwrap() {
+        let samples = o["samples"].as_u64().unwrap();
+        let band = format!("{} ({samples})", o["name"].as_str().unwrap());
+        assert!(scatter.has_text(&band), "no band {band}");
+        dots += samples as usize;
+    }
+    assert_eq!(scatter.circles, dots);
+    assert!(scatter.has_text("loads") && scatter.has_text("stores"));
+    // The bandwidth plot: read and written lines peak at the highest rates
+    // between two timeline ticks, from the exact counts.
+    let timeline: Vec<TimelinePoint> = memlens_profile::read_table(&p).unwrap();
+    let gib = (1u64 << 30) as f64;
+    let peak = |bytes: fn(&TimelinePoint) -> u64| {
+        timeline
+            .windows(2)
+            .map(|w| {
+                (bytes(&w[1]) - bytes(&w[0])) as f64
+                    / ((w[1].time_ns - w[0].time_ns) as f64 / 1e9)
+                    / gib
+            })
+            .fold(0.0, f64::max)
+    };
+    let bandwidth = image::Svg::read(&dir.path().join("bandwidth.svg"));
+    let png = image::Png::read(&dir.path().join("bandwidth.png"));
+    let pixel = (bandwidth.y_value(0.0) - bandwidth.y_value(1.0)).abs();
+    for (color, name, rate) in [
+        ("#1F77B4", "read", peak(|t| t.bytes_read)),
+        ("#D62728", "written", peak(|t| t.bytes_written)),
+    ] {
+        assert!(bandwidth.has_text(name));
+        let line = bandwidth.lines(color);
+        assert_eq!(line.len(), 1, "{name}");
+        let top = line[0].points.iter().map(|p| p.1).fold(f64::MAX, f64::min);
+        let drawn = bandwidth.y_value(top);
+        assert!(
+            (drawn - rate).abs() <= 1.5 * pixel,
+            "{name}: {drawn} GiB/s drawn, peak {rate}"
+        );
+        // Written is drawn over read (equal in copy and scale).
+        let share = png.share_drawn(&bandwidth, line[0], &["#D62728"]);
+        assert_eq!(share, 1.0, "{name}: {share} of its points drawn in the PNG");
+    }
+    // Without instrumentation there is nothing to draw, and memlens says why.
+    let plain = dir.path().join("plain");
+    assert!(record(&plain, &[], &[&program("torture"), "exit", "0"])
+        .status
+        .success());
+    let out = plot("scatter", &plain, &dir.path().join("x.png"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("build the program with `memlens cc`"));
+}
+
+#[test]
+fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
+    let (dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let html = dir.path().join("report.html");
+    let out = Command::new(memlens())
+        .args(["report", "--html"])
+        .arg(&html)
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let page = std::fs::read_to_string(&html).unwrap();
+    // Self-contained: figures inline, nothing to fetch.
+    assert!(
+        page.matches("<svg").count() >= 4,
+        "capacity, bandwidth, scatter, fold"
+    );
+    for fetch in ["src=\"http", "href=\"http", "<link", "src=\"//", "@import"] {
+        assert!(!page.contains(fetch), "fetches something: {fetch}");
+    }
+    for id in ["run", "capacity", "objects", "access", "folding", "losses"] {
+        assert!(page.contains(&format!("id=\"{id}\"")), "no section {id}");
+    }
+    assert!(page.contains("how it was obtained"));
+    // Chromium runs the page's script to its end (it marks the body) without
+    // an uncaught error, and draws it.
+    let chromium = |extra: &[&str]| {
+        Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .args(["--enable-logging=stderr", "--v=0"])
+            .args(extra)
+            .arg(format!("file://{}", html.display()))
+            .output()
+            .expect("chromium (Debian's package; .ci/run installs it)")
+    };
+    let dom = chromium(&["--dump-dom"]);
+    let log = String::from_utf8_lossy(&dom.stderr);
+    assert!(
+        String::from_utf8_lossy(&dom.stdout).contains("<body data-ready=\"yes\">"),
+        "{log}"
+    );
+    assert!(!log.contains("Uncaught"), "{log}");
+    let shot = dir.path().join("report.png");
+    let out = chromium(&[
+        "--window-size=1280,2000",
+        &format!("--screenshot={}", shot.display()),
+    ]);
+    assert!(out.status.success());
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 50_000,
+        "{} bytes",
+        png.len()
+    );
+}
+
+#[test]
+fn the_python_example_reads_the_same_numbers_as_the_report() {
+    let (_dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let out = Command::new("python3")
+        .arg(root().join("examples/load_profile.py"))
+        .arg(&p)
+        .output()
+        .expect("python3 with pyarrow and pandas (.ci/run installs them)");
+    assert_ran(&out);
+    let py: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report_json(&p);
+    for r in report["access"]["regions"].as_array().unwrap() {
+        let name = r["name"].as_str().unwrap();
+        assert_eq!(py["regions"][name]["bytes_read"], r["bytes_read"], "{name}");
+        assert_eq!(py["regions"][name]["instances"], r["instances"], "{name}");
+    }
+    let samples: u64 = py["samples_per_thread"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(samples, report["access"]["samples"].as_u64().unwrap());
+    // The largest site is one of the three STREAM arrays, 200 000 doubles.
+    assert_eq!(py["sites"][0]["bytes"], 1_600_000.0);
+    assert!(py["sites"][0]["site"]
+        .as_str()
+        .unwrap()
+        .contains("stream.c:3"));
+}
+
+#[test]
+fn diff_shows_what_doubling_the_arrays_changes() {
+    // The live heap peak is read at timeline ticks: enough repeats and ticks that
+    // some land while the arrays live, also on a loaded machine. The chase's
+    // cycle (4 KiB) lives briefly, whether a tick sees it moves the ratio < 0.1%.
+    let flags = ["--interval", "2"];
+    let (_a_dir, a) = recorded_stream(&["-DN=200000L", "-DCHASE=512L", "-DREPEAT=100"], &flags);
+    let (_b_dir, b) = recorded_stream(&["-DN=400000L", "-DCHASE=512L", "-DREPEAT=100"], &flags);
+    let out = Command::new(memlens())
+        .args(["diff", "--format", "json"])
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The three arrays are recorded exactly: each doubles.
+    let doubled: Vec<&serde_json::Value> = d["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["name"].as_str().unwrap().contains("stream.c:3"))
+        .collect();
+    assert_eq!(doubled.len(), 3, "{d:#}");
+    for o in doubled {
+        assert_eq!(o["relative"], 1.0, "{o}");
+    }
+    // Exact bytes of every kernel double; the chase's stay.
+    for r in d["regions"].as_array().unwrap() {
+        let want = if r["name"] == "chase" { 0.0 } else { 1.0 };
+        assert_eq!(r["bytes_read"]["relative"], want, "{r}");
+    }
+    let heap = &d["peaks"][1];
+    assert_eq!(heap["name"], "live heap");
+    assert!(
+        (heap["relative"].as_f64().unwrap() - 1.0).abs() < 0.01,
+        "{heap}"
+    );
+    // Text by default.
+    let out = Command::new(memlens())
+        .arg("diff")
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("+100.0%  read"));
+}
+
+/// The count inferno prints for a flame graph's root ("all (1,234 bytes, 100%)").
+fn flame_total(svg: &str) -> u64 {
+    let at = svg.find("<title>all (").expect("a root frame") + "<title>all (".len();
+    let digits: String = svg[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(|c| *c != ',')
+        .collect();
+    digits.parse().unwrap()
+}
+
+#[test]
+fn flame_graphs_weigh_allocated_bytes_and_sampled_accesses() {
+    let (dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let allocs = dir.path().join("alloc.svg");
+    assert_ran(&plot("flame", &p, &allocs));
+    let svg = std::fs::read_to_string(&allocs).unwrap();
+    let rows: Vec<memlens_profile::Allocation> = memlens_profile::read_table(&p).unwrap();
+    let bytes: u64 = rows
+        .iter()
+        .filter(|a| a.kind != "stack")
+        .map(|a| a.est_bytes.round() as u64)
+        .sum();
+    assert_eq!(flame_total(&svg), bytes);
+    assert!(svg.contains("main (stream.c:35)"), "the arrays' site");
+
+    let accesses = dir.path().join("access.svg");
+    let out = Command::new(memlens())
+        .args(["plot", "flame", "--accesses"])
+        .arg(&p)
+        .arg("-o")
+        .arg(&accesses)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let svg = std::fs::read_to_string(&accesses).unwrap();
+    let report = report_json(&p);
+    let samples = report["access"]["samples"].as_u64().unwrap();
+    assert_eq!(
+        flame_total(&svg),
+        samples * report["access"]["period"].as_u64().unwrap()
+    );
+    assert!(svg.contains("[main (stream.c:35)]") && svg.contains("load at main (stream.c:"));
+}
+
+#[test]
+fn live_view_prints_capacity_and_exact_bandwidth_while_the_program_runs() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2", "-DN=65536"]);
+    let p = dir.path().join("p");
+    let stop = dir.path().join("stop");
+    // The program copies until the test has seen three updates and tells it to
+    // stop: as many updates on a fast machine as on a slow one.
+    let mut lines = Vec::new();
+    let args = [&*app.to_string_lossy(), "until", &*stop.to_string_lossy()];
+    let (status, err) = record_streaming(&p, &["--live"], &args, |line| {
+        if line.contains(" s  resident ") {
+            lines.push(line.to_owned());
+            if lines.len() == 3 {
+                std::fs::write(&stop, "").unwrap();
+            }
+        }
+    });
+    assert!(status.success(), "{err}");
+    assert!(lines.len() >= 3, "{err}");
+    let times: Vec<f64> = lines
+        .iter()
+        .map(|l| {
+            l["memlens:".len()..]
+                .trim_start()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    // Updates at most every 0.5 s (times are printed to 0.1 s); later ones
+    // depend on the machine's load, not on memlens.
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 0.4), "{times:?}");
+    // Three 1.5 MiB arrays are resident and copied between them all along.
+    for l in &lines {
+        assert!(l.contains("(exact)") && l.contains("1 process"), "{l}");
+        assert!(!l.contains("read         0 B/s"), "{l}");
+    }
+}
+
+/// `memlens sql DIR QUERY` that must fail: its one-line error (exit status 2).
+fn sql_error(p: &std::path::Path, query: &str) -> String {
+    let out = Command::new(memlens())
+        .arg("sql")
+        .arg(p)
+        .arg(query)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+#[test]
+fn sql_over_the_profile_gives_the_reports_numbers() {
+    let (_dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
+    let report = report_json(&p);
+
+    let regions = sql_json(
+        &p,
+        "SELECT name, count(*) AS instances, sum(bytes_read) AS bytes_read \
+         FROM regions GROUP BY name ORDER BY name",
+    );
+    let reported = report["access"]["regions"].as_array().unwrap();
+    assert_eq!(regions.len(), reported.len());
+    for r in reported {
+        let row = regions.iter().find(|row| row["name"] == r["name"]).unwrap();
+        assert_eq!(row["bytes_read"], r["bytes_read"], "{row}");
+        assert_eq!(row["instances"], r["instances"], "{row}");
+    }
+    let counted = sql_json(&p, "SELECT count(*) AS n FROM samples");
+    assert_eq!(counted[0]["n"], report["access"]["samples"]);
+
+    // A join: the largest allocation site is one of the three STREAM arrays.
+    let sites = sql_json(
+        &p,
+        "SELECT s.function, s.file, s.line, sum(a.est_bytes) AS bytes \
+         FROM allocations a JOIN stacks s ON a.pid = s.pid AND a.stack_id = s.stack_id \
+         WHERE s.depth = 0 GROUP BY s.function, s.file, s.line ORDER BY bytes DESC LIMIT 1",
+    );
+    assert_eq!(sites[0]["bytes"], 1_600_000.0, "{sites:?}");
+    assert!(sites[0]["file"].as_str().unwrap().ends_with("stream.c"));
+
+    // The text table: a header, rows up to --max-rows, and what was left out.
+    let out = Command::new(memlens())
+        .args(["sql", "--max-rows", "2"])
+        .arg(&p)
+        .arg("SELECT name, begin_ns FROM regions ORDER BY begin_ns")
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows = sql_json(&p, "SELECT count(*) AS n FROM regions")[0]["n"].clone();
+    assert!(text.contains("| name"), "{text}");
+    assert!(
+        text.contains(&format!("({rows} rows, the first 2 shown")),
+        "{text}"
+    );
+
+    // A mistake gets one line that says how to see the tables.
+    let err = sql_error(&p, "SELECT * FROM no_such_table");
+    assert!(
+        err.contains("no_such_table") && err.contains("SHOW TABLES"),
+        "{err}"
+    );
+
+    // Read-only: nothing is created, changed or written.
+    let written = p.join("written.csv");
+    for (query, kind) in [
+        (format!("COPY (SELECT 1) TO '{}'", written.display()), "DML"),
+        ("INSERT INTO regions SELECT * FROM regions".into(), "DML"),
+        ("CREATE TABLE t AS SELECT 1".into(), "DDL"),
+        (
+            "CREATE EXTERNAL TABLE e STORED AS CSV LOCATION '/etc/passwd'".into(),
+            "DDL",
+        ),
+        (
+            "SET datafusion.execution.batch_size = 1".into(),
+            "Statement",
+        ),
+    ] {
+        let err = sql_error(&p, &query);
+        assert!(
+            err.contains("only reads a profile") && err.contains(kind),
+            "{query}: {err}"
+        );
+    }
+    assert!(!written.exists());
+
+    // A table file deleted from the profile is named, never read as empty.
+    std::fs::remove_file(p.join("tags.parquet")).unwrap();
+    let err = sql_error(&p, "SELECT count(*) FROM regions");
+    assert!(err.contains("tags.parquet: missing"), "{err}");
+}
+
+#[test]
+fn export_writes_tables_and_query_results_readable_back() {
+    let (dir, p) = recorded_stream(&["-DN=100000L", "-DCHASE=4096L"], &[]);
+    let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
+    let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
+
+    // Every table as Parquet: memlens' own reader reads them back whole.
+    let parquet = dir.path().join("parquet");
+    let out = Command::new(memlens())
+        .args(["export", "--format", "parquet", "-o"])
+        .arg(&parquet)
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    fn same<T: memlens_profile::Table + PartialEq + std::fmt::Debug>(a: &Path, b: &Path) -> usize {
+        let (ours, exported) = (
+            memlens_profile::read_table::<T>(a).unwrap(),
+            memlens_profile::read_table::<T>(b).unwrap(),
+        );
+        assert!(ours == exported, "{} differs", T::NAME);
+        ours.len()
+    }
+    use memlens_profile::*;
+    let rows = [
+        same::<Allocation>(&p, &parquet),
+        same::<Frame>(&p, &parquet),
+        same::<Region>(&p, &parquet),
+        same::<AccessSample>(&p, &parquet),
+        same::<CodeLocation>(&p, &parquet),
+        same::<TagRange>(&p, &parquet),
+        same::<ThreadRow>(&p, &parquet),
+        same::<TimelinePoint>(&p, &parquet),
+        same::<CounterReading>(&p, &parquet),
+        same::<Module>(&p, &parquet),
+        same::<StaticObject>(&p, &parquet),
+    ];
+    // Every table but tags (the example tags nothing) has rows; the
+    // directory holds nothing else.
+    assert_eq!(rows.iter().filter(|&&n| n > 0).count(), 10, "{rows:?}");
+    let files = std::fs::read_dir(&parquet).unwrap().count();
+    assert_eq!(files, rows.len(), "one file per table");
+
+    // One table as CSV on standard output.
+    let out = Command::new(memlens())
+        .args(["export", "--table", "regions"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("pid,tid,name,begin_ns,end_ns"));
+    assert_eq!(lines.count(), regions.len());
+
+    // A query's result as JSON in a file.
+    let json = dir.path().join("stores.json");
+    let out = Command::new(memlens())
+        .args(["export", "--format", "json", "-o"])
+        .arg(&json)
+        .arg("--sql")
+        .arg("SELECT tid, count(*) AS stores FROM samples WHERE is_store GROUP BY tid")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let stores: u64 = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["stores"].as_u64().unwrap())
+        .sum();
+    assert_eq!(stores, samples.iter().filter(|s| s.is_store).count() as u64);
+    assert!(stores > 0);
+
+    // A damaged table file is named, with its fix.
+    std::fs::write(p.join("regions.parquet"), b"not parquet at all").unwrap();
+    let err = sql_error(&p, "SELECT count(*) FROM samples");
+    assert!(
+        err.contains("regions.parquet: not a readable Parquet table"),
+        "{err}"
+    );
+}
