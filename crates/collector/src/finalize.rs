@@ -57,8 +57,8 @@ struct ImageHeader {
     live_threads: Vec<raw::ThreadTotals>,
     /// Size of the log's blocks (the file after its header).
     block_bytes: u64,
-    /// Stacks captured by frame pointers, cached DWARF rules and libgcc.
-    stacks_unwound: [u64; 3],
+    /// Stacks captured, by `raw::walked_by` code.
+    stacks_walked: [u64; raw::walked_by::COUNT],
 }
 
 fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
@@ -74,7 +74,7 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
     if h.magic != raw::MAGIC {
         return Ok(None);
     }
-    let stacks_unwound = h.stacks_unwound();
+    let stacks_walked = h.stacks_walked();
     Ok(Some(ImageHeader {
         path: path.to_path_buf(),
         pid: h.pid,
@@ -103,7 +103,7 @@ fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
             })
             .collect(),
         block_bytes: file_len.saturating_sub(raw::HEADER_SIZE as u64),
-        stacks_unwound,
+        stacks_walked,
     }))
 }
 
@@ -1079,13 +1079,10 @@ pub fn finalize(
             signal: signal_of(exit),
             usage: usage.map(kernel_usage),
             untracked: false,
-            stacks_unwound: {
-                let [frame_pointers, cached_rules, libgcc] = log.stacks_unwound;
-                StacksUnwound {
-                    frame_pointers,
-                    cached_rules,
-                    libgcc,
-                }
+            stacks_unwound: StacksUnwound {
+                frame_pointers: log.stacks_walked[raw::walked_by::FRAME_POINTERS],
+                cached_rules: log.stacks_walked[raw::walked_by::CACHED_RULES],
+                libgcc: log.stacks_walked[raw::walked_by::LIBGCC],
             },
         });
         regions.extend(built.regions);

@@ -36,27 +36,33 @@ pub struct Counters {
     pub free_bytes: AtomicU64,
     pub allocs: AtomicU64,
     pub frees: AtomicU64,
-    /// Call stacks captured, by the unwinder that walked them: frame pointers,
-    /// the cached DWARF rules, libgcc's `_Unwind_Backtrace` (alone, or for the
-    /// stacks the cached rules do not describe).
-    pub stacks_by_frame_pointers: AtomicU64,
-    pub stacks_by_cached_rules: AtomicU64,
-    pub stacks_by_libgcc: AtomicU64,
+    /// Call stacks captured, indexed by the [`walked_by`] code of the unwinder
+    /// that walked them.
+    pub stacks_walked: [AtomicU64; walked_by::COUNT],
 }
 
 impl Counters {
     /// Every counter, for resetting and folding a thread's into the retired ones.
-    pub fn all(&self) -> [&AtomicU64; 7] {
+    pub fn all(&self) -> impl Iterator<Item = &AtomicU64> {
         [
             &self.alloc_bytes,
             &self.free_bytes,
             &self.allocs,
             &self.frees,
-            &self.stacks_by_frame_pointers,
-            &self.stacks_by_cached_rules,
-            &self.stacks_by_libgcc,
         ]
+        .into_iter()
+        .chain(&self.stacks_walked)
     }
+}
+
+/// Which unwinder walked a call stack: frame pointers, the runtime's cached
+/// DWARF rules, or libgcc's `_Unwind_Backtrace` (alone, or for the stacks the
+/// cached rules do not describe).
+pub mod walked_by {
+    pub const FRAME_POINTERS: usize = 0;
+    pub const CACHED_RULES: usize = 1;
+    pub const LIBGCC: usize = 2;
+    pub const COUNT: usize = 3;
 }
 
 /// Access classes of the instrumented (sancov) backend: loads of 1, 2, 4, 8 and 16
@@ -271,7 +277,6 @@ pub mod alloc_kind {
     pub const NAMES: [&str; 6] = ["malloc", "calloc", "realloc", "memalign", "valloc", "mmap"];
 }
 
-/// How the runtime takes call stacks (`RuntimeSettings::unwinder`).
 /// The environment variables `memlens record` passes the runtime (and a user
 /// sets in transparent mode; docs/recording.md lists them with their
 /// defaults), named once for both sides.
@@ -298,6 +303,7 @@ pub mod env {
     }
 }
 
+/// How the runtime takes call stacks (`RuntimeSettings::unwinder`).
 pub mod unwinder {
     /// Frame pointers, each read checked against the thread's stack.
     pub const FP: u32 = 0;
@@ -843,18 +849,13 @@ impl FileHeader {
         t
     }
 
-    /// Call stacks captured by frame pointers, cached DWARF rules and libgcc, by
-    /// every thread, live or exited.
-    pub fn stacks_unwound(&self) -> [u64; 3] {
+    /// Call stacks captured by every thread, live or exited, indexed by
+    /// [`walked_by`] code.
+    pub fn stacks_walked(&self) -> [u64; walked_by::COUNT] {
         use core::sync::atomic::Ordering::Relaxed;
-        let mut t = [0u64; 3];
+        let mut t = [0u64; walked_by::COUNT];
         for c in core::iter::once(&self.retired).chain(self.slots.iter().map(|s| &s.counters)) {
-            let by = [
-                &c.stacks_by_frame_pointers,
-                &c.stacks_by_cached_rules,
-                &c.stacks_by_libgcc,
-            ];
-            for (t, v) in t.iter_mut().zip(by) {
+            for (t, v) in t.iter_mut().zip(&c.stacks_walked) {
                 *t = t.wrapping_add(v.load(Relaxed));
             }
         }

@@ -523,12 +523,33 @@ pub(crate) fn leave(st: &mut ThreadState) {
     st.in_hook = false;
 }
 
-/// Adds to the thread's exact counters (its own slot, or the shared overflow one).
+/// The thread's exact counters (its own slot, or the shared overflow one) and
+/// whether they are shared; None in a fork child before it has its own.
+#[inline(always)]
+fn own_counters(st: &ThreadState) -> Option<(&raw::Counters, bool)> {
+    // SAFETY: counters point into the mapped header, or are null.
+    let c = unsafe { st.counters.as_ref() }?;
+    Some((
+        c,
+        log::header().is_some_and(|h| core::ptr::eq(c, &h.retired)),
+    ))
+}
+
+/// Adds to a counter: a plain store in the thread's own slot (it is the only
+/// writer), an atomic add in the shared overflow one.
+#[inline(always)]
+fn add(v: &AtomicU64, d: u64, shared: bool) {
+    if shared {
+        v.fetch_add(d, Ordering::Relaxed);
+    } else {
+        v.store(v.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+    }
+}
+
+/// Adds to the thread's exact counters.
 #[inline(always)]
 fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
-    // SAFETY: counters point into the mapped header, or are null in a fork child
-    // before it has its own.
-    let Some(c) = (unsafe { st.counters.as_ref() }) else {
+    let Some((c, shared)) = own_counters(st) else {
         return;
     };
     let pairs = [
@@ -539,35 +560,18 @@ fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
     ];
     for (v, d) in pairs {
         if d != 0 {
-            add(c, v, d);
+            add(v, d, shared);
         }
     }
 }
 
-/// Adds to one of the thread's counters `c`: a plain store in its own slot (it
-/// is the only writer), an atomic add in the shared overflow one.
-#[inline(always)]
-fn add(c: &raw::Counters, v: &AtomicU64, d: u64) {
-    if log::header().is_some_and(|h| core::ptr::eq(c, &h.retired)) {
-        v.fetch_add(d, Ordering::Relaxed);
-    } else {
-        v.store(v.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+/// Counts a captured stack under the unwinder that walked it (a
+/// `raw::walked_by` code), so a profile says how much the cached rules did
+/// and how much fell back to libgcc.
+pub(crate) fn count_stack(st: &ThreadState, walked_by: usize) {
+    if let Some((c, shared)) = own_counters(st) {
+        add(&c.stacks_walked[walked_by], 1, shared);
     }
-}
-
-/// Counts a captured stack under the unwinder that walked it, so a profile
-/// says how much the cached rules did and how much fell back to libgcc.
-pub(crate) fn count_stack(st: &ThreadState, by: unwind::By) {
-    // SAFETY: as in `count`.
-    let Some(c) = (unsafe { st.counters.as_ref() }) else {
-        return;
-    };
-    let v = match by {
-        unwind::By::FramePointers => &c.stacks_by_frame_pointers,
-        unwind::By::CachedRules => &c.stacks_by_cached_rules,
-        unwind::By::Libgcc => &c.stacks_by_libgcc,
-    };
-    add(c, v, 1);
 }
 
 /// Counts for a thread that already exited (allocations in late TLS destructors).

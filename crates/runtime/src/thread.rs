@@ -208,7 +208,7 @@ pub fn retire_slot(st: &ThreadState) {
     // SAFETY: points into the mapped header.
     let c = unsafe { &*counters };
     let r = &h.retired;
-    for (from, to) in c.all().into_iter().zip(r.all()) {
+    for (from, to) in c.all().zip(r.all()) {
         to.fetch_add(from.swap(0, Ordering::Relaxed), Ordering::Relaxed);
     }
     for slot in &h.slots {

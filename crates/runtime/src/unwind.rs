@@ -9,7 +9,7 @@ mod rules;
 use crate::thread::ThreadState;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU64, Ordering};
-use memlens_rawlog::unwinder;
+use memlens_rawlog::{unwinder, walked_by};
 
 /// Address range of the runtime's own code.
 static SELF_START: AtomicU64 = AtomicU64::new(0);
@@ -25,13 +25,6 @@ fn is_self(ip: u64) -> bool {
     ip >= SELF_START.load(Ordering::Relaxed) && ip < SELF_END.load(Ordering::Relaxed)
 }
 
-/// Which unwinder walked a stack.
-pub enum By {
-    FramePointers,
-    CachedRules,
-    Libgcc,
-}
-
 /// Fills `out` with return addresses, innermost first; returns the count, and
 /// counts the stack under the unwinder that walked it.
 #[inline(never)]
@@ -39,13 +32,13 @@ pub fn capture(st: &ThreadState, method: u32, out: &mut [u64]) -> usize {
     let (n, by) = match method {
         #[cfg(target_arch = "x86_64")]
         unwinder::DWARF => match rules::capture(st, out) {
-            Some(n) => (n, By::CachedRules),
-            None => (dwarf(out), By::Libgcc),
+            Some(n) => (n, walked_by::CACHED_RULES),
+            None => (dwarf(out), walked_by::LIBGCC),
         },
         #[cfg(not(target_arch = "x86_64"))]
-        unwinder::DWARF => (dwarf(out), By::Libgcc),
-        unwinder::LIBGCC => (dwarf(out), By::Libgcc),
-        unwinder::FP => (frame_pointers(st, out), By::FramePointers),
+        unwinder::DWARF => (dwarf(out), walked_by::LIBGCC),
+        unwinder::LIBGCC => (dwarf(out), walked_by::LIBGCC),
+        unwinder::FP => (frame_pointers(st, out), walked_by::FRAME_POINTERS),
         _ => return 0,
     };
     crate::count_stack(st, by);
