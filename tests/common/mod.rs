@@ -168,54 +168,77 @@ pub fn record(dir: &Path, extra: &[&str], args: &[&str]) -> Output {
 
 /// `record` with extra environment variables for memlens and the program.
 pub fn record_with(env: &[(&str, &str)], dir: &Path, extra: &[&str], args: &[&str]) -> Output {
-    output_within(
-        Command::new(memlens())
-            .env("MEMLENS_RUNTIME", runtime())
-            .envs(env.iter().copied())
-            .arg("record")
-            .arg("-o")
-            .arg(dir)
-            .args(extra)
-            .arg("--")
-            .args(args),
-    )
+    output_within(record_command(dir, extra, args).envs(env.iter().copied()))
+}
+
+/// The command `memlens record -o DIR extra -- args`, with this build's runtime.
+fn record_command(dir: &Path, extra: &[&str], args: &[&str]) -> Command {
+    let mut cmd = Command::new(memlens());
+    cmd.env("MEMLENS_RUNTIME", runtime())
+        .arg("record")
+        .arg("-o")
+        .arg(dir)
+        .args(extra)
+        .arg("--")
+        .args(args);
+    cmd
+}
+
+/// Starts `cmd` in a process group of its own, with a watchdog that kills the
+/// group if it still runs after two minutes (a hang); `Watchdog::finish` says
+/// whether it did.
+fn spawn_watched(
+    cmd: &mut Command,
+    stdout: std::process::Stdio,
+) -> (std::process::Child, Watchdog) {
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let child = cmd
+        .process_group(0)
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("command runs");
+    let pgid = child.id() as i32;
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let thread = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while !done.load(Ordering::Relaxed) {
+                if std::time::Instant::now() > deadline {
+                    // SAFETY: signal to the process group this test started.
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            false
+        }
+    });
+    (child, Watchdog { done, thread })
+}
+
+struct Watchdog {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+impl Watchdog {
+    /// Stops watching (the command has ended); true if it was killed as hung.
+    fn finish(self) -> bool {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
 }
 
 /// A command's output; a command still running after two minutes has hung:
 /// its whole process group is killed and the test fails saying so.
 pub fn output_within(cmd: &mut Command) -> Output {
-    use std::os::unix::process::CommandExt;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let child = cmd
-        .process_group(0)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("command runs");
-    let pgid = child.id() as i32;
-    let done = Arc::new(AtomicBool::new(false));
-    let hung = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let (done, hung) = (done.clone(), hung.clone());
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-            while !done.load(Ordering::Relaxed) {
-                if std::time::Instant::now() > deadline {
-                    hung.store(true, Ordering::Relaxed);
-                    // SAFETY: signal to the process group this test started.
-                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        })
-    };
+    let (child, watchdog) = spawn_watched(cmd, std::process::Stdio::piped());
     let out = child.wait_with_output().expect("command runs");
-    done.store(true, Ordering::Relaxed);
-    watchdog.join().unwrap();
     assert!(
-        !hung.load(Ordering::Relaxed),
+        !watchdog.finish(),
         "{cmd:?} hung: killed after 120 s; stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -234,38 +257,10 @@ pub fn record_streaming(
     mut on_line: impl FnMut(&str),
 ) -> (std::process::ExitStatus, String) {
     use std::io::BufRead;
-    use std::os::unix::process::CommandExt;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let mut child = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .arg("record")
-        .arg("-o")
-        .arg(dir)
-        .args(extra)
-        .arg("--")
-        .args(args)
-        .process_group(0)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pgid = child.id() as i32;
-    let done = Arc::new(AtomicBool::new(false));
-    let watchdog = std::thread::spawn({
-        let done = done.clone();
-        move || {
-            for _ in 0..1200 {
-                if done.load(Ordering::Relaxed) {
-                    return false;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            // SAFETY: the process group this test started.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-            true
-        }
-    });
+    let (mut child, watchdog) = spawn_watched(
+        &mut record_command(dir, extra, args),
+        std::process::Stdio::null(),
+    );
     let mut err = String::new();
     for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
         let line = line.unwrap();
@@ -274,9 +269,8 @@ pub fn record_streaming(
         err.push('\n');
     }
     let status = child.wait().unwrap();
-    done.store(true, Ordering::Relaxed);
     assert!(
-        !watchdog.join().unwrap(),
+        !watchdog.finish(),
         "{args:?} hung: killed after 120 s; stderr: {err}"
     );
     (status, err)
