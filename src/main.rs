@@ -632,7 +632,7 @@ fn record(args: RecordArgs) -> Result<i32> {
         let n = memlens_profile::table_rows::<memlens_profile::AccessSample>(&outcome.dir)?;
         format!(
             "{n} access samples ({}, 1 per {} {})",
-            sources.join(", "),
+            memlens_profile::Backend::list(&sources),
             p.meta.settings.access_period,
             memlens_analysis::period_unit(&sources)
         )

@@ -96,10 +96,62 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
     for fetch in ["src=\"http", "href=\"http", "<link", "src=\"//", "@import"] {
         assert!(!page.contains(fetch), "fetches something: {fetch}");
     }
-    for id in ["run", "capacity", "objects", "access", "folding", "losses"] {
+    for id in [
+        "run",
+        "peak",
+        "objects",
+        "access",
+        "folding",
+        "provenance",
+        "losses",
+    ] {
         assert!(page.contains(&format!("id=\"{id}\"")), "no section {id}");
     }
-    assert!(page.contains("how it was obtained"));
+    // The navigation links to the sections the page has, and to all of them.
+    let nav = page
+        .split_once("<nav>")
+        .unwrap()
+        .1
+        .split_once("</nav>")
+        .unwrap()
+        .0;
+    let links: Vec<&str> = nav
+        .split("href=\"#")
+        .skip(1)
+        .map(|l| l.split('"').next().unwrap())
+        .collect();
+    let ids: Vec<&str> = page
+        .split("<h2 id=\"")
+        .skip(1)
+        .map(|l| l.split('"').next().unwrap())
+        .collect();
+    assert_eq!(links, ids);
+    // Both renderings draw the same tables: each HTML row's cells are on one
+    // line of the text report, in order (the text cuts long ones with `…`).
+    let text = String::from_utf8(
+        Command::new(memlens())
+            .arg("report")
+            .arg(&p)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let rows = html_rows(&page);
+    assert!(rows.len() > 40, "{} rows", rows.len());
+    for cells in rows {
+        let on_one_line = text.lines().any(|line| {
+            let mut rest = line;
+            cells.iter().all(|cell| {
+                let cell: String = cell.chars().take(24).collect();
+                let cell = cell.trim_end_matches('…');
+                rest.find(cell)
+                    .map(|at| rest = &rest[at + cell.len()..])
+                    .is_some()
+            })
+        });
+        assert!(on_one_line, "{cells:?} is in no line of the text report");
+    }
     // Chromium runs the page's script to its end (it marks the body) without
     // an uncaught error, and draws it.
     let chromium = |extra: &[&str]| {
@@ -135,6 +187,39 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
         "{} bytes",
         png.len()
     );
+}
+
+/// The cells of every HTML table row, unescaped.
+fn html_rows(page: &str) -> Vec<Vec<String>> {
+    let unescape = |s: &str| {
+        s.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#x27;", "'")
+            .replace("&#x2f;", "/")
+            .replace("&amp;", "&")
+    };
+    page.split("<tr>")
+        .skip(1)
+        .map(|row| row.split_once("</tr>").unwrap().0)
+        .filter(|row| row.contains("<td") && !row.contains("class=\"detail\""))
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    unescape(
+                        cell.split_once('>')
+                            .unwrap()
+                            .1
+                            .split_once("</td>")
+                            .unwrap()
+                            .0,
+                    )
+                })
+                .filter(|cell| !cell.is_empty())
+                .collect()
+        })
+        .collect()
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! achieved bandwidth, and the sampling accuracy against the exact counts.
 
 use crate::{ObjectKind, Objects, Profile};
+use memlens_profile::Backend;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -124,9 +125,8 @@ pub struct LevelRow {
 pub struct AccessReport {
     /// False when the profile has no access samples.
     pub available: bool,
-    /// What took the samples: "sancov" (instrumented build), "pebs", "ibs",
-    /// "spe" (live or imported).
-    pub sources: Vec<String>,
+    /// What took the samples (live or imported).
+    pub sources: Vec<Backend>,
     /// Samples per memory level, as the hardware reported it (empty for
     /// instrumented builds).
     pub levels: Vec<LevelRow>,
@@ -208,19 +208,15 @@ fn level_rows(p: &Profile) -> Vec<LevelRow> {
 }
 
 /// The backends of a profile that produced access samples.
-pub fn sample_sources(meta: &memlens_profile::Meta) -> Vec<String> {
-    meta.backend
-        .iter()
-        .filter(|b| ["sancov", "pebs", "ibs", "spe", "page-faults"].contains(&b.as_str()))
-        .cloned()
-        .collect()
+pub fn sample_sources(meta: &memlens_profile::Meta) -> Vec<Backend> {
+    meta.backends().filter(|b| b.samples_accesses()).collect()
 }
 
 /// What one sample period counts, for a profile's sample sources.
-pub fn period_unit(sources: &[String]) -> &'static str {
-    match sources.first().map(String::as_str) {
-        Some("sancov") => "accesses of a class",
-        Some("page-faults") => "page faults (first touches of pages, not every access)",
+pub fn period_unit(sources: &[Backend]) -> &'static str {
+    match sources.first() {
+        Some(Backend::Sancov) => "accesses of a class",
+        Some(Backend::PageFaults) => "page faults (first touches of pages, not every access)",
         _ => "sampled operations",
     }
 }
@@ -312,7 +308,7 @@ type ObjectTally = (u64, u64, FxHashMap<(u32, u64), u64>);
 pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
     let sources = sample_sources(&p.meta);
     let available = !sources.is_empty();
-    let hardware = sources.iter().any(|s| s != "sancov" && s != "page-faults");
+    let hardware = sources.iter().any(|s| s.is_hardware());
     let period = p.meta.settings.access_period;
     let mut out = AccessReport {
         available,

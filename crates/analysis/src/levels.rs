@@ -41,7 +41,7 @@ pub struct SpeLatencyRow {
 /// The SPE breakdown from the samples' latency columns (read apart from the
 /// other sample columns, only for SPE profiles).
 fn spe_breakdown(p: &Profile) -> Vec<SpeLatencyRow> {
-    if !p.meta.backend.iter().any(|b| b == "spe") {
+    if !p.meta.has(memlens_profile::Backend::Spe) {
         return Vec::new();
     }
     let Ok(rows) = memlens_profile::read_table::<memlens_profile::SampleLatencies>(&p.dir) else {
@@ -151,7 +151,7 @@ pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelT
     } else {
         format!(
             "measured by the PMU ({}): level from each sample's data source, latency in core cycles (PEBS weight, SPE total, IBS miss latency); percentages of load samples",
-            crate::sample_sources(&p.meta).join(", ")
+            memlens_profile::Backend::list(&crate::sample_sources(&p.meta))
         )
     };
     let prices = p.calibration.as_ref().filter(|_| modelled);

@@ -1119,13 +1119,13 @@ pub fn finalize(
         cpu: crate::sysinfo::cpu_model(),
         kernel: crate::sysinfo::kernel(),
         backend: {
-            let mut b: Vec<String> = vec!["preload".into(), "procfs".into()];
+            let mut b = vec![profile::Backend::Preload, profile::Backend::Procfs];
             match &perf {
-                Some(perf) => b.extend(perf.converted.backend_names()),
-                None if images.iter().any(|l| l.instrumented) => b.push("sancov".into()),
+                Some(perf) => b.extend(perf.converted.backends()),
+                None if images.iter().any(|l| l.instrumented) => b.push(profile::Backend::Sancov),
                 None => {}
             }
-            b
+            b.iter().map(|b| b.name().to_string()).collect()
         },
         settings: profile::Settings {
             interval_ms: run.interval_ms,

@@ -6,10 +6,10 @@
 
 pub mod datasrc;
 pub mod ibs;
-pub mod level;
 pub mod perf_data;
 pub mod record;
 pub mod sample;
 pub mod spe;
 
-pub use level::MemLevel;
+/// The levels are the raw log's codes, shared with the runtime's cache model.
+pub use memlens_rawlog::level::{self, MemLevel};

@@ -14,7 +14,9 @@ pub use memlens_collector::perf::convert::Summary as ImportSummary;
 use memlens_collector::perf::convert::{convert_into, first_time, Streamed, Summary};
 use memlens_collector::symbols::{LoadedModule, Symbolizer};
 use memlens_decoders::perf_data::{feature, PerfData};
-use memlens_profile::{self as profile, AccessSample, CodeLocation, Meta, Module, Process};
+use memlens_profile::{
+    self as profile, AccessSample, Backend, CodeLocation, Meta, Module, Process,
+};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -206,8 +208,8 @@ fn write(
     profile::write_table::<profile::StaticObject>(out, &[])?;
     profile::write_table::<profile::CounterReading>(out, &[])?;
 
-    let mut backends = c.backend_names();
-    backends.push("perf.data import".into());
+    let mut backends: Vec<String> = c.backends().iter().map(|b| b.name().into()).collect();
+    backends.push(Backend::PerfDataImport.name().into());
     meta.backend = backends.clone();
     meta.clock = profile::Clock {
         source: "perf timestamps of the imported file".into(),

@@ -474,7 +474,7 @@ where
 /// saw (dashed, labelled measured or modelled), regions shaded.
 pub fn plot_bandwidth<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
     let out = out.into();
-    let exact = p.meta.backend.iter().any(|b| b == "sancov");
+    let exact = p.meta.has(memlens_profile::Backend::Sancov);
     if !exact && traffic_rates(p).is_empty() {
         return Err(PlotError(
             "this profile has neither byte counts nor memory-traffic counters: build the program with `memlens cc` and record it again, or record where `memlens doctor` lists a memory-traffic counter".into(),

@@ -4,11 +4,13 @@
 //! Arrow schema and both conversions; the README's schema section lists the same
 //! columns. Any Arrow tool (pandas, polars, DuckDB, DataFusion, Spark) reads them.
 
+mod backend;
 mod columns;
 mod machine;
 mod meta;
 mod tables;
 
+pub use backend::Backend;
 pub use columns::ColumnType;
 pub use machine::*;
 pub use meta::*;

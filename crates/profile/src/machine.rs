@@ -2,6 +2,7 @@
 //! `memlens calibrate` measured on it, saved as JSON for the cache model.
 
 use crate::{ProfileError, Result};
+use memlens_rawlog::level::MemLevel;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -76,15 +77,14 @@ impl Calibration {
     }
 
     /// The calibrated latency (ns) of a level the cache model gives, by its
-    /// code in the samples table (1 L1, 3 L2, 4 LLC, 5 local DRAM): L1 is
-    /// the first cache measured, L2 the cache named so, LLC the last, DRAM
-    /// its own plateau.
+    /// code in the samples table: L1 is the first cache measured, L2 the
+    /// cache named so, LLC the last, DRAM its own plateau.
     pub fn model_level_ns(&self, code: u8) -> Option<f64> {
-        match code {
-            1 => self.level_ns(&self.caches.first()?.name),
-            3 => self.level_ns("L2"),
-            4 => self.level_ns(&self.caches.last()?.name),
-            5 => self.level_ns("DRAM"),
+        match MemLevel::from_code(code) {
+            MemLevel::L1 => self.level_ns(&self.caches.first()?.name),
+            MemLevel::L2 => self.level_ns("L2"),
+            MemLevel::Llc => self.level_ns(&self.caches.last()?.name),
+            MemLevel::LocalDram => self.level_ns("DRAM"),
             _ => None,
         }
     }

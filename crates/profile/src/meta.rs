@@ -15,7 +15,7 @@ pub struct Meta {
     pub host: String,
     pub cpu: String,
     pub kernel: String,
-    /// What produced the data: "preload" (allocation runtime) plus "procfs" (timeline).
+    /// What produced the data: names of [`crate::Backend`]s.
     pub backend: Vec<String>,
     pub settings: Settings,
     pub clock: Clock,

@@ -86,7 +86,7 @@ table! {
         /// Bytes accessed; 0 when the hardware does not say.
         size: u32,
         is_store: bool,
-        /// Memory level that served it (memlens_decoders::MemLevel code; 0
+        /// Memory level that served it (memlens_rawlog::level::MemLevel code; 0
         /// unknown).
         level: u8,
         /// perf's data-source encoding as recorded (PEBS, IBS) or as perf

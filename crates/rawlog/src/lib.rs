@@ -55,6 +55,8 @@ impl Counters {
     }
 }
 
+pub mod level;
+
 /// Which unwinder walked a call stack: frame pointers, the runtime's cached
 /// DWARF rules, or libgcc's `_Unwind_Backtrace` (alone, or for the stacks the
 /// cached rules do not describe).
@@ -389,7 +391,7 @@ pub struct Sample {
     pub cpu: u32,
     /// Access class (see `ACCESS_CLASSES`).
     pub class: u8,
-    /// Memory level the cache model gave the access (memlens_decoders::MemLevel
+    /// Memory level the cache model gave the access ([`level::MemLevel`]
     /// code; 0 when the model is off).
     pub level: u8,
     pub _pad: [u8; 2],

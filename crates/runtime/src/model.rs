@@ -8,6 +8,7 @@
 use crate::sys;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use memlens_cachemodel::{Geometry, Level, Tag};
+use memlens_rawlog::level::MemLevel;
 
 pub const MAX_LEVELS: usize = 4;
 
@@ -20,12 +21,6 @@ static mut GEOMETRY: [Geometry; MAX_LEVELS] = [NO_LEVEL; MAX_LEVELS];
 static mut COUNT: usize = 0;
 /// The shared last level's tags, mapped by the first thread that needs them.
 static SHARED: AtomicPtr<Tag> = AtomicPtr::new(core::ptr::null_mut());
-
-// memlens_decoders::MemLevel codes (the runtime links nothing that big).
-const L1: u8 = 1;
-const L2: u8 = 3;
-const LLC: u8 = 4;
-const LOCAL_DRAM: u8 = 5;
 
 /// Reads the geometry; a malformed one leaves the model off.
 ///
@@ -91,11 +86,12 @@ impl ThreadModel {
             return 0;
         }
         match memlens_cachemodel::access(&self.levels[..n], addr, size) {
-            i if i == n => LOCAL_DRAM,
-            0 => L1,
-            i if i + 1 == n => LLC,
-            _ => L2,
+            i if i == n => MemLevel::LocalDram,
+            0 => MemLevel::L1,
+            i if i + 1 == n => MemLevel::Llc,
+            _ => MemLevel::L2,
         }
+        .code()
     }
 
     fn build(&mut self) -> bool {

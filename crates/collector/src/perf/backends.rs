@@ -6,6 +6,7 @@ use super::pmu::Pmu;
 use super::Event;
 use memlens_decoders::perf_data::{flag, EventAttr};
 use memlens_decoders::sample::bits;
+use memlens_profile::Backend;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -24,11 +25,16 @@ impl Kind {
     pub const HARDWARE: [Kind; 3] = [Kind::Pebs, Kind::Ibs, Kind::Spe];
 
     pub fn name(self) -> &'static str {
+        self.backend().name()
+    }
+
+    /// How the profile names what this sampler recorded.
+    pub fn backend(self) -> Backend {
         match self {
-            Kind::Pebs => "pebs",
-            Kind::Ibs => "ibs",
-            Kind::Spe => "spe",
-            Kind::PageFaults => "page-faults",
+            Kind::Pebs => Backend::Pebs,
+            Kind::Ibs => Backend::Ibs,
+            Kind::Spe => Backend::Spe,
+            Kind::PageFaults => Backend::PageFaults,
         }
     }
 }

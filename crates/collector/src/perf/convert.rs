@@ -10,7 +10,7 @@ use memlens_decoders::perf_data::{feature, u32_at, u64_at, user, DamagedRecord, 
 use memlens_decoders::record::{self, aux_flag, Parsed};
 use memlens_decoders::sample;
 use memlens_decoders::spe::{self, RecordDecoder};
-use memlens_profile::{AccessSample, Losses};
+use memlens_profile::{AccessSample, Backend, Losses};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 const TYPE_SOFTWARE: u32 = 1;
@@ -117,8 +117,8 @@ pub struct Converted {
     /// Mappings by pid, as MMAP records gave them.
     pub modules: Vec<(u32, LoadedModule)>,
     pub summary: Summary,
-    /// Bit i set: [`BACKEND_NAMES`]`[i]` gave samples (a bit, not a set of
-    /// names: it is marked for every sample).
+    /// A bit of [`SAMPLERS`] for each backend that gave samples (a bit, not
+    /// a set: it is marked for every sample).
     backends: u8,
     /// Build IDs perf noted for the files that got samples, by path.
     pub build_ids: HashMap<String, Vec<u8>>,
@@ -162,12 +162,18 @@ pub fn first_time(perf: &PerfData<'_>) -> Option<u64> {
     first
 }
 
-/// The sampling backends a stream can hold, sorted by name.
-const BACKEND_NAMES: [&str; 4] = ["ibs", "page-faults", "pebs", "spe"];
+/// The sampling backends a stream can hold, sorted by name, each a bit of
+/// [`Converted`]'s mark.
 const IBS: u8 = 1 << 0;
 const PAGE_FAULTS: u8 = 1 << 1;
 const PEBS: u8 = 1 << 2;
 const SPE: u8 = 1 << 3;
+const SAMPLERS: [(u8, Backend); 4] = [
+    (IBS, Backend::Ibs),
+    (PAGE_FAULTS, Backend::PageFaults),
+    (PEBS, Backend::Pebs),
+    (SPE, Backend::Spe),
+];
 
 /// A perf.data's samples streamed into a samples table.
 pub struct Streamed {
@@ -315,13 +321,12 @@ pub fn convert(perf: &PerfData<'_>, mut emit: impl FnMut(AccessSample)) -> Conve
 }
 
 impl Converted {
-    /// The sampling backends found, sorted.
-    pub fn backend_names(&self) -> Vec<String> {
-        BACKEND_NAMES
+    /// The sampling backends found, sorted by name.
+    pub fn backends(&self) -> Vec<Backend> {
+        SAMPLERS
             .iter()
-            .enumerate()
-            .filter(|(i, _)| self.backends & (1 << i) != 0)
-            .map(|(_, name)| name.to_string())
+            .filter(|(bit, _)| self.backends & bit != 0)
+            .map(|&(_, backend)| backend)
             .collect()
     }
 

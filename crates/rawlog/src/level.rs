@@ -44,7 +44,7 @@ impl MemLevel {
             .unwrap_or(MemLevel::Unknown)
     }
 
-    pub fn code(self) -> u8 {
+    pub const fn code(self) -> u8 {
         self as u8
     }
 

@@ -1,0 +1,280 @@
+//! `memlens report`: the report's data, built once from a profile and
+//! serialized as JSON and CSV; its sections (`sections/`) lay the data out as
+//! tables that the text and HTML renderers draw, so every output carries the
+//! same content.
+
+mod html;
+mod model;
+mod sections;
+mod text;
+
+pub use html::render_html;
+pub use text::render_text;
+
+use crate::format::human_bytes;
+use memlens_analysis::{self as analysis, DataObject, ObjectKind, Peak, Profile, RegionCapacity};
+use memlens_profile::{self as profile, Backend, Losses, Process};
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct Report {
+    pub memlens_version: String,
+    pub profile: String,
+    pub summary: Summary,
+    pub peak: Peak,
+    /// Largest data objects by peak live bytes.
+    pub objects_by_peak: Vec<DataObject>,
+    /// Largest dynamic data objects by bytes allocated over the run.
+    pub objects_by_allocated: Vec<DataObject>,
+    pub leaks: Leaks,
+    /// Thread stacks seen (their objects carry kind "stack").
+    pub thread_stacks: ThreadStacks,
+    pub regions: Vec<RegionCapacity>,
+    /// Capacity over time: every tick, summed over processes, with the top objects.
+    pub timeline: analysis::CapacitySeries,
+    /// Access profiling (instrumented builds): hot objects, region traffic, accuracy.
+    pub access: analysis::AccessReport,
+    /// Counting perf events (CPU time, faults, instructions, memory traffic).
+    pub counters: Vec<analysis::CounterSummary>,
+    /// Each thread's lifetime, exact totals and samples.
+    pub threads: Vec<analysis::ThreadSummary>,
+    /// Cache lines two or more threads touched, one writing: false and true sharing.
+    pub sharing: Vec<analysis::SharedLine>,
+    /// Loads by memory level per routine and region, latency by level (when
+    /// the samples carry levels).
+    pub levels: Option<analysis::LevelTables>,
+    /// Reuse distance histograms per object and use/reuse pairs.
+    pub reuse: Section<analysis::ReuseReport>,
+    /// The samples of a repeated region's instances on one normalised instance.
+    pub folding: Section<analysis::Folding>,
+    pub losses: Losses,
+    /// How each kind of figure was obtained.
+    pub provenance: Vec<(String, String)>,
+}
+
+#[derive(Serialize)]
+pub struct Summary {
+    /// The part of the profile shown (null: all of it).
+    pub only: Option<analysis::Only>,
+    pub command: Vec<String>,
+    pub host: String,
+    pub cpu: String,
+    pub kernel: String,
+    pub backend: Vec<String>,
+    pub duration_ns: u64,
+    pub processes: Vec<Process>,
+    pub settings: memlens_profile::Settings,
+}
+
+/// An analysis that may not apply to a profile: its result, or why not.
+#[derive(Serialize)]
+pub struct Section<T> {
+    pub available: bool,
+    /// Why there is none, and how to record what it needs.
+    pub why_not: Option<String>,
+    #[serde(flatten)]
+    pub content: Option<T>,
+}
+
+impl<T> From<Result<T, String>> for Section<T> {
+    fn from(result: Result<T, String>) -> Self {
+        match result {
+            Ok(content) => Section {
+                available: true,
+                why_not: None,
+                content: Some(content),
+            },
+            Err(why) => Section {
+                available: false,
+                why_not: Some(why),
+                content: None,
+            },
+        }
+    }
+}
+
+/// What a report shows beyond its defaults.
+pub struct ReportOptions {
+    /// Rows per top-N table.
+    pub top: usize,
+    /// The region to fold (default: the most repeated one).
+    pub fold: Option<String>,
+    /// Fold by the period found in the samples instead of a region.
+    pub fold_detect: bool,
+    pub fold_bins: usize,
+}
+
+impl ReportOptions {
+    fn fold_by(&self) -> analysis::FoldBy<'_> {
+        analysis::FoldBy::new(self.fold.as_deref(), self.fold_detect)
+    }
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            top: 10,
+            fold: None,
+            fold_detect: false,
+            fold_bins: 20,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ThreadStacks {
+    pub threads: usize,
+    pub reserved_bytes: f64,
+}
+
+#[derive(Serialize)]
+pub struct Leaks {
+    /// Exact live heap bytes each process held at its last sample.
+    pub heap_live_at_exit: Vec<PidBytes>,
+    /// Allocation sites with blocks never freed (large, sampled or grouped blocks).
+    pub sites: Vec<DataObject>,
+}
+
+#[derive(Serialize)]
+pub struct PidBytes {
+    pub pid: u32,
+    pub bytes: u64,
+}
+
+pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
+    let top = options.top;
+    let all = analysis::data_objects(p);
+    let objects = &all.list;
+    let pick = |idx: Vec<usize>| {
+        idx.into_iter()
+            .map(|i| objects[i].clone())
+            .collect::<Vec<_>>()
+    };
+    // Thread stacks are reserved address space, mostly not resident: they are
+    // summarized apart instead of crowding the top list.
+    let by_peak = pick(analysis::top_by(objects, top, |o| {
+        if o.kind == ObjectKind::Stack {
+            0.0
+        } else {
+            o.peak_bytes
+        }
+    }));
+    let stacks: Vec<&DataObject> = objects
+        .iter()
+        .filter(|o| o.kind == ObjectKind::Stack)
+        .collect();
+    let thread_stacks = ThreadStacks {
+        threads: stacks.len(),
+        reserved_bytes: stacks.iter().map(|o| o.peak_bytes).sum(),
+    };
+    let by_allocated = pick(analysis::top_by(objects, top, |o| {
+        if matches!(
+            o.kind,
+            ObjectKind::Static | ObjectKind::Tag | ObjectKind::Stack
+        ) {
+            0.0
+        } else {
+            o.allocated_bytes
+        }
+    }));
+    let leak_sites = pick(analysis::top_by(objects, top, |o| {
+        if o.kind == ObjectKind::Heap || o.kind == ObjectKind::Group {
+            o.leaked_bytes
+        } else {
+            0.0
+        }
+    }));
+    let m = &p.meta;
+    let interval = m.settings.interval_ms;
+    Report {
+        memlens_version: env!("CARGO_PKG_VERSION").into(),
+        profile: p.dir.display().to_string(),
+        summary: Summary {
+            only: p.only,
+            command: m.command.clone(),
+            host: m.host.clone(),
+            cpu: m.cpu.clone(),
+            kernel: m.kernel.clone(),
+            backend: m.backend.clone(),
+            duration_ns: m.clock.duration_ns,
+            processes: m.processes.clone(),
+            settings: m.settings.clone(),
+        },
+        peak: analysis::peak(p),
+        objects_by_peak: by_peak,
+        objects_by_allocated: by_allocated,
+        thread_stacks,
+        leaks: Leaks {
+            heap_live_at_exit: analysis::heap_at_exit(p)
+                .into_iter()
+                .map(|(pid, bytes)| PidBytes { pid, bytes })
+                .collect(),
+            sites: leak_sites,
+        },
+        regions: analysis::region_capacity(p),
+        timeline: analysis::capacity_series(p, top.min(10)),
+        access: analysis::access_report(p, &all, top),
+        counters: analysis::counters_report(p),
+        threads: analysis::thread_summaries(p),
+        sharing: analysis::shared_lines(p, &all, top),
+        levels: analysis::level_tables(p, &all, top),
+        reuse: analysis::reuse_distances(p, &all, top).into(),
+        folding: analysis::fold(p, &all, options.fold_by(), options.fold_bins, false).into(),
+        losses: m.losses.clone(),
+        provenance: if m.has(Backend::PerfDataImport) {
+            vec![
+                ("capacity".into(), "not recorded: an imported perf.data holds samples, not allocations or RSS".into()),
+                ("accesses".into(), format!("hardware samples ({}) imported from perf.data: addresses, levels and latencies measured by the PMU; counts are samples, estimates samples x period", m.backend.join(", "))),
+            ]
+        } else {
+            vec![
+            ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms")),
+            ("heap_live".into(), "measured: exact per-thread counters of every malloc/free (usable sizes)".into()),
+            (
+                "objects".into(),
+                format!(
+                    "measured for blocks >= {} and mmaps; sampled and scaled (1 per {} allocated on average) below",
+                    human_bytes(m.settings.min_size as f64),
+                    human_bytes(m.settings.sample_rate as f64)
+                ),
+            ),
+            ("call stacks".into(), stacks_provenance(m)),
+            ("statics".into(), "ELF symbol tables of the program and its libraries, with load bias".into()),
+            ("thread stacks".into(), "thread stack ranges (reserved size) from pthread_getattr_np at each thread's first event".into()),
+            (
+                "accesses".into(),
+                match analysis::sample_sources(m).first() {
+                    Some(Backend::Sancov) | None => "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
+                    Some(Backend::PageFaults) => format!("sampled: the kernel's page-fault event with data addresses, 1 per {} faults (first touches, neither loads nor stores)", m.settings.access_period),
+                    Some(hw) => format!("sampled by the PMU ({hw}, 1 per {} operations): addresses, levels and latencies measured", m.settings.access_period),
+                },
+            ),
+        ]
+        },
+    }
+}
+
+/// The unwinder asked for, and how many stacks each unwinder walked.
+fn stacks_provenance(m: &profile::Meta) -> String {
+    let mut total = profile::StacksUnwound::default();
+    for p in &m.processes {
+        total.frame_pointers += p.stacks_unwound.frame_pointers;
+        total.cached_rules += p.stacks_unwound.cached_rules;
+        total.libgcc += p.stacks_unwound.libgcc;
+    }
+    let by: Vec<String> = [
+        (total.frame_pointers, "frame pointers"),
+        (total.cached_rules, "cached DWARF rules"),
+        (total.libgcc, "libgcc's unwinder"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n != 0)
+    .map(|(n, how)| format!("{n} by {how}"))
+    .collect();
+    let by = if by.is_empty() {
+        "none captured".to_owned()
+    } else {
+        by.join(", ")
+    };
+    format!("unwinder {}: {by}", m.settings.unwinder)
+}

@@ -1,0 +1,203 @@
+//! Access profiling: samples by memory level, the most accessed objects and
+//! their hottest lines, and each region's exact bytes and bandwidth.
+
+use crate::format::{human_bytes, or_dash, rate, seconds};
+use crate::report::model::{Column, Figure, Row, Section, Table};
+use crate::report::Report;
+use memlens_analysis::{self as analysis, AccessReport, RegionAccess};
+use memlens_profile::Backend;
+
+pub fn section(r: &Report) -> Option<Section> {
+    let a = &r.access;
+    let s = Section::new("access", "Access profile");
+    if !a.available {
+        return Some(s.note(
+            "access sampling unavailable: the program was not built with `memlens cc`/`memlens c++` (rebuild with CC=\"memlens cc\" or CXX=\"memlens c++\"; see README, Access profiling)",
+        ));
+    }
+    let page_faults = a.sources.contains(&Backend::PageFaults);
+    let mut s = s.note(how_sampled(a, page_faults)).figure(Figure::Scatter);
+    if let Some(acc) = a.accuracy {
+        s = s.note(format!(
+            "sampling accuracy {:.3}% (NMO's accuracy: samples x period against {} counted accesses)",
+            acc * 100.0,
+            a.counted
+        ));
+    }
+    if !a.levels.is_empty() {
+        s = s.table(levels(a));
+    }
+    Some(s.table(objects(a, page_faults)).table(regions(a)))
+}
+
+fn how_sampled(a: &AccessReport, page_faults: bool) -> String {
+    let period = if a.period > 0 {
+        a.period.to_string()
+    } else {
+        "? (not in the recording)".to_string()
+    };
+    if a.sources.contains(&Backend::Sancov) {
+        format!(
+            "{} samples, 1 per {period} accesses of a class; {} read and {} written exactly",
+            a.samples,
+            human_bytes(a.bytes_read as f64),
+            human_bytes(a.bytes_written as f64)
+        )
+    } else if page_faults {
+        format!(
+            "{} samples of the kernel's page-fault event, 1 per {period} {}",
+            a.samples,
+            analysis::period_unit(&a.sources)
+        )
+    } else {
+        format!(
+            "{} hardware samples ({}), 1 per {period} sampled events; levels and latencies as the hardware reported them",
+            a.samples,
+            Backend::list(&a.sources)
+        )
+    }
+}
+
+fn levels(a: &AccessReport) -> Table {
+    let mut t = Table::new(vec![
+        Column::text("level"),
+        Column::number("samples"),
+        Column::number("share"),
+        Column::number("loads"),
+        Column::number("stores"),
+        Column::number("mean latency"),
+    ])
+    .titled("Memory levels")
+    .note("measured by the hardware");
+    for l in &a.levels {
+        t.push(vec![
+            l.level.clone(),
+            l.samples.to_string(),
+            format!("{:.1}%", 100.0 * l.samples as f64 / a.samples.max(1) as f64),
+            l.loads.to_string(),
+            l.stores.to_string(),
+            or_dash(l.mean_latency, |c| format!("{c:.1} cycles")),
+        ]);
+    }
+    t
+}
+
+fn objects(a: &AccessReport, page_faults: bool) -> Table {
+    let (title, column) = if page_faults {
+        ("Top objects by estimated page faults", "est. faults")
+    } else {
+        ("Top objects by estimated accesses", "est. accesses")
+    };
+    let share = |n: u64, of: u64| {
+        if page_faults {
+            "-".to_string() // a fault is neither a load nor a store
+        } else {
+            format!("{:.0}%", 100.0 * n as f64 / of.max(1) as f64)
+        }
+    };
+    let mut t = Table::new(vec![
+        Column::number(column),
+        Column::number("loads"),
+        Column::number("stores"),
+        Column::text("object / hottest lines").at_most(80),
+    ])
+    .titled(title)
+    .note("samples x period");
+    for o in &a.objects {
+        let mut row: Row = vec![
+            format!("~{:.0}", o.est_accesses),
+            share(o.load_samples, o.samples),
+            share(o.store_samples, o.samples),
+            o.name.clone(),
+        ]
+        .into();
+        for l in o.lines.iter().take(3) {
+            row = row.detail(format!("{} samples at {}", l.samples, l.location));
+        }
+        t.push(row);
+    }
+    if a.unattributed > 0 {
+        t = t.footer(format!("({} samples hit no recorded object: small unsampled heap blocks, or code outside memlens' view)", a.unattributed));
+    }
+    t
+}
+
+fn regions(a: &AccessReport) -> Table {
+    let mut t = Table::new(vec![
+        Column::text("region").at_most(40),
+        Column::number("runs"),
+        Column::number("time"),
+        Column::number("read"),
+        Column::number("written"),
+        Column::number("read bw"),
+        Column::number("write bw"),
+        Column::text("objects touched (samples)").at_most(100),
+    ])
+    .titled("Regions")
+    .note("bytes exact; bandwidth = bytes / time in region");
+    for r in &a.regions {
+        let objects: Vec<String> = r
+            .objects
+            .iter()
+            .take(3)
+            .map(|(n, k)| format!("{n} ({k})"))
+            .collect();
+        let mut row: Row = vec![
+            r.name.clone(),
+            r.instances.to_string(),
+            seconds(r.total_ns),
+            human_bytes(r.bytes_read as f64),
+            human_bytes(r.bytes_written as f64),
+            rate(r.read_bandwidth),
+            rate(r.write_bandwidth),
+            objects.join(", "),
+        ]
+        .into();
+        let derived = derived_figures(r);
+        if !derived.is_empty() {
+            row = row.detail(format!(
+                "from {} samples alone: {}",
+                r.derived.load_samples + r.derived.store_samples,
+                derived.join(", ")
+            ));
+        }
+        t.push(row);
+    }
+    t
+}
+
+/// A region's figures derived from its samples, each with the exact one and
+/// the estimate's error where the exact one exists.
+fn derived_figures(r: &RegionAccess) -> Vec<String> {
+    let d = &r.derived;
+    let versus = |estimate: f64, exact: Option<f64>, shown: &dyn Fn(f64) -> String| match exact {
+        Some(x) if x > 0.0 => format!(
+            "{} (exact {}, {:+.1}%)",
+            shown(estimate),
+            shown(x),
+            100.0 * (estimate / x - 1.0)
+        ),
+        _ => shown(estimate),
+    };
+    let exact_rate = |bytes: u64, bw: f64| (bytes > 0).then_some(bw);
+    let mut out = Vec::new();
+    if let Some(ns) = d.derived_latency_ns {
+        out.push(format!(
+            "{} per load",
+            versus(ns, r.exact_ns_per_load, &|v| format!("{v:.2} ns"))
+        ));
+    }
+    if let Some(bw) = d.est_read_bandwidth {
+        out.push(format!(
+            "read {}",
+            versus(bw, exact_rate(r.bytes_read, r.read_bandwidth), &rate)
+        ));
+    }
+    if let Some(bw) = d.est_write_bandwidth {
+        out.push(format!(
+            "write {}",
+            versus(bw, exact_rate(r.bytes_written, r.write_bandwidth), &rate)
+        ));
+    }
+    out
+}

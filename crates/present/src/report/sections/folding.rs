@@ -1,0 +1,58 @@
+//! The samples of a repeated region's instances on one normalised instance.
+
+use crate::format::{count, duration, rate, truncate};
+use crate::report::model::{Column, Figure, Section, Table};
+use crate::report::Report;
+
+pub fn section(r: &Report) -> Option<Section> {
+    let f = r.folding.content.as_ref()?;
+    let mut s = Section::new("folding", "Folding")
+        .note(format!(
+            "{} folded (pid {}): {} instances, {} folded (the rest were outliers in duration: preempted or disturbed), mean {}; {} samples, 1 per {}; sampled and scaled",
+            f.label(),
+            f.pid,
+            f.instances,
+            f.folded,
+            duration(f.mean_ns),
+            f.samples,
+            f.period
+        ))
+        .note(format!("instances: {}", f.how))
+        .figure(Figure::Fold);
+    if let Some(exact) = f.exact_accesses_per_instance {
+        s = s.note(format!(
+            "accesses per instance: exact {:.0}, folded estimate {:.0} ({:+.1}%)",
+            exact,
+            f.est_accesses_per_instance,
+            100.0 * (f.est_accesses_per_instance / exact - 1.0)
+        ));
+    }
+    let mut t = Table::new(vec![
+        Column::text("phase"),
+        Column::number("samples"),
+        Column::number("stores"),
+        Column::number("accesses/s"),
+        Column::number("bytes/s"),
+        Column::text("objects (samples)").at_most(60),
+        Column::text("code").at_most(60),
+    ]);
+    for b in &f.bins {
+        let objects = b
+            .objects
+            .iter()
+            .take(2)
+            .map(|o| format!("{} ({})", truncate(&o.name, 24), o.samples))
+            .collect::<Vec<_>>()
+            .join(", ");
+        t.push(vec![
+            format!("{:.2}-{:.2}", b.from, b.to),
+            b.samples.to_string(),
+            b.store_samples.to_string(),
+            count(b.est_accesses_per_s),
+            rate(b.est_bytes_per_s),
+            objects,
+            b.location.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    Some(s.table(t))
+}

@@ -1,0 +1,91 @@
+//! Loads by memory level per routine and region, and latency by level.
+
+use crate::format::or_dash;
+use crate::report::model::{Column, Section, Table};
+use crate::report::Report;
+use memlens_analysis::{LevelRowShares, LevelTables};
+
+pub fn section(r: &Report) -> Option<Section> {
+    let t = r.levels.as_ref()?;
+    let mut s = Section::new("levels", "Loads by memory level").note(t.method.clone());
+    if !t.cost.is_empty() {
+        s = s.note(format!("cost: {}", t.cost));
+    }
+    for (what, rows) in [("routine", &t.by_routine), ("region", &t.by_region)] {
+        if !rows.is_empty() {
+            s = s.table(shares(t, what, rows));
+        }
+    }
+    if !t.spe_latency.is_empty() {
+        let mut spe = Table::new(vec![
+            Column::text("level"),
+            Column::number("samples"),
+            Column::number("total"),
+            Column::number("issue"),
+            Column::number("translation"),
+            Column::number("execution"),
+        ])
+        .titled("SPE latency by level")
+        .note("mean cycles; execution = total - issue - translation");
+        for r in &t.spe_latency {
+            spe.push(vec![
+                r.level.clone(),
+                r.samples.to_string(),
+                format!("{:.1}", r.total),
+                format!("{:.1}", r.issue),
+                format!("{:.1}", r.translation),
+                format!("{:.1}", r.execution),
+            ]);
+        }
+        s = s.table(spe);
+    }
+    if !t.latency.is_empty() {
+        let mut latency = Table::new(
+            std::iter::once(Column::text("level"))
+                .chain(
+                    ["samples", "mean", "min", "median", "p90", "p99", "max"]
+                        .into_iter()
+                        .map(Column::number),
+                )
+                .collect(),
+        )
+        .titled("Latency by level")
+        .note("cycles");
+        for d in &t.latency {
+            latency.push(vec![
+                d.level.clone(),
+                d.samples.to_string(),
+                format!("{:.1}", d.mean),
+                d.min.to_string(),
+                d.median.to_string(),
+                d.p90.to_string(),
+                d.p99.to_string(),
+                d.max.to_string(),
+            ]);
+        }
+        s = s.table(latency);
+    }
+    Some(s)
+}
+
+/// Each routine's (or region's) loads, their share per level and mean cost.
+fn shares(t: &LevelTables, what: &str, rows: &[LevelRowShares]) -> Table {
+    // The cost's unit is the first word of its description ("cycles, ...").
+    let unit = t
+        .cost
+        .split([':', ','])
+        .next()
+        .filter(|u| !u.is_empty())
+        .unwrap_or("cost");
+    let mut columns = vec![Column::text(what).at_most(60), Column::number("loads")];
+    columns.extend(t.levels.iter().map(Column::number));
+    columns.push(Column::number(unit));
+    let mut table = Table::new(columns);
+    for r in rows {
+        let mut cells = vec![r.name.clone(), r.load_samples.to_string()];
+        cells.extend(r.percent.iter().map(|pct| format!("{pct:.1}%")));
+        cells.push(or_dash(r.mean_cost, |m| format!("{m:.1}")));
+        table.push(cells);
+    }
+    table
+}

@@ -1,0 +1,61 @@
+//! The largest data objects: by peak live bytes and by bytes allocated.
+
+use crate::format::human_bytes;
+use crate::report::model::{Column, Section, Table};
+use crate::report::Report;
+use memlens_analysis::{DataObject, Provenance};
+
+pub fn by_peak(r: &Report) -> Option<Section> {
+    let table = table(&r.objects_by_peak, |o| o.peak_bytes, "peak").footer(format!(
+        "+ {} thread stacks, {} reserved",
+        r.thread_stacks.threads,
+        human_bytes(r.thread_stacks.reserved_bytes)
+    ));
+    Some(
+        Section::new("objects", "Top data objects by peak bytes")
+            .note("heap blocks by allocation site, mappings, statics, tags and groups; ~ marks sampled and scaled figures")
+            .table(table),
+    )
+}
+
+pub fn by_allocated(r: &Report) -> Option<Section> {
+    let table = table(&r.objects_by_allocated, |o| o.allocated_bytes, "allocated");
+    Some(Section::new("allocated", "Top data objects by bytes allocated").table(table))
+}
+
+/// Objects with one figure of theirs, their kind, allocations and lifetime.
+pub(super) fn table(
+    objects: &[DataObject],
+    value: impl Fn(&DataObject) -> f64,
+    what: &str,
+) -> Table {
+    let mut t = Table::new(vec![
+        Column::number(what),
+        Column::text("kind"),
+        Column::number("allocs"),
+        Column::number("first"),
+        Column::number("last"),
+        Column::text("object").at_most(80),
+    ]);
+    for o in objects {
+        let est = if o.provenance == Provenance::SampledScaled {
+            "~"
+        } else {
+            ""
+        };
+        let pid = if o.pid != 0 {
+            format!("  [pid {}]", o.pid)
+        } else {
+            String::new()
+        };
+        t.push(vec![
+            format!("{est}{}", human_bytes(value(o))),
+            o.kind.name().to_string(),
+            format!("{est}{:.0}", o.allocations),
+            format!("{:.3}s", o.first_ns as f64 / 1e9),
+            format!("{:.3}s", o.last_ns as f64 / 1e9),
+            format!("{}{pid}", o.name),
+        ]);
+    }
+    t
+}

@@ -1,0 +1,39 @@
+//! The highest resident set and live heap, with the capacity and bandwidth
+//! plots in the HTML page.
+
+use crate::format::{human_bytes, seconds};
+use crate::report::model::{Figure, Section, Table};
+use crate::report::Report;
+
+pub fn section(r: &Report) -> Option<Section> {
+    let pk = &r.peak;
+    let heap = if pk.heap_measured {
+        format!(
+            "{} live at {} (pid {})",
+            human_bytes(pk.heap_bytes as f64),
+            seconds(pk.heap_time_ns),
+            pk.heap_pid
+        )
+    } else {
+        "not measured: memlens' runtime ran in no process (static or setuid programs)".into()
+    };
+    let table = Table::key_value([
+        (
+            "resident".into(),
+            format!(
+                "{} at {} (pid {}); all processes together {}",
+                human_bytes(pk.rss_bytes as f64),
+                seconds(pk.rss_time_ns),
+                pk.rss_pid,
+                human_bytes(pk.total_rss_bytes as f64)
+            ),
+        ),
+        ("heap".into(), heap),
+    ]);
+    Some(
+        Section::new("peak", "Peak")
+            .table(table)
+            .figure(Figure::Capacity)
+            .figure(Figure::Bandwidth),
+    )
+}

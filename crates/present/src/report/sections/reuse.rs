@@ -1,0 +1,113 @@
+//! Reuse distance: the histogram of all threads, per object, and the use ->
+//! reuse code pairs.
+
+use crate::format::{count, or_dash};
+use crate::report::model::{Column, Row, Section, Table};
+use crate::report::Report;
+use memlens_analysis::{Bin, Histogram};
+
+pub fn section(r: &Report) -> Option<Section> {
+    if !r.access.available {
+        return None;
+    }
+    let s = Section::new("reuse", "Reuse distance");
+    let Some(reuse) = &r.reuse.content else {
+        let why = r.reuse.why_not.as_deref().unwrap_or("");
+        return Some(s.note(format!("none ({why})")));
+    };
+    let counts = |h: &Histogram| {
+        format!(
+            "{} accesses, {} first touches, {} reuses",
+            count(h.accesses),
+            count(h.cold),
+            count(h.reuses)
+        )
+    };
+    let mut all = Table::new(vec![
+        Column::text("distance (lines)"),
+        Column::number("reuses"),
+        Column::number("share"),
+        Column::number("cumulative"),
+    ])
+    .titled("All threads")
+    .note(counts(&reuse.all));
+    let mut cumulative = 0.0;
+    for b in &reuse.all.bins {
+        cumulative += b.reuses;
+        all.push(vec![
+            bin_label(b),
+            count(b.reuses),
+            format!("{:.1}%", 100.0 * b.reuses / reuse.all.reuses),
+            format!("{:.1}%", 100.0 * cumulative / reuse.all.reuses),
+        ]);
+    }
+    let mut objects = Table::new(vec![
+        Column::text("object").at_most(60),
+        Column::number("accesses"),
+        Column::number("reuses"),
+        Column::number("mean dist"),
+        Column::text("median"),
+        Column::text("p90"),
+    ])
+    .titled("Objects");
+    for o in &reuse.objects {
+        let h = &o.histogram;
+        objects.push(vec![
+            format!("{} [pid {}]", o.name, o.pid),
+            count(h.accesses),
+            count(h.reuses),
+            or_dash(h.mean_distance, |m| format!("{m:.1}")),
+            quantile_bin(h, 0.5),
+            quantile_bin(h, 0.9),
+        ]);
+    }
+    let mut pairs = Table::new(vec![
+        Column::number("reuses"),
+        Column::number("mean dist"),
+        Column::number("range"),
+        Column::text("median"),
+        Column::text("object").at_most(60),
+    ])
+    .titled("Top use -> reuse pairs")
+    .note("distance in lines");
+    for pair in &reuse.pairs {
+        let h = &pair.histogram;
+        let row: Row = vec![
+            count(h.reuses),
+            or_dash(h.mean_distance, |m| format!("{m:.1}")),
+            format!("{:.0}..{:.0}", pair.min_distance, pair.max_distance),
+            quantile_bin(h, 0.5),
+            pair.object.clone(),
+        ]
+        .into();
+        pairs.push(
+            row.detail(format!("use   {}", pair.use_location))
+                .detail(format!("reuse {}", pair.reuse_location)),
+        );
+    }
+    let mut s = s.note(reuse.method.clone()).table(all).table(objects);
+    if !reuse.pairs.is_empty() {
+        s = s.table(pairs);
+    }
+    Some(s)
+}
+
+fn bin_label(b: &Bin) -> String {
+    if b.to == b.from + 1 {
+        b.from.to_string()
+    } else {
+        format!("{}..{}", b.from, b.to - 1)
+    }
+}
+
+/// The bin holding the q-quantile of an object's reuses.
+fn quantile_bin(h: &Histogram, q: f64) -> String {
+    let mut cumulative = 0.0;
+    for b in &h.bins {
+        cumulative += b.reuses;
+        if cumulative >= q * h.reuses {
+            return bin_label(b);
+        }
+    }
+    "-".into()
+}

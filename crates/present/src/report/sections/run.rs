@@ -1,0 +1,66 @@
+//! What ran, where, with which backends, and how each process ended.
+
+use crate::format::seconds;
+use crate::report::model::{Section, Table};
+use crate::report::Report;
+use memlens_analysis::Only;
+use memlens_profile::Process;
+
+pub fn section(r: &Report) -> Option<Section> {
+    let s = &r.summary;
+    let mut rows = vec![("command".to_string(), s.command.join(" "))];
+    match s.only {
+        Some(Only::Process(pid)) => rows.push(("view".into(), format!("process {pid} only"))),
+        Some(Only::Thread(tid)) => rows.push((
+            "view".into(),
+            format!("thread {tid} only: its samples, regions, tags and exact counts; resident set, heap and objects are its process's"),
+        )),
+        None => {}
+    }
+    rows.push((
+        "host".into(),
+        format!("{} | {} | Linux {}", s.host, s.cpu, s.kernel),
+    ));
+    rows.push((
+        "backend".into(),
+        format!(
+            "{} | duration {}",
+            s.backend.join(" + "),
+            seconds(s.duration_ns)
+        ),
+    ));
+    let mut table = Table::key_value(rows);
+    for p in &s.processes {
+        let rank = p.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
+        let mut row: crate::report::model::Row = vec![
+            format!("process {}", p.pid),
+            format!(
+                "{} (parent {}{rank}) from {} to {}, {}",
+                p.exe,
+                p.ppid,
+                seconds(p.start_ns),
+                p.end_ns.map(seconds).unwrap_or_else(|| "?".into()),
+                exit_status(p)
+            ),
+        ]
+        .into();
+        if let Some(u) = &p.usage {
+            row = row.detail(format!(
+                "cpu {} user + {} system (kernel's account at exit)",
+                seconds(u.user_ns),
+                seconds(u.system_ns),
+            ));
+        }
+        table.push(row);
+    }
+    Some(Section::new("run", "Run").table(table))
+}
+
+/// How a process ended, as every output writes it.
+pub(crate) fn exit_status(p: &Process) -> String {
+    match (p.exit_code, p.signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (_, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "exit status unknown".into(),
+    }
+}

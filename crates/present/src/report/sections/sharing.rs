@@ -1,0 +1,68 @@
+//! Cache lines two or more threads touched, one of them writing.
+
+use crate::report::model::{Column, Row, Section, Table};
+use crate::report::Report;
+use memlens_analysis::LINE;
+
+pub fn section(r: &Report) -> Option<Section> {
+    if r.sharing.is_empty() {
+        return None;
+    }
+    let spans = |r: &[(u32, u32)]| {
+        r.iter()
+            .map(|(a, b)| format!("{a}..{b}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut t = Table::new(vec![
+        Column::text("line"),
+        Column::text("kind"),
+        Column::text("object").at_most(60),
+        Column::number("pid"),
+        Column::number("samples"),
+        Column::number("est. accesses"),
+        Column::number("stores"),
+        Column::number("ownership changes"),
+    ]);
+    for l in &r.sharing {
+        let offset = l
+            .offset_in_object
+            .map_or(String::new(), |o| format!(" +{o}"));
+        let mut row: Row = vec![
+            format!("{:#x}", l.address),
+            l.kind.to_uppercase(),
+            format!("{}{offset}", l.object),
+            l.pid.to_string(),
+            l.samples.to_string(),
+            format!("~{:.0}", l.est_accesses),
+            l.store_samples.to_string(),
+            l.thread_switches.to_string(),
+        ]
+        .into();
+        for th in &l.threads {
+            let at = th.locations.first().map_or("", |s| s.location.as_str());
+            row = row.detail(format!(
+                "tid {}: writes bytes {}, reads bytes {}, {} stores, {} loads, at {at}",
+                th.tid,
+                or_none(spans(&th.written)),
+                or_none(spans(&th.read)),
+                th.stores,
+                th.loads
+            ));
+        }
+        t.push(row);
+    }
+    Some(
+        Section::new("sharing", "Shared cache lines")
+            .note(format!("{LINE}-byte lines touched by two or more threads, one writing; sampled: ranked by sampled ownership changes"))
+            .table(t),
+    )
+}
+
+fn or_none(spans: String) -> String {
+    if spans.is_empty() {
+        "none".into()
+    } else {
+        spans
+    }
+}

@@ -1,0 +1,97 @@
+//! The report as text for a terminal: a section title in capitals, its notes,
+//! and its tables with columns fitted to their content.
+
+use super::model::{Align, Section, Table};
+use super::sections::sections;
+use super::Report;
+use crate::format::truncate;
+use std::fmt::Write;
+
+pub fn render_text(r: &Report) -> String {
+    let mut out = format!("memlens report: {}\n", r.profile);
+    for s in sections(r) {
+        section(&mut out, &s);
+    }
+    out
+}
+
+fn section(out: &mut String, s: &Section) {
+    let _ = writeln!(out, "\n{}", s.title.to_uppercase());
+    for note in &s.notes {
+        let _ = writeln!(out, "  {note}");
+    }
+    for t in &s.tables {
+        table(out, t);
+    }
+}
+
+fn table(out: &mut String, t: &Table) {
+    if let Some(title) = &t.title {
+        let note = t.note.as_ref().map_or(String::new(), |n| format!(" ({n})"));
+        let _ = writeln!(out, "\n  {}{note}", title.to_uppercase());
+    }
+    if t.rows.is_empty() {
+        if let Some(empty) = &t.empty {
+            let _ = writeln!(out, "  {empty}");
+        }
+        return;
+    }
+    let cells: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|row| {
+            row.cells
+                .iter()
+                .zip(&t.columns)
+                .map(|(cell, c)| match c.max_width {
+                    Some(n) => truncate(cell, n),
+                    None => cell.clone(),
+                })
+                .collect()
+        })
+        .collect();
+    let width = |i: usize| {
+        let header = if t.header {
+            t.columns[i].name.chars().count()
+        } else {
+            0
+        };
+        cells
+            .iter()
+            .map(|row| row[i].chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(header)
+    };
+    let widths: Vec<usize> = (0..t.columns.len()).map(width).collect();
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::from(" ");
+        for ((cell, c), w) in cells.zip(&t.columns).zip(&widths) {
+            let _ = match c.align {
+                Align::Left => write!(text, " {cell:<w$}"),
+                Align::Right => write!(text, " {cell:>w$}"),
+            };
+            text.push(' ');
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    };
+    if t.header {
+        line(out, &mut t.columns.iter().map(|c| c.name.as_str()));
+    }
+    // A row's details go under its first label, indented: under the object
+    // of a row of figures, under the name of a row that starts with one.
+    let label = t.columns.iter().position(|c| c.align == Align::Left);
+    let indent = match label {
+        Some(i) if i > 0 => 4 + widths[..i].iter().map(|w| w + 2).sum::<usize>(),
+        _ => 6,
+    };
+    for (row, cells) in t.rows.iter().zip(&cells) {
+        line(out, &mut cells.iter().map(String::as_str));
+        for detail in &row.details {
+            let _ = writeln!(out, "{:indent$}{detail}", "");
+        }
+    }
+    if let Some(footer) = &t.footer {
+        let _ = writeln!(out, "  {footer}");
+    }
+}
