@@ -466,6 +466,20 @@ pub struct Hit {
     pub end: u64,
 }
 
+/// Per sample: the object it hit and where in the object it fell (0..1), for
+/// the address scatter plots.
+pub fn sample_positions(p: &Profile, objects: &Objects) -> Vec<Option<(u32, f32)>> {
+    let mut placed: Vec<Option<(u32, f32)>> = vec![None; p.samples.len()];
+    attribute(p, objects, |i, hit, _| {
+        placed[i] = hit.map(|h| {
+            let span = h.end.saturating_sub(h.start).max(1) as f64;
+            let frac = p.samples[i].address.saturating_sub(h.start) as f64 / span;
+            (h.object as u32, frac.clamp(0.0, 0.999) as f32)
+        });
+    });
+    placed
+}
+
 /// Attributes every sample to the data object live at its address at its time (a
 /// tag first, then a heap block, mapping or thread stack, then a static) and hands
 /// it to `visit` in time order, with the region instances open on its thread. One

@@ -54,6 +54,72 @@ pub fn rates<'a>(series: &'a [&CounterReading]) -> impl Iterator<Item = (u64, f6
         })
 }
 
+/// A counter's rate between consecutive readings, in its unit per second.
+#[derive(Clone, Debug)]
+pub struct CounterRates {
+    pub name: String,
+    pub unit: String,
+    /// How the counter is obtained ("measured", "modelled: ...").
+    pub method: String,
+    /// (seconds into the run, per second)
+    pub rates: Vec<(f64, f64)>,
+}
+
+/// Every counter's rates over time.
+pub fn counter_rates(p: &Profile) -> Vec<CounterRates> {
+    counter_series(p)
+        .into_iter()
+        .map(|(name, series)| {
+            let first = series.first();
+            let unit = first.map(|r| r.unit.clone()).unwrap_or_default();
+            let method = first.map(|r| r.method.clone()).unwrap_or_default();
+            let rates = rates(&series)
+                .map(|(ns, rate)| (ns as f64 / 1e9, rate))
+                .collect();
+            CounterRates {
+                name,
+                unit,
+                method,
+                rates,
+            }
+        })
+        .collect()
+}
+
+/// The counters that count bytes (memory traffic), in bytes per second.
+pub fn traffic_rates(p: &Profile) -> Vec<CounterRates> {
+    counter_rates(p)
+        .into_iter()
+        .filter(|c| c.unit == "bytes")
+        .collect()
+}
+
+/// Exact read and write bandwidth between consecutive ticks, summed over
+/// processes: (seconds into the run, bytes/s read, bytes/s written). The
+/// bytes are the instrumented code's exact counts.
+pub fn bandwidth_series(p: &Profile) -> Vec<(f64, f64, f64)> {
+    let mut per_pid: BTreeMap<u32, Vec<&memlens_profile::TimelinePoint>> = BTreeMap::new();
+    for t in &p.timeline {
+        per_pid.entry(t.pid).or_default().push(t);
+    }
+    let mut rates: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
+    for points in per_pid.values() {
+        for w in points.windows(2) {
+            let dt = w[1].time_ns.saturating_sub(w[0].time_ns) as f64 / 1e9;
+            if dt <= 0.0 {
+                continue;
+            }
+            let e = rates.entry(w[1].time_ns).or_default();
+            e.0 += w[1].bytes_read.saturating_sub(w[0].bytes_read) as f64 / dt;
+            e.1 += w[1].bytes_written.saturating_sub(w[0].bytes_written) as f64 / dt;
+        }
+    }
+    rates
+        .into_iter()
+        .map(|(t, (r, w))| (t as f64 / 1e9, r, w))
+        .collect()
+}
+
 /// The cumulative value at `t`, linear between the readings around it.
 pub fn value_at(series: &[&CounterReading], t: u64) -> f64 {
     let i = series.partition_point(|r| r.time_ns <= t);

@@ -15,7 +15,7 @@ pub use diff::{diff, render_diff, Diff};
 pub use flame::{plot_flame, Flame};
 pub use format::{human_bytes, seconds};
 pub use plot::{
-    bandwidth_series, plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold,
-    plot_scatter, Image, PlotError,
+    plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_scatter, Image,
+    PlotError,
 };
 pub use report::{build_report, render_html, render_text, Report, ReportOptions};

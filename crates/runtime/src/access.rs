@@ -8,8 +8,10 @@
 //! sample when one is due, publishes the exact count for the collector, and sets
 //! the next countdown. Exact count at any instant = credited + (reset - remaining).
 
+use crate::guard::{enter, errno, leave, set_errno};
+use crate::init::settings;
 use crate::thread::{self, ThreadState};
-use crate::{enter, errno, leave, log, set_errno, settings, sys};
+use crate::{log, sys};
 use core::sync::atomic::Ordering;
 use memlens_rawlog::{self as raw, tag, ACCESS_CLASSES, COUNTS, PUBLISH_EVERY};
 
@@ -186,7 +188,7 @@ fn jittered_period(st: &mut ThreadState, class: usize) -> u64 {
     let p = s.access_period;
     let j = p / 8;
     // Uniform in [p - j, p + j]: the mean stays exactly p.
-    p - j + crate::next_u64(st) % (2 * j + 1)
+    p - j + crate::events::next_u64(st) % (2 * j + 1)
 }
 
 /// The exact access counts of the calling thread now.

@@ -303,9 +303,9 @@ impl Writer {
     /// Maps a new block for the thread. The program's errno is kept whatever
     /// the system calls behind it say (a hook of `free` writes events too).
     fn next_block(&mut self, tid: u32) -> bool {
-        let saved = crate::errno();
+        let saved = crate::guard::errno();
         let mapped = self.map_block(tid);
-        crate::set_errno(saved);
+        crate::guard::set_errno(saved);
         mapped
     }
 

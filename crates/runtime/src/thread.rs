@@ -151,7 +151,7 @@ pub fn create() -> *mut ThreadState {
             stack_hi,
             model: crate::model::ThreadModel::off(),
         });
-        (*p).countdown = crate::next_sample_countdown(&mut *p);
+        (*p).countdown = crate::events::next_sample_countdown(&mut *p);
     }
     tls_set(p as usize);
     let key = THREAD_KEY.load(Ordering::Acquire);
@@ -228,8 +228,8 @@ unsafe extern "C" fn on_thread_exit(value: *mut libc::c_void) {
     }
     // A signal handler that allocates now must not write to the block we retire.
     (*st).in_hook = true;
-    crate::record_thread_totals(&mut *st);
-    crate::record_thread_exit(&mut *st);
+    crate::events::record_thread_totals(&mut *st);
+    crate::events::record_thread_exit(&mut *st);
     retire_slot(&*st);
     (*st).writer.release();
     (*st).model.release();
@@ -244,7 +244,7 @@ fn stack_bounds() -> (u64, u64) {
     // or run before the state exists, so such allocations pass straight through.
     unsafe {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        if crate::real_pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+        if crate::process::real_pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
             return (0, 0);
         }
         let mut addr: *mut libc::c_void = core::ptr::null_mut();

@@ -41,7 +41,7 @@ pub fn capture(st: &ThreadState, method: u32, out: &mut [u64]) -> usize {
         unwinder::FP => (frame_pointers(st, out), walked_by::FRAME_POINTERS),
         _ => return 0,
     };
-    crate::count_stack(st, by);
+    crate::events::count_stack(st, by);
     n
 }
 

@@ -278,3 +278,52 @@ fn stacks_provenance(m: &profile::Meta) -> String {
     };
     format!("unwinder {}: {by}", m.settings.unwinder)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A profile with nothing in it still gets every section that always
+    /// applies, each saying what is missing, in both renderings.
+    #[test]
+    fn an_empty_profile_renders_every_section_that_applies() {
+        let p = Profile::default();
+        let r = build_report(&p, &ReportOptions::default());
+        let text = render_text(&r);
+        for title in [
+            "RUN",
+            "PEAK",
+            "TOP DATA OBJECTS BY PEAK BYTES",
+            "LEAKS AT EXIT",
+            "no recorded block was left unfreed",
+            "CAPACITY BY REGION",
+            "no annotated regions",
+            "access sampling unavailable",
+            "HOW OBTAINED",
+            "LOSSES\n  none",
+        ] {
+            assert!(text.contains(title), "{title}: {text}");
+        }
+        for absent in [
+            "THREADS",
+            "COUNTERS",
+            "SHARED CACHE LINES",
+            "REUSE",
+            "FOLDING",
+        ] {
+            assert!(!text.contains(absent), "{absent}: {text}");
+        }
+        let page = render_html(&p, &r);
+        let nav = page
+            .split_once("<nav>")
+            .unwrap()
+            .1
+            .split_once("</nav>")
+            .unwrap()
+            .0;
+        assert!(
+            nav.contains("href=\"#access\"") && !nav.contains("#threads"),
+            "{nav}"
+        );
+    }
+}

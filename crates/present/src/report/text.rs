@@ -95,3 +95,44 @@ fn table(out: &mut String, t: &Table) {
         let _ = writeln!(out, "  {footer}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::table;
+    use crate::report::model::{Column, Table};
+
+    #[test]
+    fn columns_fit_their_content_and_cuts_are_marked() {
+        let mut t = Table::new(vec![
+            Column::number("bytes"),
+            Column::text("object").at_most(12),
+        ])
+        .titled("Objects")
+        .note("exact");
+        t.push(vec![
+            "1.0 MiB".to_string(),
+            "main (stream.c:35)".to_string(),
+        ]);
+        t.push(
+            crate::report::model::Row::from(vec!["12 B".to_string(), "x".to_string()])
+                .detail("at main (stream.c:48)"),
+        );
+        let mut out = String::new();
+        table(&mut out, &t);
+        assert_eq!(
+            out,
+            "\n  OBJECTS (exact)\n    bytes  object\n  1.0 MiB  main (strea…\n     12 B  x\n             at main (stream.c:48)\n"
+        );
+    }
+
+    #[test]
+    fn an_empty_table_says_so_or_nothing() {
+        let mut out = String::new();
+        table(
+            &mut out,
+            &Table::new(vec![Column::text("region")]).or_else("none"),
+        );
+        table(&mut out, &Table::new(vec![Column::text("region")]));
+        assert_eq!(out, "  none\n");
+    }
+}

@@ -1,0 +1,130 @@
+//! The annotation API of `include/memlens.h`: regions, tags, groups.
+
+use crate::events::intern;
+use crate::guard::{enter, errno, leave, set_errno, READY, STATE};
+use crate::{access, sys, thread};
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::Ordering;
+use memlens_rawlog::{self as raw, tag};
+
+/// Region begin/end carry the thread's exact access counts at that instant, so
+/// the bytes a region moved are exact differences.
+fn record_region(tag: u16, name: *const c_char) {
+    if let Some(st) = enter() {
+        let saved = errno();
+        let id = intern(st, name);
+        let ev = raw::RegionMark {
+            time: sys::now_ns(),
+            name: id,
+            counts: access::exact_counts(st),
+        };
+        st.writer.write(st.tid, tag, &ev, &[]);
+        set_errno(saved);
+        leave(st);
+    }
+}
+
+/// Starts a named region on the calling thread; regions nest.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_region_begin(name: *const c_char) {
+    record_region(tag::REGION_BEGIN, name);
+}
+
+/// Ends the innermost region of that name on the calling thread.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_region_end(name: *const c_char) {
+    record_region(tag::REGION_END, name);
+}
+
+/// Names the address range [start, start+len) as a data object.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_tag(name: *const c_char, start: *const c_void, len: usize) {
+    if let Some(st) = enter() {
+        let saved = errno();
+        let id = intern(st, name);
+        let ev = raw::Tag {
+            time: sys::now_ns(),
+            name: id,
+            start: start as u64,
+            len: len as u64,
+        };
+        st.writer.write(st.tid, tag::TAG, &ev, &[]);
+        set_errno(saved);
+        leave(st);
+    }
+}
+
+/// Ends the tag that starts at `start`.
+///
+/// # Safety
+/// None beyond the C ABI.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_untag(start: *const c_void) {
+    if let Some(st) = enter() {
+        let ev = raw::Untag {
+            time: sys::now_ns(),
+            start: start as u64,
+        };
+        st.writer.write(st.tid, tag::UNTAG, &ev, &[]);
+        leave(st);
+    }
+}
+
+/// Until the matching `memlens_group_end`, every allocation of the calling thread,
+/// whatever its size, belongs to the synthetic object `name`.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_group_begin(name: *const c_char) {
+    if let Some(st) = enter() {
+        let saved = errno();
+        let id = intern(st, name);
+        if st.group_depth < thread::MAX_GROUP_DEPTH {
+            st.groups[st.group_depth] = id;
+        }
+        st.group_depth += 1;
+        let ev = raw::Named {
+            time: sys::now_ns(),
+            name: id,
+        };
+        st.writer.write(st.tid, tag::GROUP_BEGIN, &ev, &[]);
+        set_errno(saved);
+        leave(st);
+    }
+}
+
+/// Ends the innermost group of the calling thread.
+///
+/// # Safety
+/// None beyond the C ABI.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_group_end() {
+    if let Some(st) = enter() {
+        if st.group_depth > 0 {
+            st.group_depth -= 1;
+            let name = st.groups[st.group_depth.min(thread::MAX_GROUP_DEPTH - 1)];
+            let ev = raw::Named {
+                time: sys::now_ns(),
+                name,
+            };
+            st.writer.write(st.tid, tag::GROUP_END, &ev, &[]);
+        }
+        leave(st);
+    }
+}
+
+/// 1 when the runtime is loaded and recording.
+#[no_mangle]
+pub extern "C" fn memlens_active() -> c_int {
+    (STATE.load(Ordering::Acquire) == READY) as c_int
+}

@@ -1,0 +1,244 @@
+//! What the hooks write: exact per-thread counters, call stacks and strings
+//! (each defined once per log), allocation and thread records, and the log
+//! of threads that already exited.
+
+use crate::guard::{errno, set_errno};
+use crate::init::settings;
+use crate::process::record_modules;
+use crate::thread::ThreadState;
+use crate::{access, log, modules, sys, track, unwind};
+use core::ffi::{c_char, CStr};
+use core::sync::atomic::{AtomicU64, Ordering};
+use memlens_rawlog::{self as raw, alloc_flags, tag};
+
+/// Direct-mapped caches of ids already defined in this process's log. A collision
+/// only costs a repeated definition.
+pub(crate) static STACK_SEEN: [AtomicU64; 1 << 14] = [const { AtomicU64::new(0) }; 1 << 14];
+
+pub(crate) static STRING_SEEN: [AtomicU64; 1 << 10] = [const { AtomicU64::new(0) }; 1 << 10];
+
+/// Events of threads that already ran their exit destructors.
+pub(crate) static ORPHAN_LOCK: sys::SpinLock = sys::SpinLock::new();
+
+static mut ORPHAN: log::Writer = log::Writer::new();
+
+pub(crate) fn with_orphan(f: impl FnOnce(&mut log::Writer)) {
+    ORPHAN_LOCK.lock();
+    // SAFETY: ORPHAN is only touched under ORPHAN_LOCK.
+    f(unsafe { &mut *core::ptr::addr_of_mut!(ORPHAN) });
+    ORPHAN_LOCK.unlock();
+}
+
+/// The thread's exact counters (its own slot, or the shared overflow one) and
+/// whether they are shared; None in a fork child before it has its own.
+#[inline(always)]
+fn own_counters(st: &ThreadState) -> Option<(&raw::Counters, bool)> {
+    // SAFETY: counters point into the mapped header, or are null.
+    let c = unsafe { st.counters.as_ref() }?;
+    Some((
+        c,
+        log::header().is_some_and(|h| core::ptr::eq(c, &h.retired)),
+    ))
+}
+
+/// Adds to a counter: a plain store in the thread's own slot (it is the only
+/// writer), an atomic add in the shared overflow one.
+#[inline(always)]
+pub(crate) fn add(v: &AtomicU64, d: u64, shared: bool) {
+    if shared {
+        v.fetch_add(d, Ordering::Relaxed);
+    } else {
+        v.store(v.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+    }
+}
+
+/// Adds to the thread's exact counters.
+#[inline(always)]
+pub(crate) fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
+    let Some((c, shared)) = own_counters(st) else {
+        return;
+    };
+    let pairs = [
+        (&c.alloc_bytes, alloc_bytes),
+        (&c.allocs, (alloc_bytes != 0) as u64),
+        (&c.free_bytes, free_bytes),
+        (&c.frees, (free_bytes != 0) as u64),
+    ];
+    for (v, d) in pairs {
+        if d != 0 {
+            add(v, d, shared);
+        }
+    }
+}
+
+/// Counts a captured stack under the unwinder that walked it (a
+/// `raw::walked_by` code), so a profile says how much the cached rules did
+/// and how much fell back to libgcc.
+pub(crate) fn count_stack(st: &ThreadState, walked_by: usize) {
+    if let Some((c, shared)) = own_counters(st) {
+        add(&c.stacks_walked[walked_by], 1, shared);
+    }
+}
+
+/// Counts for a thread that already exited (allocations in late TLS destructors).
+pub(crate) fn count_dead(alloc_bytes: u64, free_bytes: u64) {
+    if let Some(h) = log::header() {
+        let r = &h.retired;
+        if alloc_bytes != 0 {
+            r.alloc_bytes.fetch_add(alloc_bytes, Ordering::Relaxed);
+            r.allocs.fetch_add(1, Ordering::Relaxed);
+        }
+        if free_bytes != 0 {
+            r.free_bytes.fetch_add(free_bytes, Ordering::Relaxed);
+            r.frees.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+pub(crate) fn next_u64(st: &mut ThreadState) -> u64 {
+    // xorshift64*
+    let mut x = st.rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    st.rng = x;
+    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// Exponentially distributed byte count with mean `sample_rate` (Poisson sampling
+/// of bytes, as tcmalloc and memray do), so every byte has the same chance.
+pub(crate) fn next_sample_countdown(st: &mut ThreadState) -> i64 {
+    let rate = settings().sample_rate;
+    if rate == 0 {
+        return i64::MAX;
+    }
+    let u = ((next_u64(st) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    let v = -u.ln() * rate as f64;
+    (v as i64).max(1)
+}
+
+pub(crate) fn capture_stack(st: &mut ThreadState) -> u64 {
+    let s = settings();
+    let mut frames = [0u64; raw::MAX_FRAMES];
+    let n = unwind::capture(st, s.unwinder, &mut frames[..s.max_frames as usize]);
+    if n == 0 {
+        return 0;
+    }
+    let frames = &frames[..n];
+    let id = raw::hash_frames(frames);
+    let seen = &STACK_SEEN[(id as usize >> 1) & (STACK_SEEN.len() - 1)];
+    if seen.load(Ordering::Relaxed) != id {
+        if !modules::all_known(frames) {
+            record_modules(st);
+        }
+        let def = raw::StackDef {
+            id,
+            frames: n as u32,
+            _pad: 0,
+        };
+        // SAFETY: u64 slice viewed as its bytes.
+        let bytes = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u8, n * 8) };
+        if st.writer.write(st.tid, tag::STACK, &def, bytes) {
+            seen.store(id, Ordering::Relaxed);
+        }
+    }
+    id
+}
+
+pub(crate) fn intern(st: &mut ThreadState, name: *const c_char) -> u64 {
+    let bytes: &[u8] = if name.is_null() {
+        b"(null)"
+    } else {
+        // SAFETY: the API takes NUL-terminated names.
+        unsafe { CStr::from_ptr(name) }.to_bytes()
+    };
+    let bytes = &bytes[..bytes.len().min(raw::MAX_STRING)];
+    let id = raw::fnv1a(bytes) | 1;
+    let seen = &STRING_SEEN[(id as usize >> 1) & (STRING_SEEN.len() - 1)];
+    if seen.load(Ordering::Relaxed) != id {
+        let def = raw::StringDef {
+            id,
+            len: bytes.len() as u32,
+            _pad: 0,
+        };
+        if st.writer.write(st.tid, tag::STRING, &def, bytes) {
+            seen.store(id, Ordering::Relaxed);
+        }
+    }
+    id
+}
+
+#[inline(never)]
+pub(crate) fn record_alloc(
+    st: &mut ThreadState,
+    ptr: u64,
+    size: u64,
+    usable: u64,
+    kind: u8,
+    flags: u8,
+    group: u64,
+) {
+    let saved = errno();
+    let stack = if flags & (alloc_flags::EXACT | alloc_flags::SAMPLED) != 0 {
+        capture_stack(st)
+    } else {
+        0
+    };
+    if !track::insert(ptr) {
+        if let Some(h) = log::header() {
+            h.untracked_allocs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let ev = raw::Alloc {
+        time: sys::now_ns(),
+        ptr,
+        size,
+        usable,
+        stack,
+        group,
+        kind,
+        flags,
+        _pad: [0; 6],
+    };
+    st.writer.write(st.tid, tag::ALLOC, &ev, &[]);
+    set_errno(saved);
+}
+
+/// The thread's exact totals, from its own counters.
+pub(crate) fn record_thread_totals(st: &mut ThreadState) {
+    let mut ev = raw::ThreadTotals {
+        time: sys::now_ns(),
+        tid: st.tid as u64,
+        access: access::exact_counts(st),
+        ..Default::default()
+    };
+    // SAFETY: points into the mapped header, or is null.
+    if let (false, Some(c)) = (st.shared_counters, unsafe { st.counters.as_ref() }) {
+        ev.alloc_bytes = c.alloc_bytes.load(Ordering::Relaxed);
+        ev.free_bytes = c.free_bytes.load(Ordering::Relaxed);
+        ev.allocs = c.allocs.load(Ordering::Relaxed);
+        ev.frees = c.frees.load(Ordering::Relaxed);
+        ev.own_alloc_counters = 1;
+    }
+    st.writer.write(st.tid, tag::THREAD_TOTALS, &ev, &[]);
+}
+
+pub(crate) fn record_thread_exit(st: &mut ThreadState) {
+    let ev = raw::ThreadEvent {
+        time: sys::now_ns(),
+        tid: st.tid as u64,
+        ..Default::default()
+    };
+    st.writer.write(st.tid, tag::THREAD_EXIT, &ev, &[]);
+}
+
+/// The thread's stack becomes a data object from its first event on.
+pub(crate) fn record_thread_start(st: &mut ThreadState) {
+    let ev = raw::ThreadEvent {
+        time: sys::now_ns(),
+        tid: st.tid as u64,
+        stack_lo: st.stack_lo,
+        stack_hi: st.stack_hi,
+    };
+    st.writer.write(st.tid, tag::THREAD_START, &ev, &[]);
+}

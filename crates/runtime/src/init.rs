@@ -1,0 +1,250 @@
+//! Start and end of the runtime in a process: the constructor reads the
+//! configuration (`MEMLENS_*`, see `memlens_rawlog::env`), makes the profile
+//! directory and opens the log; the destructor writes the last records.
+
+use crate::events::record_thread_totals;
+use crate::guard::{enter, errno, leave, set_errno, DISABLED, READY, STATE, UNINIT};
+use crate::process::{
+    fork_child, fork_parent, fork_prepare, record_exit, record_modules_from_here, EXIT_STATUS,
+};
+use crate::{access, allocator, log, model, sampler, sys, thread};
+use core::ffi::{c_char, CStr};
+use core::sync::atomic::Ordering;
+use memlens_rawlog::{self as raw, access_filter, tag, RuntimeSettings};
+
+static mut SETTINGS: RuntimeSettings = RuntimeSettings {
+    min_size: DEFAULT_MIN_SIZE,
+    sample_rate: DEFAULT_SAMPLE_RATE,
+    max_frames: 64,
+    unwinder: raw::unwinder::DWARF,
+    access_period: DEFAULT_ACCESS_PERIOD,
+    access_filter: access_filter::LOADS | access_filter::STORES,
+    _pad: 0,
+};
+
+/// Defaults chosen by measurement: see `bench/` and the README.
+pub const DEFAULT_MIN_SIZE: u64 = 64 * 1024;
+
+pub const DEFAULT_SAMPLE_RATE: u64 = 512 * 1024;
+
+/// One access sample per this many accesses of a class (instrumented code).
+pub const DEFAULT_ACCESS_PERIOD: u64 = 4099;
+
+static mut DIR: [u8; 4096] = [0; 4096];
+
+static mut DIR_LEN: usize = 0;
+
+pub(crate) static mut INTERVAL_MS: u64 = 10;
+
+pub(crate) static mut OWN_SAMPLER: bool = false;
+
+pub(crate) fn settings() -> &'static RuntimeSettings {
+    // SAFETY: written once during init and in the fork child, read-only otherwise.
+    unsafe { &*core::ptr::addr_of!(SETTINGS) }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = fini;
+
+fn env(name: &CStr) -> Option<&'static [u8]> {
+    // SAFETY: getenv does not allocate; the environment outlives us.
+    let p = unsafe { libc::getenv(name.as_ptr()) };
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+fn mpi_rank() -> i32 {
+    for var in [
+        c"OMPI_COMM_WORLD_RANK",
+        c"PMIX_RANK",
+        c"PMI_RANK",
+        c"SLURM_PROCID",
+    ] {
+        if let Some(n) = env(var).and_then(raw::parse_size) {
+            return n.min(i32::MAX as u64) as i32;
+        }
+    }
+    -1
+}
+
+pub(crate) extern "C" fn init() {
+    if STATE.load(Ordering::Acquire) != UNINIT {
+        return;
+    }
+    let saved_errno = errno();
+    // SAFETY: single-threaded during constructors; statics written before READY.
+    unsafe {
+        if env(raw::env::DISABLE).is_some_and(|v| v == b"1") || !configure() {
+            STATE.store(DISABLED, Ordering::Release);
+            set_errno(saved_errno);
+            return;
+        }
+        allocator::resolve();
+        thread::init_key();
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+        if !open_log(libc::getppid() as u32) {
+            STATE.store(DISABLED, Ordering::Release);
+            set_errno(saved_errno);
+            return;
+        }
+        STATE.store(READY, Ordering::Release);
+        record_allocator_faults();
+        record_modules_from_here();
+        if OWN_SAMPLER {
+            sampler::start(INTERVAL_MS);
+        }
+    }
+    set_errno(saved_errno);
+}
+
+/// Reads MEMLENS_* variables. False if no profile directory can be made.
+pub(crate) unsafe fn configure() -> bool {
+    // A setuid or setgid program (or one with file capabilities) must not take
+    // its caller's word on where to write: such a process records nothing.
+    if libc::getauxval(libc::AT_SECURE) != 0 {
+        return false;
+    }
+    let s = &mut *core::ptr::addr_of_mut!(SETTINGS);
+    if let Some(v) = env(raw::env::MIN_SIZE).and_then(raw::parse_size) {
+        s.min_size = v;
+    }
+    if let Some(v) = env(raw::env::SAMPLE_RATE).and_then(raw::parse_size) {
+        s.sample_rate = v;
+    }
+    if let Some(v) = env(raw::env::MAX_FRAMES).and_then(raw::parse_size) {
+        s.max_frames = v.clamp(1, raw::MAX_FRAMES as u64) as u32;
+    }
+    match env(raw::env::UNWIND) {
+        Some(b"fp") => s.unwinder = raw::unwinder::FP,
+        Some(b"none") => s.unwinder = raw::unwinder::NONE,
+        Some(b"libgcc") => s.unwinder = raw::unwinder::LIBGCC,
+        _ => {}
+    }
+    if let Some(v) = env(raw::env::PERIOD).and_then(raw::parse_size) {
+        s.access_period = v;
+    }
+    if env(raw::env::NO_LOADS).is_some_and(|v| v == b"1") {
+        s.access_filter &= !access_filter::LOADS;
+    }
+    if env(raw::env::NO_STORES).is_some_and(|v| v == b"1") {
+        s.access_filter &= !access_filter::STORES;
+    }
+    if env(raw::env::SAMPLE_LINES).is_some_and(|v| v == b"1") {
+        s.access_filter |= access_filter::LINES;
+    }
+    if let Some(spec) = env(raw::env::CACHE_MODEL) {
+        model::configure(spec);
+    }
+    if let Some(v) = env(raw::env::INTERVAL).and_then(raw::parse_size) {
+        INTERVAL_MS = v.max(1);
+    }
+    // Linked into a program built by `memlens cc` but run without memlens (no
+    // MEMLENS_DIR, not preloaded): stay idle, the program runs as if we were absent.
+    let preloaded = env(c"LD_PRELOAD").is_some_and(|v| v.windows(7).any(|w| w == b"memlens"));
+    if env(raw::env::DIR).is_none() && !preloaded {
+        return false;
+    }
+    // Under `memlens record` the collector samples /proc; alone, we do it ourselves.
+    OWN_SAMPLER = env(raw::env::COLLECTOR).is_none();
+    let dir = &mut *core::ptr::addr_of_mut!(DIR);
+    let mut w = log::ByteWriter { buf: dir, len: 0 };
+    let ok = match env(raw::env::DIR) {
+        Some(d) if !d.is_empty() => w.push(d).is_some(),
+        _ => default_dir(&mut w).is_some(),
+    };
+    if !ok {
+        return false;
+    }
+    DIR_LEN = w.len;
+    make_dirs(&mut *core::ptr::addr_of_mut!(DIR), DIR_LEN)
+}
+
+/// `memlens-<program>-<pid>` in the working directory.
+fn default_dir(w: &mut log::ByteWriter) -> Option<()> {
+    let mut exe = [0u8; 1024];
+    // SAFETY: readlink into a local buffer.
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            exe.as_mut_ptr() as *mut c_char,
+            exe.len(),
+        )
+    };
+    let exe = if n > 0 {
+        &exe[..n as usize]
+    } else {
+        b"program"
+    };
+    let base = exe.rsplit(|&c| c == b'/').next().unwrap_or(b"program");
+    w.push(b"memlens-")?;
+    w.push(base)?;
+    w.push(b"-")?;
+    w.push_u64(sys::getpid() as u64)
+}
+
+/// mkdir DIR and DIR/raw, private to the user (DIR must be NUL-free; the buffer
+/// gets terminated here). Both must end up directories of the user's own: a
+/// directory of someone else's could redirect the logs through its links.
+unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
+    buf[len] = 0;
+    let mut raw_dir = [0u8; 4200];
+    let mut w = log::ByteWriter {
+        buf: &mut raw_dir,
+        len: 0,
+    };
+    if w.push(&buf[..len]).is_none() || w.push(b"/raw").is_none() {
+        return false;
+    }
+    let end = w.len;
+    raw_dir[end] = 0;
+    own_private_dir(buf.as_ptr() as *const c_char)
+        && own_private_dir(raw_dir.as_ptr() as *const c_char)
+}
+
+/// Makes the directory (mode 0700) if it is not there; true if it is a
+/// directory, not a link, owned by this user.
+unsafe fn own_private_dir(path: *const c_char) -> bool {
+    libc::mkdir(path, 0o700);
+    let mut st: libc::stat = core::mem::zeroed();
+    libc::lstat(path, &mut st) == 0
+        && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
+        && st.st_uid == libc::geteuid()
+}
+
+/// Says in the log when the heap cannot be followed: another allocator comes
+/// before the runtime in symbol lookup (its malloc is not ours), or the one in
+/// use cannot tell block sizes.
+pub(crate) fn record_allocator_faults() {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
+    if allocator::object_of(first) != allocator::object_of(init as *const () as usize) {
+        log::set_fault(raw::fault::HEAP_NOT_HOOKED);
+    }
+    if !allocator::sizes_known() {
+        log::set_fault(raw::fault::HEAP_SIZES_UNKNOWN);
+    }
+}
+
+pub(crate) unsafe fn open_log(ppid: u32) -> bool {
+    let dir = &(&*core::ptr::addr_of!(DIR))[..DIR_LEN];
+    log::open(dir, sys::getpid(), ppid, mpi_rank(), *settings())
+}
+
+pub(crate) extern "C" fn fini() {
+    if let Some(st) = enter() {
+        let saved = errno();
+        // A last capacity sample: the collector's next tick may come too late.
+        // The exiting thread publishes its exact counts, then a last sample.
+        access::publish(st);
+        let last = sampler::snapshot();
+        st.writer.write(st.tid, tag::TIMELINE, &last, &[]);
+        record_thread_totals(st);
+        record_exit(st, EXIT_STATUS.load(Ordering::Relaxed));
+        set_errno(saved);
+        leave(st);
+    }
+}

@@ -1,0 +1,243 @@
+//! The malloc family, interposed: each call goes to the real allocator, then
+//! is counted and, when large, sampled or grouped, recorded with its stack.
+
+use crate::events::{count, count_dead, next_sample_countdown, record_alloc, with_orphan};
+use crate::guard::{enter, errno, is_dead_thread, leave, set_errno};
+use crate::init::settings;
+use crate::thread::ThreadState;
+use crate::{allocator, sys, track};
+use core::ffi::{c_int, c_void};
+use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag};
+
+/// Accounts for a new block and records an event for it if it is large, sampled
+/// or grouped. `force` records it regardless (a realloc of a recorded block).
+#[inline(always)]
+fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force: bool) {
+    let usable = allocator::usable_size(ptr) as u64;
+    count(st, usable, 0);
+    let size = size as u64;
+    let s = settings();
+    let group = if st.group_depth > 0 {
+        st.groups[st.group_depth - 1]
+    } else {
+        0
+    };
+    let mut flags = 0;
+    if size >= s.min_size || force {
+        flags = alloc_flags::EXACT;
+    } else if group == 0 {
+        st.countdown -= size as i64;
+        if st.countdown <= 0 {
+            st.countdown = next_sample_countdown(st);
+            flags = alloc_flags::SAMPLED;
+        }
+    }
+    if group != 0 {
+        flags |= alloc_flags::GROUPED;
+    }
+    if flags != 0 {
+        record_alloc(st, ptr as u64, size, usable, kind, flags, group);
+    }
+}
+
+/// Accounts for a block about to be freed; true if it carried an event.
+#[inline(always)]
+fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
+    let usable = allocator::usable_size(ptr) as u64;
+    count(st, 0, usable);
+    let p = ptr as u64;
+    if track::maybe_tracked(p) && track::remove(p) {
+        let ev = raw::Free {
+            time: sys::now_ns(),
+            ptr: p,
+        };
+        st.writer.write(st.tid, tag::FREE, &ev, &[]);
+        return true;
+    }
+    false
+}
+
+fn on_free_dead(ptr: *mut c_void) {
+    let usable = allocator::usable_size(ptr) as u64;
+    count_dead(0, usable);
+    let p = ptr as u64;
+    if track::maybe_tracked(p) && track::remove(p) {
+        let ev = raw::Free {
+            time: sys::now_ns(),
+            ptr: p,
+        };
+        with_orphan(|w| {
+            w.write(0, tag::FREE, &ev, &[]);
+        });
+    }
+}
+
+/// Runs an allocation function and records what it returned.
+#[inline(always)]
+fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let Some(st) = enter() else {
+        let p = alloc();
+        if !p.is_null() && is_dead_thread() {
+            count_dead(allocator::usable_size(p) as u64, 0);
+        }
+        return p;
+    };
+    let p = alloc();
+    if !p.is_null() {
+        on_alloc(st, p, size, kind, false);
+    }
+    leave(st);
+    p
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::MALLOC, || allocator::malloc(size))
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    hooked_alloc(n.saturating_mul(size), alloc_kind::CALLOC, || {
+        allocator::calloc(n, size)
+    })
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    match enter() {
+        Some(st) => {
+            on_free(st, p);
+            allocator::free(p);
+            leave(st);
+        }
+        None => {
+            if is_dead_thread() {
+                on_free_dead(p);
+            }
+            allocator::free(p);
+        }
+    }
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if p.is_null() {
+        return hooked_alloc(size, alloc_kind::REALLOC, || allocator::realloc(p, size));
+    }
+    let Some(st) = enter() else {
+        if !is_dead_thread() {
+            return allocator::realloc(p, size);
+        }
+        let old = allocator::usable_size(p) as u64;
+        let q = allocator::realloc(p, size);
+        if !q.is_null() || size == 0 {
+            count_dead(
+                if q.is_null() {
+                    0
+                } else {
+                    allocator::usable_size(q) as u64
+                },
+                old,
+            );
+        }
+        return q;
+    };
+    let old_usable = allocator::usable_size(p) as u64;
+    let was_tracked = track::maybe_tracked(p as u64) && track::remove(p as u64);
+    let q = allocator::realloc(p, size);
+    if q.is_null() && size != 0 {
+        // Failed: the old block is untouched.
+        if was_tracked {
+            track::insert(p as u64);
+        }
+        leave(st);
+        return q;
+    }
+    count(st, 0, old_usable);
+    if was_tracked {
+        let ev = raw::Free {
+            time: sys::now_ns(),
+            ptr: p as u64,
+        };
+        st.writer.write(st.tid, tag::FREE, &ev, &[]);
+    }
+    if !q.is_null() {
+        on_alloc(st, q, size, alloc_kind::REALLOC, was_tracked);
+    }
+    leave(st);
+    q
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        Some(total) => realloc(p, total),
+        None => {
+            set_errno(libc::ENOMEM);
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    let saved = errno();
+    let mut code = 0;
+    let p = hooked_alloc(size, alloc_kind::MEMALIGN, || {
+        let mut p = core::ptr::null_mut();
+        code = allocator::posix_memalign(&mut p, align, size);
+        p
+    });
+    set_errno(saved);
+    if code == 0 {
+        *out = p;
+    }
+    code
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::MEMALIGN, || {
+        allocator::aligned_alloc(align, size)
+    })
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::MEMALIGN, || {
+        allocator::memalign(align, size)
+    })
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::VALLOC, || allocator::valloc(size))
+}
+
+/// # Safety
+/// C allocator contract.
+#[no_mangle]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    hooked_alloc(size, alloc_kind::VALLOC, || allocator::pvalloc(size))
+}

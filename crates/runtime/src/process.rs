@@ -1,0 +1,209 @@
+//! Hooks on the process's life: exit paths (the status goes in the log), fork
+//! (the child gets its own log), dlclose (the unwinder forgets unloaded code)
+//! and pthread_getattr_np (a thread's state is made before glibc's lock).
+
+use crate::events::{with_orphan, ORPHAN_LOCK, STACK_SEEN, STRING_SEEN};
+use crate::guard::{enter, errno, leave, set_errno, DISABLED, READY, STATE};
+use crate::init::{open_log, record_allocator_faults, INTERVAL_MS, OWN_SAMPLER};
+use crate::thread::ThreadState;
+use crate::{access, log, modules, sampler, sys, thread, track, unwind};
+use core::ffi::{c_int, c_void, CStr};
+use core::sync::atomic::{AtomicU64, Ordering};
+use memlens_rawlog::{self as raw, tag};
+
+/// The status passed to exit(), for the fini record (-1: not known).
+pub(crate) static EXIT_STATUS: core::sync::atomic::AtomicI32 =
+    core::sync::atomic::AtomicI32::new(-1);
+
+static REAL_EXIT: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn record_exit(st: &mut ThreadState, status: i32) {
+    let exit = raw::ProcessExit {
+        time: sys::now_ns(),
+        status,
+        signaled: 0,
+        pid: sys::getpid() as u64,
+    };
+    st.writer.write(st.tid, tag::PROCESS_EXIT, &exit, &[]);
+}
+
+/// Remembers the status for the fini record: a process whose parent is not the
+/// collector (a grandchild) has its exit status nowhere else.
+///
+/// # Safety
+/// C `exit` contract.
+#[no_mangle]
+pub unsafe extern "C" fn exit(status: c_int) -> ! {
+    EXIT_STATUS.store(status & 0xff, Ordering::Relaxed);
+    let real = next_definition(&REAL_EXIT, c"exit");
+    if real != 0 {
+        let f: extern "C" fn(c_int) -> ! = core::mem::transmute(real as usize);
+        f(status);
+    }
+    libc::syscall(libc::SYS_exit_group, status);
+    core::hint::unreachable_unchecked()
+}
+
+/// `_exit` skips the fini handlers: record the exit here.
+///
+/// # Safety
+/// C `_exit` contract.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    if let Some(st) = enter() {
+        record_exit(st, status & 0xff);
+        leave(st);
+    }
+    libc::syscall(libc::SYS_exit_group, status);
+    core::hint::unreachable_unchecked()
+}
+
+/// # Safety
+/// C `_Exit` contract.
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    _exit(status)
+}
+
+/// The definition of `name` that this runtime interposes, looked up once.
+unsafe fn next_definition(cache: &AtomicU64, name: &CStr) -> u64 {
+    let mut real = cache.load(Ordering::Acquire);
+    if real == 0 {
+        real = libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as u64;
+        cache.store(real, Ordering::Release);
+    }
+    real
+}
+
+static REAL_DLCLOSE: AtomicU64 = AtomicU64::new(0);
+
+/// Unloading a library ends what the unwinder learnt about its code.
+///
+/// # Safety
+/// C `dlclose` contract.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    let real = next_definition(&REAL_DLCLOSE, c"dlclose");
+    if real == 0 {
+        return -1;
+    }
+    let f: unsafe extern "C" fn(*mut c_void) -> c_int = core::mem::transmute(real as usize);
+    let r = f(handle);
+    unwind::forget_unloaded_code();
+    r
+}
+
+static REAL_GETATTR: AtomicU64 = AtomicU64::new(0);
+
+/// glibc's `pthread_getattr_np`, which the runtime asks for a thread's stack.
+pub(crate) unsafe fn real_pthread_getattr_np(
+    thread: libc::pthread_t,
+    attr: *mut libc::pthread_attr_t,
+) -> c_int {
+    let real = next_definition(&REAL_GETATTR, c"pthread_getattr_np");
+    if real == 0 {
+        return libc::ENOSYS;
+    }
+    let f: unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int =
+        core::mem::transmute(real as usize);
+    f(thread, attr)
+}
+
+/// glibc's `pthread_getattr_np` reallocs while it holds the thread's lock; were
+/// that realloc the thread's first event, making the thread's state would ask
+/// for the stack again and wait on that lock forever. So the state is made
+/// first, here, before the lock is taken.
+///
+/// # Safety
+/// C `pthread_getattr_np` contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getattr_np(
+    thread: libc::pthread_t,
+    attr: *mut libc::pthread_attr_t,
+) -> c_int {
+    if let Some(st) = enter() {
+        leave(st);
+    }
+    real_pthread_getattr_np(thread, attr)
+}
+
+/// Records the loaded objects through the calling thread's writer.
+pub(crate) fn record_modules_from_here() {
+    if let Some(st) = enter() {
+        record_modules(st);
+        leave(st);
+    }
+}
+
+pub(crate) fn record_modules(st: &mut ThreadState) {
+    let tid = st.tid;
+    let w = &mut st.writer;
+    modules::scan(&mut |m, path| {
+        w.write(tid, tag::MODULE, m, path);
+    });
+}
+
+pub(crate) extern "C" fn fork_prepare() {
+    ORPHAN_LOCK.lock();
+    track::LOCK.lock();
+    modules::LOCK.lock();
+}
+
+pub(crate) extern "C" fn fork_parent() {
+    modules::LOCK.unlock();
+    track::LOCK.unlock();
+    ORPHAN_LOCK.unlock();
+}
+
+/// The child gets its own log; it must never write to the parent's mappings.
+pub(crate) extern "C" fn fork_child() {
+    fork_parent();
+    if STATE.load(Ordering::Acquire) != READY {
+        return;
+    }
+    let saved = errno();
+    let inherited = log::header().map(|h| h.totals());
+    let st = thread::tls_get();
+    if st > thread::INTERNAL {
+        // SAFETY: the only thread left in the child owns this state.
+        let st = unsafe { &mut *(st as *mut ThreadState) };
+        st.writer.release();
+        st.counters = core::ptr::null();
+        st.access_counters = core::ptr::null();
+    }
+    with_orphan(|w| w.release());
+    log::close_inherited();
+    for s in STACK_SEEN.iter().chain(STRING_SEEN.iter()) {
+        s.store(0, Ordering::Relaxed);
+    }
+    modules::reset();
+    // SAFETY: the child is single-threaded here.
+    unsafe {
+        if !open_log(libc::getppid() as u32) {
+            STATE.store(DISABLED, Ordering::Release);
+            set_errno(saved);
+            return;
+        }
+    }
+    record_allocator_faults();
+    // The child starts with the parent's heap: carry the live total over.
+    if let (Some(h), Some((ab, fb, ac, fc))) = (log::header(), inherited) {
+        h.retired.alloc_bytes.store(ab, Ordering::Relaxed);
+        h.retired.free_bytes.store(fb, Ordering::Relaxed);
+        h.retired.allocs.store(ac, Ordering::Relaxed);
+        h.retired.frees.store(fc, Ordering::Relaxed);
+    }
+    if st > thread::INTERNAL {
+        // SAFETY: as above.
+        let st = unsafe { &mut *(st as *mut ThreadState) };
+        st.tid = sys::gettid();
+        (st.counters, st.access_counters, st.shared_counters) = thread::claim_slot(st.tid);
+        access::reset_after_fork(st);
+    }
+    record_modules_from_here();
+    // SAFETY: read-only after init.
+    if unsafe { OWN_SAMPLER } {
+        sampler::start(unsafe { INTERVAL_MS });
+    }
+    set_errno(saved);
+}
