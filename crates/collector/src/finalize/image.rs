@@ -1,0 +1,374 @@
+//! One process image's raw log: its header, its per-thread record streams
+//! (the blocks each thread published), the definitions they hold (call
+//! stacks, strings, modules), and the streams merged in time order.
+
+use crate::symbols::LoadedModule;
+use crate::{Error, Result};
+use memlens_rawlog::{self as raw, tag, FileHeader, RawRecord, Records};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+/// What an image log's header says.
+pub(super) struct ImageHeader {
+    pub(super) path: PathBuf,
+    pub(super) pid: u32,
+    pub(super) ppid: u32,
+    pub(super) exec_seq: u32,
+    pub(super) rank: i32,
+    pub(super) start_ns: u64,
+    pub(super) settings: raw::RuntimeSettings,
+    pub(super) dropped: u64,
+    pub(super) untracked: u64,
+    /// Bits of `memlens_rawlog::fault`.
+    pub(super) faults: u32,
+    /// Instrumented code ran in this image (access counts and samples exist).
+    pub(super) instrumented: bool,
+    /// Threads holding a header slot when the image ended, as last published.
+    pub(super) live_threads: Vec<raw::ThreadTotals>,
+    /// Size of the log's blocks (the file after its header).
+    pub(super) block_bytes: u64,
+    /// Stacks captured, by `raw::walked_by` code.
+    pub(super) stacks_walked: [u64; raw::walked_by::COUNT],
+}
+
+pub(super) fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
+    let mut buf = vec![0u8; raw::HEADER_SIZE];
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    if f.read_exact(&mut buf).is_err() {
+        return Ok(None); // created but never sized: the process died at once
+    }
+    let file_len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    // SAFETY: FileHeader is plain data (integers and atomics of integers) and the
+    // buffer holds HEADER_SIZE >= size_of::<FileHeader>() bytes.
+    let h: FileHeader = unsafe { std::ptr::read_unaligned(buf.as_ptr() as *const FileHeader) };
+    if h.magic != raw::MAGIC {
+        return Ok(None);
+    }
+    let stacks_walked = h.stacks_walked();
+    Ok(Some(ImageHeader {
+        path: path.to_path_buf(),
+        pid: h.pid,
+        ppid: h.ppid,
+        exec_seq: h.exec_seq,
+        rank: h.rank,
+        start_ns: h.start_ns,
+        settings: h.settings,
+        dropped: h.dropped_events.into_inner(),
+        untracked: h.untracked_allocs.into_inner(),
+        faults: h.faults.into_inner(),
+        instrumented: h.instrumented.into_inner() != 0,
+        live_threads: h
+            .slots
+            .iter()
+            .filter(|slot| slot.tid.load(Ordering::Relaxed) != 0)
+            .map(|slot| raw::ThreadTotals {
+                tid: slot.tid.load(Ordering::Relaxed).into(),
+                access: slot.access.load(),
+                alloc_bytes: slot.counters.alloc_bytes.load(Ordering::Relaxed),
+                free_bytes: slot.counters.free_bytes.load(Ordering::Relaxed),
+                allocs: slot.counters.allocs.load(Ordering::Relaxed),
+                frees: slot.counters.frees.load(Ordering::Relaxed),
+                own_alloc_counters: 1,
+                ..Default::default()
+            })
+            .collect(),
+        block_bytes: file_len.saturating_sub(raw::HEADER_SIZE as u64),
+        stacks_walked,
+    }))
+}
+
+/// One thread's published records: its blocks in file order, which is time order.
+pub(super) struct ThreadStream<'a> {
+    pub(super) tid: u32,
+    pub(super) blocks: Vec<&'a [u8]>,
+}
+
+/// An image log mapped in memory, split into per-thread streams.
+pub(super) struct ImageLog {
+    pub(super) data: memmap2::Mmap,
+    /// The byte ranges the file has data in: a hole (a block whose disk space
+    /// was refused while another thread's later block got some) is never
+    /// touched, since reading a hole of a full tmpfs raises SIGBUS.
+    pub(super) extents: Vec<std::ops::Range<usize>>,
+}
+
+impl ImageLog {
+    pub(super) fn open(path: &Path) -> Result<ImageLog> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        // SAFETY: read-only mapping of a log nobody writes any more.
+        let data = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        let extents = data_extents(&file, data.len());
+        Ok(ImageLog { data, extents })
+    }
+
+    /// How many bytes from `at` on lie in one data extent (0 in a hole).
+    pub(super) fn data_after(&self, at: usize) -> usize {
+        // Extents are sorted and disjoint: the first ending past `at`.
+        let i = self.extents.partition_point(|e| e.end <= at);
+        self.extents
+            .get(i)
+            .filter(|e| e.start <= at)
+            .map_or(0, |e| e.end - at)
+    }
+
+    /// Per-thread streams, and how many blocks were cut short or never written.
+    pub(super) fn streams(&self) -> (Vec<ThreadStream<'_>>, u64) {
+        let data = &self.data[..];
+        let mut by_tid: BTreeMap<u32, Vec<&[u8]>> = BTreeMap::new();
+        let mut truncated = 0;
+        let mut off = raw::HEADER_SIZE;
+        while off + raw::BLOCK_HEADER_SIZE <= data.len() {
+            let readable = self.data_after(off);
+            if readable < raw::BLOCK_HEADER_SIZE {
+                truncated += 1; // a hole: disk space refused
+                off += raw::BLOCK_SIZE;
+                continue;
+            }
+            let block = &data[off..data.len().min(off + raw::BLOCK_SIZE.min(readable))];
+            off += raw::BLOCK_SIZE;
+            let Some((tid, used)) = raw::BlockHeader::read(block) else {
+                truncated += 1; // reserved but never initialised: the process died then
+                continue;
+            };
+            let body = &block[raw::BLOCK_HEADER_SIZE..];
+            let used = used as usize;
+            if used > body.len() {
+                truncated += 1;
+            }
+            by_tid
+                .entry(tid)
+                .or_default()
+                .push(&body[..used.min(body.len())]);
+        }
+        let streams = by_tid
+            .into_iter()
+            .map(|(tid, blocks)| ThreadStream { tid, blocks })
+            .collect();
+        (streams, truncated)
+    }
+}
+
+/// The data extents of a file of `len` bytes, from SEEK_DATA and SEEK_HOLE;
+/// the whole file where the file system cannot tell.
+pub(super) fn data_extents(file: &std::fs::File, len: usize) -> Vec<std::ops::Range<usize>> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    let mut extents = Vec::new();
+    let mut at = 0i64;
+    while (at as usize) < len {
+        // SAFETY: lseek on a descriptor we own.
+        let start = unsafe { libc::lseek(fd, at, libc::SEEK_DATA) };
+        if start < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+                break; // only a hole is left
+            }
+            return std::iter::once(0..len).collect();
+        }
+        // SAFETY: as above.
+        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
+        if end <= start {
+            return std::iter::once(0..len).collect();
+        }
+        extents.push(start as usize..(end as usize).min(len));
+        at = end;
+    }
+    extents
+}
+
+/// Definitions an image's events refer to, gathered in a first pass.
+#[derive(Default)]
+pub(super) struct Definitions {
+    pub(super) strings: HashMap<u64, String>,
+    pub(super) stacks: HashMap<u64, Vec<u64>>,
+    pub(super) modules: Vec<(u64, LoadedModule)>,
+    pub(super) exit_ns: Option<u64>,
+    /// Status the program passed to exit/_exit, when the runtime saw it.
+    pub(super) exit_status: Option<i32>,
+    pub(super) malformed_blocks: u64,
+    /// Records whose time lies outside the image's window (scribbled on).
+    pub(super) damaged_records: u64,
+    pub(super) last_ns: u64,
+}
+
+/// The times an image's records can carry: from shortly before its runtime
+/// started to a year after. A time outside is a damaged record, dropped and
+/// counted, so that no garbage time reaches spans, sums and timelines.
+#[derive(Clone, Copy)]
+pub(super) struct TimeWindow {
+    pub(super) start: u64,
+    pub(super) end: u64,
+}
+
+impl TimeWindow {
+    const SLACK_NS: u64 = 60_000_000_000;
+    const LONGEST_RUN_NS: u64 = 366 * 24 * 3600 * 1_000_000_000;
+
+    pub(super) fn of(log: &ImageHeader) -> TimeWindow {
+        TimeWindow {
+            start: log.start_ns.saturating_sub(Self::SLACK_NS),
+            end: log.start_ns.saturating_add(Self::LONGEST_RUN_NS),
+        }
+    }
+
+    pub(super) fn contains(&self, time: u64) -> bool {
+        (self.start..=self.end).contains(&time)
+    }
+}
+
+pub(super) fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions {
+    let mut d = Definitions::default();
+    for block in streams.iter().flat_map(|s| s.blocks.iter()) {
+        let mut records = Records::new(block);
+        for rec in records.by_ref() {
+            let time = record_time(&rec);
+            if time.is_some_and(|t| !window.contains(t)) {
+                d.damaged_records += 1;
+                continue;
+            }
+            match rec.tag {
+                tag::STRING => {
+                    if let Some(def) = rec.payload::<raw::StringDef>() {
+                        let bytes = rec.trailing::<raw::StringDef>();
+                        let s = &bytes[..(def.len as usize).min(bytes.len())];
+                        d.strings
+                            .insert(def.id, String::from_utf8_lossy(s).into_owned());
+                    }
+                }
+                tag::STACK => {
+                    if let Some((id, frames)) = stack_def(&rec) {
+                        d.stacks.insert(id, frames);
+                    }
+                }
+                tag::MODULE => {
+                    if let Some(module) = module_def(&rec) {
+                        d.modules.push(module);
+                    }
+                }
+                tag::PROCESS_EXIT => {
+                    if let Some(e) = rec.payload::<raw::ProcessExit>() {
+                        d.exit_ns = Some(e.time);
+                        d.exit_status = (e.status >= 0).then_some(e.status);
+                    }
+                }
+                _ => {
+                    if let Some(t) = time {
+                        d.last_ns = d.last_ns.max(t);
+                    }
+                }
+            }
+        }
+        if records.malformed {
+            d.malformed_blocks += 1;
+        }
+    }
+    d.modules.sort_by_key(|m| m.0);
+    d
+}
+
+/// A stack definition: its id and return addresses, innermost first.
+pub(crate) fn stack_def(rec: &RawRecord<'_>) -> Option<(u64, Vec<u64>)> {
+    let def = rec.payload::<raw::StackDef>()?;
+    let frames = rec
+        .trailing::<raw::StackDef>()
+        .chunks_exact(8)
+        .take(def.frames as usize)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    Some((def.id, frames))
+}
+
+/// A loaded object and when it was loaded.
+pub(crate) fn module_def(rec: &RawRecord<'_>) -> Option<(u64, LoadedModule)> {
+    let m = rec.payload::<raw::Module>()?;
+    let p = rec.trailing::<raw::Module>();
+    let path = String::from_utf8_lossy(&p[..(m.path_len as usize).min(p.len())]).into_owned();
+    let module = LoadedModule {
+        path,
+        start: m.start,
+        end: m.end,
+        bias: m.bias,
+    };
+    Some((m.time, module))
+}
+
+/// The timed records of all threads of an image, merged in time order.
+pub(super) struct Merged<'a> {
+    pub(super) window: TimeWindow,
+    /// Bytes of the log's blocks opened so far (progress).
+    pub(super) blocks_started: u64,
+    pub(super) cursors: Vec<(u32, std::slice::Iter<'a, &'a [u8]>, Records<'a>)>,
+    pub(super) heads: BinaryHeap<Reverse<(u64, usize)>>,
+    pub(super) pending: Vec<Option<RawRecord<'a>>>,
+}
+
+impl<'a> Merged<'a> {
+    pub(super) fn new(streams: &'a [ThreadStream<'a>], window: TimeWindow) -> Self {
+        let mut m = Merged {
+            window,
+            blocks_started: 0,
+            cursors: Vec::new(),
+            heads: BinaryHeap::new(),
+            pending: Vec::new(),
+        };
+        for s in streams {
+            let mut blocks = s.blocks.iter();
+            let first = Records::new(blocks.next().copied().unwrap_or(&[]));
+            m.blocks_started += raw::BLOCK_SIZE as u64;
+            m.cursors.push((s.tid, blocks, first));
+            m.pending.push(None);
+            m.advance(m.cursors.len() - 1);
+        }
+        m
+    }
+
+    /// Loads the next timed record of stream `i` into `pending` and the heap.
+    pub(super) fn advance(&mut self, i: usize) {
+        let (_, blocks, records) = &mut self.cursors[i];
+        loop {
+            match records.next() {
+                Some(rec) => {
+                    // Untimed records are definitions; damaged ones are counted
+                    // by `definitions`.
+                    if let Some(t) = record_time(&rec).filter(|&t| self.window.contains(t)) {
+                        self.heads.push(Reverse((t, i)));
+                        self.pending[i] = Some(rec);
+                        return;
+                    }
+                }
+                None => match blocks.next() {
+                    Some(b) => {
+                        *records = Records::new(b);
+                        self.blocks_started += raw::BLOCK_SIZE as u64;
+                    }
+                    None => return,
+                },
+            }
+        }
+    }
+}
+
+impl<'a> Iterator for Merged<'a> {
+    type Item = (u32, RawRecord<'a>);
+
+    fn next(&mut self) -> Option<(u32, RawRecord<'a>)> {
+        let Reverse((_, i)) = self.heads.pop()?;
+        let rec = self.pending[i].take()?;
+        let tid = self.cursors[i].0;
+        self.advance(i);
+        Some((tid, rec))
+    }
+}
+
+pub(super) fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
+    // Every timed payload starts with its u64 time.
+    match rec.tag {
+        tag::STRING | tag::STACK => None,
+        _ => rec
+            .body
+            .get(0..8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())),
+    }
+}

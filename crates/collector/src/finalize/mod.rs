@@ -1,0 +1,480 @@
+//! Turns the raw logs of a recording (one per process image, plus the collector's
+//! timeline) into the profile's Parquet tables and `meta.json`.
+//!
+//! It streams: each image's per-thread record streams are merged in time order,
+//! and an allocation row is written as soon as its block is freed, so memory grows
+//! with the blocks live at once, not with the length of the run. It reads whatever
+//! was published, so a target that crashed or was killed still gives a profile up
+//! to that point; blocks cut short are counted as losses.
+
+mod image;
+mod replay;
+
+pub(crate) use image::{module_def, stack_def};
+pub(crate) use replay::estimate;
+
+use crate::perf::convert::{convert_into, Streamed};
+use crate::symbols::{self, LoadedModule, Symbolizer};
+use crate::{Error, Result};
+use image::{definitions, read_header, ImageHeader, ImageLog, Merged, TimeWindow};
+use memlens_decoders::perf_data::PerfData;
+use memlens_profile::{
+    self as profile, AccessSample, KernelUsage, Losses, Meta, Process, StacksUnwound, TableWriter,
+    TimelinePoint,
+};
+use memlens_rawlog::{self as raw, tag};
+use replay::{replay, Sinks};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+pub const COLLECTOR_LOG: &str = "collector.mltl";
+
+/// What the launcher knows that the logs do not.
+#[derive(Clone, Debug, Default)]
+pub struct RunInfo {
+    pub command: Vec<String>,
+    pub interval_ms: u64,
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+    pub missed_ticks: u64,
+    /// The cache model's geometry ("size/ways/line" per level), when it ran.
+    pub cache_model: Option<String>,
+}
+
+fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
+    let numa = |i: usize| (t.numa[i] != u64::MAX).then_some(t.numa[i]);
+    TimelinePoint {
+        pid: t.pid as u32,
+        time_ns: t.time.saturating_sub(t0),
+        rss: t.rss,
+        anon: t.anon,
+        file: t.file,
+        shmem: t.shmem,
+        swap: t.swap,
+        heap_live: t.heap_live(),
+        heap_alloc_bytes: t.heap_alloc_bytes,
+        heap_free_bytes: t.heap_free_bytes,
+        heap_allocs: t.heap_allocs,
+        heap_frees: t.heap_frees,
+        bytes_read: t.bytes_read,
+        bytes_written: t.bytes_written,
+        loads: t.loads,
+        stores: t.stores,
+        numa0: numa(0),
+        numa1: numa(1),
+        numa2: numa(2),
+        numa3: numa(3),
+    }
+}
+
+/// What the collector wrote: capacity samples, process exits and the kernel's
+/// usage of each, counter readings.
+#[derive(Default)]
+struct CollectorLog {
+    timeline: Vec<raw::Timeline>,
+    exits: Vec<raw::ProcessExit>,
+    usages: Vec<raw::ProcessUsage>,
+    /// Images the runtime could not enter, with their executables.
+    untracked: Vec<(raw::UntrackedProcess, String)>,
+    /// Counter definitions (with name and method) by index, and readings.
+    counters: HashMap<u32, (raw::CounterDef, String, String)>,
+    readings: Vec<raw::CounterReading>,
+}
+
+fn read_collector_log(path: &Path) -> CollectorLog {
+    let Ok(data) = std::fs::read(path) else {
+        return CollectorLog::default();
+    };
+    let mut log = CollectorLog::default();
+    for rec in raw::Records::new(&data) {
+        match rec.tag {
+            tag::TIMELINE => log.timeline.extend(rec.payload::<raw::Timeline>()),
+            tag::PROCESS_EXIT => log.exits.extend(rec.payload::<raw::ProcessExit>()),
+            tag::PROCESS_USAGE => log.usages.extend(rec.payload::<raw::ProcessUsage>()),
+            tag::UNTRACKED_PROCESS => {
+                if let Some(p) = rec.payload::<raw::UntrackedProcess>() {
+                    let exe = rec.trailing::<raw::UntrackedProcess>();
+                    let exe = String::from_utf8_lossy(exe)
+                        .trim_end_matches('\0')
+                        .to_string();
+                    log.untracked.push((p, exe));
+                }
+            }
+            tag::COUNTER_DEF => {
+                if let Some(def) = rec.payload::<raw::CounterDef>() {
+                    let text =
+                        String::from_utf8_lossy(rec.trailing::<raw::CounterDef>()).into_owned();
+                    let (name, method) = text.split_once('\0').unwrap_or((&text, ""));
+                    let method = method.trim_end_matches('\0').to_string();
+                    log.counters
+                        .insert(def.index, (def, name.to_string(), method));
+                }
+            }
+            tag::COUNTER => log.readings.extend(rec.payload::<raw::CounterReading>()),
+            _ => {}
+        }
+    }
+    log
+}
+
+/// Counter readings as table rows, scaled and compensated for multiplexing.
+fn counter_rows(log: &CollectorLog, t0: u64) -> Vec<profile::CounterReading> {
+    log.readings
+        .iter()
+        .filter_map(|r| {
+            let (def, name, method) = log.counters.get(&r.index)?;
+            let unit = &def.unit[..def.unit.iter().position(|&c| c == 0).unwrap_or(16)];
+            // Counted only part of the time (multiplexed): scale up, as perf stat does.
+            let share = if r.running > 0 && r.running < r.enabled {
+                r.enabled as f64 / r.running as f64
+            } else {
+                1.0
+            };
+            Some(profile::CounterReading {
+                name: name.clone(),
+                unit: String::from_utf8_lossy(unit).into_owned(),
+                scope: if def.machine_wide != 0 {
+                    "machine"
+                } else {
+                    "program"
+                }
+                .into(),
+                method: if share > 1.0 {
+                    format!("{method}; multiplexed, scaled by enabled/running time")
+                } else {
+                    method.clone()
+                },
+                time_ns: r.time.saturating_sub(t0),
+                value: r.value as f64 * share * def.scale,
+                count: r.value,
+                enabled_ns: r.enabled,
+                running_ns: r.running,
+            })
+        })
+        .collect()
+}
+
+/// The signal that ended a process the collector reaped, if one did.
+fn signal_of(exit: Option<&raw::ProcessExit>) -> Option<i32> {
+    exit.filter(|e| e.signaled != 0)
+        .map(|e| e.status.wrapping_sub(128))
+}
+
+fn kernel_usage(u: &raw::ProcessUsage) -> KernelUsage {
+    KernelUsage {
+        user_ns: u.user_ns,
+        system_ns: u.system_ns,
+    }
+}
+
+/// The processes (or images after an exec) the runtime could not enter: known
+/// from the collector alone, they end at their exit or at a later image.
+fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> Vec<Process> {
+    log.untracked
+        .iter()
+        .map(|(u, exe)| {
+            let logged = images.iter().filter(|l| l.pid == u.pid);
+            let before = logged.clone().filter(|l| l.start_ns < u.time).count() as u32;
+            let next = (logged.filter(|l| l.start_ns > u.time).map(|l| l.start_ns))
+                .chain(
+                    (log.untracked.iter())
+                        .filter(|(o, _)| o.pid == u.pid && o.time > u.time)
+                        .map(|(o, _)| o.time),
+                )
+                .min();
+            let exit = log
+                .exits
+                .iter()
+                .find(|e| e.pid as u32 == u.pid)
+                .filter(|_| next.is_none());
+            let usage = log
+                .usages
+                .iter()
+                .find(|x| x.pid as u32 == u.pid)
+                .filter(|_| next.is_none());
+            Process {
+                pid: u.pid,
+                ppid: u.ppid,
+                exec_seq: before,
+                rank: None,
+                exe: exe.clone(),
+                start_ns: u.time.saturating_sub(t0),
+                end_ns: next.or(exit.map(|e| e.time)).map(|t| t.saturating_sub(t0)),
+                exit_code: exit.filter(|e| e.signaled == 0).map(|e| e.status),
+                signal: signal_of(exit),
+                usage: usage.map(kernel_usage),
+                untracked: true,
+                stacks_unwound: Default::default(),
+            }
+        })
+        .collect()
+}
+
+fn raw_logs(raw_dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(raw_dir)
+        .map_err(|e| Error::io(raw_dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "mlraw"))
+        .collect();
+    logs.sort();
+    Ok(logs)
+}
+
+/// Writes the profile tables and meta.json from `dir/raw`. Keeps the raw logs
+/// unless `remove_raw`.
+///
+/// `progress` hears (done, total) bytes of the raw logs as their events replay.
+pub fn finalize(
+    dir: &Path,
+    run: &RunInfo,
+    remove_raw: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Meta> {
+    let raw_dir = dir.join("raw");
+    let mut images = Vec::new();
+    for path in raw_logs(&raw_dir)? {
+        images.extend(read_header(&path)?);
+    }
+    let collector = read_collector_log(&raw_dir.join(COLLECTOR_LOG));
+    let (collector_timeline, exits) = (&collector.timeline, &collector.exits);
+    if images.is_empty() && collector_timeline.is_empty() {
+        return Err(Error::Profile(profile::ProfileError::NotAProfile(
+            dir.to_path_buf(),
+        )));
+    }
+    images.sort_by_key(|l| (l.start_ns, l.pid, l.exec_seq));
+    let t0 = run
+        .start_ns
+        .into_iter()
+        .chain(images.iter().map(|l| l.start_ns))
+        .chain(collector_timeline.iter().map(|t| t.time))
+        .min()
+        .unwrap_or(0);
+
+    let mut sinks = Sinks {
+        allocations: TableWriter::create(dir)?,
+        samples: TableWriter::create(dir)?,
+        model_cost: match (
+            &run.cache_model,
+            profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)),
+        ) {
+            (Some(_), Ok(c)) => std::array::from_fn(|code| c.model_level_ns(code as u8)),
+            _ => [None; 8],
+        },
+    };
+    let mut locations = Vec::new();
+    let mut regions = Vec::new();
+    let mut threads = Vec::new();
+    let mut tags = Vec::new();
+    let mut timeline: Vec<TimelinePoint> = collector_timeline
+        .iter()
+        .map(|t| timeline_point(t, t0))
+        .collect();
+    let mut frames = Vec::new();
+    let (mut listed, mut listed_pcs) = (HashSet::new(), HashSet::new());
+    let mut modules_rows = Vec::new();
+    let mut statics = Vec::new();
+    let mut processes = Vec::new();
+    let mut losses = Losses {
+        missed_ticks: run.missed_ticks,
+        ..Default::default()
+    };
+    let mut symbolizer = Symbolizer::default();
+    let mut last_time = run.end_ns.unwrap_or(0).saturating_sub(t0);
+    // Each process's modules (its last image's), for samples of perf backends.
+    let mut modules_of: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
+
+    let total: u64 = images.iter().map(|l| l.block_bytes).sum();
+    let mut replayed = 0;
+    for (i, log) in images.iter().enumerate() {
+        let image = ImageLog::open(&log.path)?;
+        let (streams, truncated) = image.streams();
+        let window = TimeWindow::of(log);
+        let defs = definitions(&streams, window);
+        let merged = Merged::new(&streams, window);
+        let report = |bytes| progress(replayed + bytes, total);
+        let built = replay(log, &defs, merged, t0, &mut sinks, &report);
+        replayed += log.block_bytes;
+        progress(replayed, total);
+        losses.dropped_events += log.dropped;
+        losses.untracked_allocs += log.untracked;
+        let fault = |bit| u64::from(log.faults & bit != 0);
+        losses.heap_not_hooked += fault(raw::fault::HEAP_NOT_HOOKED);
+        losses.heap_sizes_unknown += fault(raw::fault::HEAP_SIZES_UNKNOWN);
+        losses.log_lost += fault(raw::fault::LOG_LOST);
+        losses.disk_full += fault(raw::fault::DISK_FULL);
+        losses.truncated_blocks += truncated + defs.malformed_blocks;
+        losses.decode_errors += defs.damaged_records;
+        losses.unmatched_frees += built.unmatched_frees;
+        let modules: Vec<LoadedModule> = defs.modules.iter().map(|(_, m)| m.clone()).collect();
+        // An exec keeps the pid: without address randomization its images share
+        // stack ids and code addresses, which are listed once per process.
+        for &id in &built.stack_ids {
+            let Some(addrs) = defs.stacks.get(&id) else {
+                continue;
+            };
+            if listed.insert((log.pid, id)) {
+                frames.extend(symbolizer.stack_rows(log.pid, id, addrs, &modules));
+            }
+        }
+        for &pc in &built.pcs {
+            if listed_pcs.insert((log.pid, pc)) {
+                locations.push(symbolizer.location(log.pid, pc, &modules, true));
+            }
+        }
+        modules_of.insert(log.pid, modules.clone());
+        let mut seen_paths = HashSet::new();
+        for (time, m) in &defs.modules {
+            modules_rows.push(profile::Module {
+                pid: log.pid,
+                path: m.path.clone(),
+                start: m.start,
+                end: m.end,
+                bias: m.bias,
+                load_ns: time.saturating_sub(t0),
+            });
+            // The runtime's own variables are not the program's data.
+            if seen_paths.insert(m.path.clone()) && !m.path.ends_with("libmemlens_runtime.so") {
+                statics.extend(symbols::static_objects(log.pid, m));
+            }
+        }
+        last_time = last_time.max(defs.last_ns.saturating_sub(t0));
+        // An image ends at its exit, at the next exec of the same pid, or when the
+        // collector saw the pid end.
+        let next_exec = images[i + 1..]
+            .iter()
+            .find(|l| l.pid == log.pid && l.exec_seq > log.exec_seq)
+            .map(|l| l.start_ns)
+            .into_iter()
+            .chain(
+                (collector.untracked.iter())
+                    .filter(|(u, _)| u.pid == log.pid && u.time > log.start_ns)
+                    .map(|(u, _)| u.time),
+            )
+            .min()
+            .map(|t| t.saturating_sub(t0));
+        let last_image = next_exec.is_none();
+        let exit = exits
+            .iter()
+            .find(|e| e.pid as u32 == log.pid)
+            .filter(|_| last_image);
+        let usage = collector
+            .usages
+            .iter()
+            .find(|u| u.pid as u32 == log.pid)
+            .filter(|_| last_image);
+        let exe = modules.first().map(|m| m.path.clone()).unwrap_or_default();
+        processes.push(Process {
+            pid: log.pid,
+            ppid: log.ppid,
+            exec_seq: log.exec_seq,
+            rank: (log.rank >= 0).then_some(log.rank as u32),
+            exe,
+            start_ns: log.start_ns.saturating_sub(t0),
+            end_ns: next_exec
+                .or(exit.map(|e| e.time.saturating_sub(t0)))
+                .or(defs.exit_ns.map(|t| t.saturating_sub(t0))),
+            exit_code: match exit {
+                Some(e) => (e.signaled == 0).then_some(e.status),
+                None => defs.exit_status.filter(|_| last_image),
+            },
+            signal: signal_of(exit),
+            usage: usage.map(kernel_usage),
+            untracked: false,
+            stacks_unwound: StacksUnwound {
+                frame_pointers: log.stacks_walked[raw::walked_by::FRAME_POINTERS],
+                cached_rules: log.stacks_walked[raw::walked_by::CACHED_RULES],
+                libgcc: log.stacks_walked[raw::walked_by::LIBGCC],
+            },
+        });
+        regions.extend(built.regions);
+        threads.extend(built.threads);
+        tags.extend(built.tags);
+        timeline.extend(built.timeline);
+    }
+    processes.extend(untracked_processes(&collector, &images, t0));
+    losses.untracked_processes += collector.untracked.len() as u64;
+    let perf = perf_samples(&raw_dir, t0, &mut sinks.samples);
+    if let Some(perf) = &perf {
+        let mut code: Vec<&(u32, u64)> = perf.code.iter().collect();
+        code.sort_unstable();
+        for &(pid, pc) in code {
+            let modules = modules_of.get(&pid).map_or(&[][..], Vec::as_slice);
+            // A PMU's or the kernel's sample names the instruction itself.
+            locations.push(symbolizer.location(pid, pc, modules, false));
+        }
+        // A damaged record that ended the stream is already among them.
+        losses.add(&perf.converted.summary.losses);
+        last_time = last_time.max(perf.last_ns);
+    }
+    sinks.allocations.finish()?;
+    sinks.samples.finish()?;
+    timeline.sort_by_key(|p| (p.pid, p.time_ns));
+    last_time = last_time.max(timeline.last().map_or(0, |p| p.time_ns));
+
+    let settings = images.first().map(|l| l.settings).unwrap_or_default();
+    let meta = Meta {
+        format_version: profile::FORMAT_VERSION,
+        memlens_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: run.command.clone(),
+        host: crate::sysinfo::hostname(),
+        cpu: crate::sysinfo::cpu_model(),
+        kernel: crate::sysinfo::kernel(),
+        backend: {
+            let mut b = vec![profile::Backend::Preload, profile::Backend::Procfs];
+            match &perf {
+                Some(perf) => b.extend(perf.converted.backends()),
+                None if images.iter().any(|l| l.instrumented) => b.push(profile::Backend::Sancov),
+                None => {}
+            }
+            b.iter().map(|b| b.name().to_string()).collect()
+        },
+        settings: profile::Settings {
+            interval_ms: run.interval_ms,
+            min_size: settings.min_size,
+            sample_rate: settings.sample_rate,
+            unwinder: raw::unwinder::NAMES
+                .get(settings.unwinder as usize)
+                .unwrap_or(&"frame-pointers")
+                .to_string(),
+            max_frames: settings.max_frames,
+            cache_model: run.cache_model.clone().unwrap_or_default(),
+            access_period: perf.as_ref().map_or(settings.access_period, |p| p.period),
+            sample_loads: settings.access_filter & raw::access_filter::LOADS != 0,
+            sample_stores: settings.access_filter & raw::access_filter::STORES != 0,
+            sample_lines: perf.is_none() && settings.access_filter & raw::access_filter::LINES != 0,
+        },
+        clock: profile::Clock {
+            source: "CLOCK_MONOTONIC".into(),
+            start_ns: t0,
+            duration_ns: last_time,
+        },
+        processes,
+        losses,
+    };
+    profile::write_table(dir, &frames)?;
+    profile::write_table(dir, &locations)?;
+    profile::write_table(dir, &regions)?;
+    profile::write_table(dir, &threads)?;
+    profile::write_table(dir, &tags)?;
+    profile::write_table(dir, &timeline)?;
+    profile::write_table(dir, &modules_rows)?;
+    profile::write_table(dir, &statics)?;
+    profile::write_table(dir, &counter_rows(&collector, t0))?;
+    // meta.json last: its presence marks a complete profile.
+    meta.write(dir)?;
+    if remove_raw {
+        std::fs::remove_dir_all(&raw_dir).map_err(|e| Error::io(&raw_dir, e))?;
+    }
+    Ok(meta)
+}
+
+/// The perf backend's `raw/perf.data` (if the run had one), streamed into the
+/// samples table.
+fn perf_samples(raw_dir: &Path, t0: u64, sink: &mut TableWriter<AccessSample>) -> Option<Streamed> {
+    let file = std::fs::File::open(raw_dir.join(crate::record::PERF_DATA)).ok()?;
+    // SAFETY: read-only map of a file nothing writes any more.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let perf = PerfData::parse(&map).ok()?;
+    Some(convert_into(&perf, t0, |row| sink.push(row)))
+}

@@ -1,0 +1,436 @@
+//! Replays one image's records in time order into profile rows: a handler per
+//! record kind updates the state of the image (live blocks and mappings, open
+//! regions, stacks and tags, threads' times and totals). Allocation rows and
+//! samples go to the sinks as soon as they are complete, so memory holds only
+//! what is live; the small tables are returned whole.
+
+use super::image::{Definitions, ImageHeader, Merged};
+use super::timeline_point;
+use crate::mappings::Mappings;
+
+use memlens_profile::{
+    AccessSample, Allocation, Region, TableWriter, TagRange, ThreadRow, TimelinePoint,
+};
+use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, RawRecord};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Rows of one image that are kept whole (small tables), and counts.
+#[derive(Default)]
+pub(super) struct Built {
+    pub regions: Vec<Region>,
+    pub threads: Vec<ThreadRow>,
+    pub tags: Vec<TagRange>,
+    pub timeline: Vec<TimelinePoint>,
+    pub stack_ids: BTreeSet<u64>,
+    /// Code addresses of the samples.
+    pub pcs: BTreeSet<u64>,
+    pub unmatched_frees: u64,
+}
+
+/// Whether a block was sampled, and the blocks and bytes it stands for.
+pub(crate) fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
+    let sampled = flags & alloc_flags::SAMPLED != 0
+        && flags & (alloc_flags::EXACT | alloc_flags::GROUPED) == 0;
+    if !sampled || rate <= 1 {
+        return (false, 1.0, size as f64);
+    }
+    // Poisson byte sampling: a block of s bytes is picked with p = 1 - exp(-s/R).
+    let p = -(-(size.max(1) as f64) / rate as f64).exp_m1();
+    (true, 1.0 / p, size as f64 / p)
+}
+
+/// Where one image's streamed rows go.
+pub(super) struct Sinks {
+    pub allocations: TableWriter<Allocation>,
+    pub samples: TableWriter<AccessSample>,
+    /// Calibrated ns of each modelled level code (cache model runs only).
+    pub model_cost: [Option<f64>; 8],
+}
+
+/// Replays one image's events in time order: allocation rows and samples go to
+/// the sinks as soon as they are complete; the small tables are returned.
+pub(super) fn replay(
+    log: &ImageHeader,
+    defs: &Definitions,
+    mut merged: Merged<'_>,
+    t0: u64,
+    sinks: &mut Sinks,
+    progress: &dyn Fn(u64),
+) -> Built {
+    let mut image = Replay {
+        log,
+        defs,
+        t0,
+        sinks,
+        built: Built::default(),
+        live_heap: FxHashMap::default(),
+        maps: Mappings::default(),
+        open_regions: HashMap::new(),
+        region_start: HashMap::new(),
+        open_stacks: FxHashMap::default(),
+        thread_times: BTreeMap::new(),
+        final_totals: BTreeMap::new(),
+    };
+    let mut records = 0u64;
+    while let Some((tid, rec)) = merged.next() {
+        records += 1;
+        if records.is_multiple_of(1 << 16) {
+            progress(merged.blocks_started);
+        }
+        image.record(tid, &rec);
+    }
+    image.finish()
+}
+
+struct Replay<'a> {
+    log: &'a ImageHeader,
+    defs: &'a Definitions,
+    t0: u64,
+    sinks: &'a mut Sinks,
+    built: Built,
+    /// Hashed with Fx: millions of blocks pass through when every block is
+    /// recorded, and the row order of still-live blocks stays the same run to run.
+    live_heap: FxHashMap<u64, Allocation>,
+    maps: Mappings,
+    /// Per thread, the indices of its open regions, innermost last.
+    open_regions: HashMap<u32, Vec<usize>>,
+    /// A region's thread's exact counts when it began.
+    region_start: HashMap<usize, [u64; raw::COUNTS]>,
+    open_stacks: FxHashMap<u32, Allocation>,
+    /// Per thread: (start, end) and its totals (final, or as last published).
+    thread_times: BTreeMap<u32, (Option<u64>, Option<u64>)>,
+    final_totals: BTreeMap<u32, (raw::ThreadTotals, bool)>,
+}
+
+impl Replay<'_> {
+    fn rel(&self, t: u64) -> u64 {
+        t.saturating_sub(self.t0)
+    }
+
+    fn name(&self, id: u64) -> String {
+        self.defs
+            .strings
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("#{id:x}"))
+    }
+
+    /// A finished allocation row, to the sink.
+    fn emit(built: &mut Built, out: &mut TableWriter<Allocation>, row: Allocation) {
+        if row.stack_id != 0 {
+            built.stack_ids.insert(row.stack_id);
+        }
+        out.push(row);
+    }
+
+    /// One record, by its kind; a payload too short for its kind is skipped.
+    fn record(&mut self, tid: u32, rec: &RawRecord<'_>) -> Option<()> {
+        match rec.tag {
+            tag::ALLOC => self.alloc(tid, &rec.payload()?),
+            tag::FREE => self.free(&rec.payload()?),
+            tag::MMAP => self.mmap(tid, &rec.payload()?),
+            tag::MREMAP => self.mremap(tid, &rec.payload()?),
+            tag::MUNMAP => self.munmap(&rec.payload()?),
+            tag::REGION_BEGIN => self.region_begin(tid, &rec.payload()?),
+            tag::REGION_END => self.region_end(tid, &rec.payload()?),
+            tag::SAMPLE => self.sample(tid, &rec.payload()?),
+            tag::TAG => self.tag(tid, &rec.payload()?),
+            tag::UNTAG => self.untag(&rec.payload()?),
+            tag::THREAD_START => self.thread_start(tid, &rec.payload()?),
+            tag::THREAD_TOTALS => self.thread_totals(rec.payload()?),
+            tag::THREAD_EXIT => self.thread_exit(tid, &rec.payload()?),
+            tag::TIMELINE => self.timeline(&rec.payload()?),
+            _ => {}
+        }
+        Some(())
+    }
+
+    fn alloc(&mut self, tid: u32, a: &raw::Alloc) {
+        let (sampled, est_count, est_bytes) =
+            estimate(a.size, a.flags, self.log.settings.sample_rate);
+        let row = Allocation {
+            pid: self.log.pid,
+            tid,
+            kind: alloc_kind::NAMES
+                .get(a.kind as usize)
+                .unwrap_or(&"malloc")
+                .to_string(),
+            address: a.ptr,
+            size: a.size,
+            usable_size: a.usable,
+            alloc_ns: self.rel(a.time),
+            free_ns: None,
+            stack_id: a.stack,
+            sampled,
+            est_count,
+            est_bytes,
+            group: (a.group != 0).then(|| self.name(a.group)),
+            prot: None,
+            map_flags: None,
+            fd: None,
+        };
+        if let Some(mut old) = self.live_heap.insert(a.ptr, row) {
+            // Its free was not seen (the block was freed before the hook
+            // could record it): it ended when its address was reused.
+            old.free_ns = Some(self.rel(a.time));
+            Self::emit(&mut self.built, &mut self.sinks.allocations, old);
+        }
+    }
+
+    fn free(&mut self, f: &raw::Free) {
+        match self.live_heap.remove(&f.ptr) {
+            Some(mut row) => {
+                row.free_ns = Some(self.rel(f.time));
+                Self::emit(&mut self.built, &mut self.sinks.allocations, row);
+            }
+            None => self.built.unmatched_frees += 1,
+        }
+    }
+
+    fn mmap(&mut self, tid: u32, m: &raw::Mmap) {
+        let origin = Allocation {
+            stack_id: m.stack,
+            prot: Some(m.prot),
+            map_flags: Some(m.flags),
+            fd: Some(m.fd),
+            ..Default::default()
+        };
+        self.map(tid, m.time, m.addr, m.len, origin);
+    }
+
+    fn mremap(&mut self, tid: u32, m: &raw::Mremap) {
+        // The new mapping carries the old one's origin.
+        let at = self.rel(m.time);
+        let (built, out) = (&mut self.built, &mut self.sinks.allocations);
+        let origin = self
+            .maps
+            .moved(m.old_addr, m.old_len, at, &mut |r| {
+                Self::emit(built, out, r)
+            })
+            .unwrap_or_default();
+        self.map(tid, m.time, m.new_addr, m.new_len, origin);
+    }
+
+    /// A new mapping; MAP_FIXED replaces whatever was mapped there.
+    fn map(&mut self, tid: u32, time: u64, addr: u64, len: u64, origin: Allocation) {
+        let at = self.rel(time);
+        let row = Allocation {
+            pid: self.log.pid,
+            tid,
+            kind: "mmap".into(),
+            address: addr,
+            size: len,
+            alloc_ns: at,
+            free_ns: None,
+            sampled: false,
+            est_count: 1.0,
+            est_bytes: len as f64,
+            ..origin
+        };
+        let (built, out) = (&mut self.built, &mut self.sinks.allocations);
+        self.maps.map(row, at, &mut |r| Self::emit(built, out, r));
+    }
+
+    fn munmap(&mut self, m: &raw::Munmap) {
+        let at = self.rel(m.time);
+        let (built, out) = (&mut self.built, &mut self.sinks.allocations);
+        self.maps
+            .unmap(m.addr, m.len, at, &mut |r| Self::emit(built, out, r));
+    }
+
+    fn region_begin(&mut self, tid: u32, n: &raw::RegionMark) {
+        let index = self.built.regions.len();
+        let open = self.open_regions.entry(tid).or_default();
+        open.push(index);
+        let depth = (open.len() - 1) as u32;
+        self.region_start.insert(index, n.counts);
+        let region = Region {
+            pid: self.log.pid,
+            tid,
+            name: self.name(n.name),
+            begin_ns: self.rel(n.time),
+            end_ns: None,
+            depth,
+            ..Default::default()
+        };
+        self.built.regions.push(region);
+    }
+
+    /// Ends the innermost open region of that name on the thread.
+    fn region_end(&mut self, tid: u32, n: &raw::RegionMark) {
+        let wanted = self.name(n.name);
+        let at = self.rel(n.time);
+        let open = self.open_regions.entry(tid).or_default();
+        let Some(pos) = open
+            .iter()
+            .rposition(|&r| self.built.regions[r].name == wanted)
+        else {
+            return;
+        };
+        let r = open.remove(pos);
+        let region = &mut self.built.regions[r];
+        region.end_ns = Some(at);
+        if let (true, Some(begin)) = (self.log.instrumented, self.region_start.remove(&r)) {
+            // The thread's exact counts at both ends: their difference is exact.
+            let diff: [u64; raw::COUNTS] =
+                std::array::from_fn(|i| n.counts[i].saturating_sub(begin[i]));
+            let (read, written, loads, stores) = raw::AccessCounters::traffic(&diff);
+            region.bytes_read = Some(read);
+            region.bytes_written = Some(written);
+            region.loads = Some(loads);
+            region.stores = Some(stores);
+        }
+    }
+
+    fn sample(&mut self, tid: u32, x: &raw::Sample) {
+        let class = x.class as usize % raw::ACCESS_CLASSES;
+        self.built.pcs.insert(x.pc);
+        let row = AccessSample {
+            pid: self.log.pid,
+            tid,
+            time_ns: self.rel(x.time),
+            cpu: x.cpu,
+            pc: x.pc,
+            address: x.addr,
+            size: raw::class_size(class) as u32,
+            is_store: raw::class_is_store(class),
+            level: x.level,
+            model_cost_ns: self
+                .sinks
+                .model_cost
+                .get(x.level as usize)
+                .copied()
+                .flatten(),
+            ..AccessSample::default()
+        };
+        self.sinks.samples.push(row);
+    }
+
+    fn tag(&mut self, tid: u32, t: &raw::Tag) {
+        let row = TagRange {
+            pid: self.log.pid,
+            tid,
+            name: self.name(t.name),
+            address: t.start,
+            size: t.len,
+            begin_ns: self.rel(t.time),
+            end_ns: None,
+        };
+        self.built.tags.push(row);
+    }
+
+    fn untag(&mut self, u: &raw::Untag) {
+        let at = self.rel(u.time);
+        if let Some(t) = self
+            .built
+            .tags
+            .iter_mut()
+            .rev()
+            .find(|t| t.address == u.start && t.end_ns.is_none())
+        {
+            t.end_ns = Some(at);
+        }
+    }
+
+    /// A thread's start; its stack becomes an object until it exits.
+    fn thread_start(&mut self, tid: u32, t: &raw::ThreadEvent) {
+        let at = self.rel(t.time);
+        self.thread_times.entry(tid).or_default().0 = Some(at);
+        if t.stack_hi > t.stack_lo {
+            let size = t.stack_hi - t.stack_lo;
+            let row = Allocation {
+                pid: self.log.pid,
+                tid,
+                kind: "stack".into(),
+                address: t.stack_lo,
+                size,
+                usable_size: size,
+                alloc_ns: at,
+                est_count: 1.0,
+                est_bytes: size as f64,
+                ..Default::default()
+            };
+            if let Some(old) = self.open_stacks.insert(t.tid as u32, row) {
+                Self::emit(&mut self.built, &mut self.sinks.allocations, old);
+            }
+        }
+    }
+
+    fn thread_totals(&mut self, t: raw::ThreadTotals) {
+        self.final_totals.insert(t.tid as u32, (t, true));
+    }
+
+    fn thread_exit(&mut self, tid: u32, t: &raw::ThreadEvent) {
+        let at = self.rel(t.time);
+        self.thread_times.entry(tid).or_default().1 = Some(at);
+        if let Some(mut row) = self.open_stacks.remove(&(t.tid as u32)) {
+            row.free_ns = Some(at);
+            Self::emit(&mut self.built, &mut self.sinks.allocations, row);
+        }
+    }
+
+    fn timeline(&mut self, t: &raw::Timeline) {
+        self.built.timeline.push(timeline_point(t, self.t0));
+    }
+
+    /// The threads' rows, and whatever is still live: it was live when the
+    /// process ended.
+    fn finish(mut self) -> Built {
+        let log = self.log;
+        for t in &log.live_threads {
+            self.final_totals.entry(t.tid as u32).or_insert((*t, false));
+        }
+        for (&tid, (t, done)) in &self.final_totals {
+            let (start_ns, end_ns) = self.thread_times.get(&tid).copied().unwrap_or_default();
+            let (read, written, loads, stores) = raw::AccessCounters::traffic(&t.access);
+            let instrumented = log.instrumented;
+            let own = t.own_alloc_counters != 0;
+            self.built.threads.push(ThreadRow {
+                pid: log.pid,
+                tid,
+                start_ns,
+                end_ns: end_ns.or((*done && t.time > 0).then(|| self.rel(t.time))),
+                loads: instrumented.then_some(loads),
+                stores: instrumented.then_some(stores),
+                bytes_read: instrumented.then_some(read),
+                bytes_written: instrumented.then_some(written),
+                allocs: own.then_some(t.allocs),
+                alloc_bytes: own.then_some(t.alloc_bytes),
+                frees: own.then_some(t.frees),
+                free_bytes: own.then_some(t.free_bytes),
+                final_counts: *done,
+            });
+        }
+        let still_live = self
+            .live_heap
+            .into_values()
+            .chain(self.maps.into_rows())
+            .chain(self.open_stacks.into_values());
+        for row in still_live {
+            Self::emit(&mut self.built, &mut self.sinks.allocations, row);
+        }
+        self.built
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampled_blocks_are_scaled_by_their_selection_probability() {
+        let (sampled, count, bytes) = estimate(512, alloc_flags::SAMPLED, 512 * 1024);
+        assert!(sampled);
+        // p = 1 - exp(-1/1024): about 1024.5 blocks of 512 bytes.
+        assert!((count - 1024.5).abs() < 0.1, "{count}");
+        assert!((bytes - 512.0 * count).abs() < 1e-6);
+        assert_eq!(
+            estimate(512, alloc_flags::EXACT | alloc_flags::SAMPLED, 1024),
+            (false, 1.0, 512.0)
+        );
+        assert_eq!(
+            estimate(512, alloc_flags::GROUPED | alloc_flags::SAMPLED, 1024),
+            (false, 1.0, 512.0)
+        );
+    }
+}
