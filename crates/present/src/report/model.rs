@@ -121,6 +121,9 @@ pub struct Table {
     pub empty: Option<String>,
     /// A line under the table (totals of what it leaves out).
     pub footer: Option<String>,
+    /// The column rows' details are written under (default: the first label
+    /// column).
+    pub details_under: Option<usize>,
 }
 
 impl Table {
@@ -133,6 +136,7 @@ impl Table {
             rows: Vec::new(),
             empty: None,
             footer: None,
+            details_under: None,
         }
     }
 
@@ -161,6 +165,11 @@ impl Table {
 
     pub fn footer(mut self, footer: impl Into<String>) -> Table {
         self.footer = Some(footer.into());
+        self
+    }
+
+    pub fn details_under(mut self, column: usize) -> Table {
+        self.details_under = Some(column);
         self
     }
 

@@ -80,7 +80,9 @@ fn table(out: &mut String, t: &Table) {
     }
     // A row's details go under its first label, indented: under the object
     // of a row of figures, under the name of a row that starts with one.
-    let label = t.columns.iter().position(|c| c.align == Align::Left);
+    let label = t
+        .details_under
+        .or_else(|| t.columns.iter().position(|c| c.align == Align::Left));
     let indent = match label {
         Some(i) if i > 0 => 4 + widths[..i].iter().map(|w| w + 2).sum::<usize>(),
         _ => 6,

@@ -69,7 +69,8 @@ pub fn section(r: &Report) -> Option<Section> {
         Column::text("object").at_most(60),
     ])
     .titled("Top use -> reuse pairs")
-    .note("distance in lines");
+    .note("distance in lines")
+    .details_under(4);
     for pair in &reuse.pairs {
         let h = &pair.histogram;
         let row: Row = vec![
