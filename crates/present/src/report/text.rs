@@ -26,14 +26,16 @@ fn section(out: &mut String, s: &Section) {
 }
 
 fn table(out: &mut String, t: &Table) {
+    // A table with no rows and nothing to say about it is left out whole.
+    if t.rows.is_empty() && t.empty.is_none() {
+        return;
+    }
     if let Some(title) = &t.title {
         let note = t.note.as_ref().map_or(String::new(), |n| format!(" ({n})"));
         let _ = writeln!(out, "\n  {}{note}", title.to_uppercase());
     }
-    if t.rows.is_empty() {
-        if let Some(empty) = &t.empty {
-            let _ = writeln!(out, "  {empty}");
-        }
+    if let (true, Some(empty)) = (t.rows.is_empty(), &t.empty) {
+        let _ = writeln!(out, "  {empty}");
         return;
     }
     let cells: Vec<Vec<String>> = t

@@ -134,7 +134,8 @@ fn regions(a: &AccessReport) -> Table {
         Column::text("objects touched (samples)").at_most(100),
     ])
     .titled("Regions")
-    .note("bytes exact; bandwidth = bytes / time in region");
+    .note("bytes exact; bandwidth = bytes / time in region")
+    .or_else(super::regions::NO_REGIONS);
     for r in &a.regions {
         let objects: Vec<String> = r
             .objects

@@ -4,6 +4,10 @@ use crate::format::{human_bytes, seconds};
 use crate::report::model::{Column, Section, Table};
 use crate::report::Report;
 
+/// Said where a table of regions would be.
+pub(super) const NO_REGIONS: &str =
+    "no annotated regions (see memlens_region_begin in include/memlens.h)";
+
 pub fn section(r: &Report) -> Option<Section> {
     let mut t = Table::new(vec![
         Column::text("region").at_most(40),
@@ -14,7 +18,7 @@ pub fn section(r: &Report) -> Option<Section> {
         Column::number("heap peak"),
         Column::number("heap growth"),
     ])
-    .or_else("no annotated regions (see memlens_region_begin in include/memlens.h)");
+    .or_else(NO_REGIONS);
     for g in &r.regions {
         t.push(vec![
             g.name.clone(),
