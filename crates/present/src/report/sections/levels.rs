@@ -80,7 +80,7 @@ fn shares(t: &LevelTables, what: &str, rows: &[LevelRowShares]) -> Table {
     let mut columns = vec![Column::text(what).at_most(60), Column::number("loads")];
     columns.extend(t.levels.iter().map(Column::number));
     columns.push(Column::number(unit));
-    let mut table = Table::new(columns);
+    let mut table = Table::new(columns).titled(format!("By {what}"));
     for r in rows {
         let mut cells = vec![r.name.clone(), r.load_samples.to_string()];
         cells.extend(r.percent.iter().map(|pct| format!("{pct:.1}%")));
