@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use memlens_analysis::Profile;
 use memlens_collector::perf::backends::Kind;
-use memlens_collector::Backend;
+use memlens_collector::SamplerChoice;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -565,12 +565,12 @@ fn record(args: RecordArgs) -> Result<i32> {
         no_stores: args.no_stores,
         keep_raw: args.keep_raw,
         backend: match args.backend {
-            BackendArg::Auto => Backend::Auto,
-            BackendArg::Software => Backend::Software,
-            BackendArg::Pebs => Backend::Perf(Kind::Pebs),
-            BackendArg::Ibs => Backend::Perf(Kind::Ibs),
-            BackendArg::Spe => Backend::Perf(Kind::Spe),
-            BackendArg::PageFaults => Backend::Perf(Kind::PageFaults),
+            BackendArg::Auto => SamplerChoice::Auto,
+            BackendArg::Software => SamplerChoice::Software,
+            BackendArg::Pebs => SamplerChoice::Perf(Kind::Pebs),
+            BackendArg::Ibs => SamplerChoice::Perf(Kind::Ibs),
+            BackendArg::Spe => SamplerChoice::Perf(Kind::Spe),
+            BackendArg::PageFaults => SamplerChoice::Perf(Kind::PageFaults),
         },
         min_latency: args.min_latency,
         aux_kib: args.aux_size,

@@ -7,8 +7,8 @@
 //! (so a bounded run can tell it reached the deeper code).
 
 use memlens_analysis::Profile;
-use memlens_collector::perf::convert::{convert, first_time};
 use memlens_collector::{finalize, RunInfo};
+use memlens_convert::perf::{convert, first_time};
 use memlens_decoders::datasrc::{DataSource, PerfText};
 use memlens_decoders::ibs::IbsOp;
 use memlens_decoders::perf_data::{Item, PerfData};

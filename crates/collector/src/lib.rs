@@ -7,12 +7,11 @@ mod live;
 mod mappings;
 pub mod perf;
 mod record;
-pub mod symbols;
 pub mod sysinfo;
 mod tail;
 
 pub use finalize::{finalize, RunInfo};
-pub use record::{record, Backend, RecordConfig, RecordOutcome, TargetExit};
+pub use record::{record, RecordConfig, RecordOutcome, SamplerChoice, TargetExit};
 
 use std::path::{Path, PathBuf};
 

@@ -8,8 +8,8 @@
 
 use crate::finalize::{estimate, module_def, stack_def};
 use crate::mappings::Mappings;
-use crate::symbols::{LoadedModule, Symbolizer};
 use crate::tail::LogTail;
+use memlens_convert::symbols::{LoadedModule, Symbolizer};
 use memlens_profile::{code_label, human_bytes, site_frame, Allocation};
 use memlens_rawlog::{self as raw, tag, RawRecord};
 use std::collections::hash_map::{Entry, HashMap};

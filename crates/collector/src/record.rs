@@ -31,7 +31,7 @@ pub struct RecordConfig {
     pub no_loads: bool,
     pub no_stores: bool,
     pub keep_raw: bool,
-    pub backend: Backend,
+    pub backend: SamplerChoice,
     /// PEBS load-latency threshold / SPE minimum latency (cycles); 0 for the default.
     pub min_latency: u64,
     /// SPE AUX area per CPU (KiB) and its wake-up watermark (bytes); 0: defaults.
@@ -49,7 +49,7 @@ pub struct RecordConfig {
 
 /// Where access samples come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
+pub enum SamplerChoice {
     /// The instrumented build's own samples if the program is instrumented,
     /// else the best hardware sampler this machine has, else none.
     Auto,
@@ -242,7 +242,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         cmd.env(env::name(env::PERIOD), v.to_string());
     }
     if cfg.sample_lines {
-        if let Backend::Perf(kind) = cfg.backend {
+        if let SamplerChoice::Perf(kind) = cfg.backend {
             return Err(Error::Usage(format!(
                 "line sampling (--reuse) follows the instrumented build's accesses, not {kind:?} samples: drop --backend or use --backend software"
             )));
@@ -418,8 +418,8 @@ fn choose_backend(cfg: &RecordConfig, program: &Path) -> Result<Option<Plan>> {
         aux_watermark: cfg.aux_watermark,
     };
     match cfg.backend {
-        Backend::Software => Ok(None),
-        Backend::Perf(kind) => backends::plan(kind, &options).map(Some).map_err(|u| {
+        SamplerChoice::Software => Ok(None),
+        SamplerChoice::Perf(kind) => backends::plan(kind, &options).map(Some).map_err(|u| {
             Error::Usage(format!(
                 "the {} backend cannot run here: {}; {} (see `memlens doctor`)",
                 kind.name(),
@@ -427,8 +427,8 @@ fn choose_backend(cfg: &RecordConfig, program: &Path) -> Result<Option<Plan>> {
                 u.fix
             ))
         }),
-        Backend::Auto if crate::symbols::is_instrumented(program) => Ok(None),
-        Backend::Auto => Ok(Kind::HARDWARE
+        SamplerChoice::Auto if memlens_convert::symbols::is_instrumented(program) => Ok(None),
+        SamplerChoice::Auto => Ok(Kind::HARDWARE
             .into_iter()
             .find_map(|k| backends::plan(k, &options).ok())),
     }

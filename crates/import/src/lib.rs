@@ -10,9 +10,9 @@ mod csv;
 
 pub use csv::export_csv;
 
-pub use memlens_collector::perf::convert::Summary as ImportSummary;
-use memlens_collector::perf::convert::{convert_into, first_time, Streamed, Summary};
-use memlens_collector::symbols::{LoadedModule, Symbolizer};
+pub use memlens_convert::perf::Summary as ImportSummary;
+use memlens_convert::perf::{convert_into, first_time, Streamed, Summary};
+use memlens_convert::symbols::{LoadedModule, Symbolizer};
 use memlens_decoders::perf_data::{feature, PerfData};
 use memlens_profile::{
     self as profile, AccessSample, Backend, CodeLocation, Meta, Module, Process,
@@ -178,7 +178,7 @@ fn write(
                 .get(&pid)
                 .and_then(|v| v.iter().rev().find(|m| pc >= m.start && pc < m.end))
             {
-                loc.module = memlens_collector::symbols::short_name(&m.path);
+                loc.module = memlens_convert::symbols::short_name(&m.path);
                 loc.function = format!("{}+{:#x}", loc.module, pc.wrapping_sub(m.bias));
             }
         }

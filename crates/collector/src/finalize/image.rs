@@ -2,8 +2,8 @@
 //! (the blocks each thread published), the definitions they hold (call
 //! stacks, strings, modules), and the streams merged in time order.
 
-use crate::symbols::LoadedModule;
 use crate::{Error, Result};
+use memlens_convert::symbols::LoadedModule;
 use memlens_rawlog::{self as raw, tag, FileHeader, RawRecord, Records};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};

@@ -13,10 +13,10 @@ mod replay;
 pub(crate) use image::{module_def, stack_def};
 pub(crate) use replay::estimate;
 
-use crate::perf::convert::{convert_into, Streamed};
-use crate::symbols::{self, LoadedModule, Symbolizer};
 use crate::{Error, Result};
 use image::{definitions, read_header, ImageHeader, ImageLog, Merged, TimeWindow};
+use memlens_convert::perf::{convert_into, Streamed};
+use memlens_convert::symbols::{self, LoadedModule, Symbolizer};
 use memlens_decoders::perf_data::PerfData;
 use memlens_profile::{
     self as profile, AccessSample, KernelUsage, Losses, Meta, Process, StacksUnwound, TableWriter,

@@ -9,11 +9,10 @@
 //! own decoders anyway.
 
 pub mod backends;
-pub mod convert;
 pub mod counters;
 pub mod pmu;
 
-use convert::{TimeConv, AUXTRACE_ARM_SPE};
+use memlens_convert::perf::{TimeConv, AUXTRACE_ARM_SPE};
 use memlens_decoders::perf_data::{user, EventAttr};
 use memlens_decoders::record;
 use std::io::Write;
@@ -377,7 +376,7 @@ impl PipeWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::convert::convert;
+    use memlens_convert::perf::convert;
     use memlens_decoders::perf_data::PerfData;
     use memlens_decoders::sample::bits;
 
