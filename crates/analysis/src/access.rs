@@ -630,3 +630,61 @@ pub fn attribute(
         visit(i, hit, open.get(&(s.pid, s.tid)).unwrap_or(&no_regions));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Profile;
+    use memlens_profile::{Allocation, Backend, SampleCore};
+
+    /// A 4 KiB heap block at 0x10000 live from 1 us to 1 ms, and 30 samples
+    /// (1 per 100 accesses): 20 in the block (every fourth a store), 10 at an
+    /// address nothing covers.
+    #[test]
+    fn samples_land_in_the_object_live_at_their_address_and_time() {
+        let mut p = Profile::default();
+        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.settings.access_period = 100;
+        p.allocations = vec![Allocation {
+            pid: 1,
+            kind: "malloc".into(),
+            address: 0x10000,
+            size: 4096,
+            usable_size: 4096,
+            alloc_ns: 1_000,
+            free_ns: Some(1_000_000),
+            est_count: 1.0,
+            est_bytes: 4096.0,
+            ..Default::default()
+        }];
+        p.samples = (0..30u64)
+            .map(|i| SampleCore {
+                pid: 1,
+                tid: 1,
+                time_ns: 2_000 + 1_000 * i,
+                address: if i < 20 { 0x10000 + 8 * i } else { 0x90000 },
+                size: 8,
+                is_store: i < 20 && i % 4 == 0,
+                ..Default::default()
+            })
+            .collect();
+        let objects = crate::data_objects(&p);
+        let report = super::access_report(&p, &objects, 10);
+        assert!(report.available);
+        assert_eq!((report.samples, report.unattributed), (30, 10));
+        let block = report
+            .objects
+            .iter()
+            .find(|o| o.kind == Some(crate::ObjectKind::Heap))
+            .expect("the block's accesses");
+        assert_eq!(
+            (block.samples, block.store_samples, block.load_samples),
+            (20, 5, 15)
+        );
+        assert_eq!(block.est_accesses, 20.0 * 100.0);
+        // After the block is freed its address belongs to nothing.
+        p.samples[0].time_ns = 2_000_000;
+        p.samples.sort_by_key(|s| s.time_ns);
+        let report = super::access_report(&p, &crate::data_objects(&p), 10);
+        assert_eq!(report.unattributed, 11);
+    }
+}

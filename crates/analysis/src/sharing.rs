@@ -195,6 +195,68 @@ fn ranges(mask: u64) -> Vec<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
+    use crate::Profile;
+    use memlens_profile::{Backend, SampleCore, StaticObject};
+
+    /// Two threads of pid 1 take turns on the 64-byte static `counters` at
+    /// 0x1000: the first stores to bytes 0..8, the second to `second_at`..+8,
+    /// 50 times each, one sample per 100 accesses.
+    fn two_threads_on_one_line(second_at: u64) -> Profile {
+        let mut p = Profile::default();
+        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.settings.access_period = 100;
+        p.statics = vec![StaticObject {
+            pid: 1,
+            module: "/bin/app".into(),
+            name: "counters".into(),
+            address: 0x1000,
+            size: 64,
+        }];
+        p.samples = (0..100u64)
+            .map(|i| SampleCore {
+                pid: 1,
+                tid: 10 + (i % 2) as u32,
+                time_ns: 1_000 * (i + 1),
+                pc: 0x400_000 + i % 2,
+                address: 0x1000 + if i % 2 == 0 { 0 } else { second_at },
+                size: 8,
+                is_store: true,
+                ..Default::default()
+            })
+            .collect();
+        p
+    }
+
+    #[test]
+    fn adjacent_fields_are_false_sharing_and_one_field_true_sharing() {
+        let p = two_threads_on_one_line(8);
+        let objects = crate::data_objects(&p);
+        let lines = super::shared_lines(&p, &objects, 10);
+        assert_eq!(lines.len(), 1);
+        let line = &lines[0];
+        assert_eq!((line.pid, line.address), (1, 0x1000));
+        assert_eq!(line.kind, "false sharing");
+        assert!(line.object.starts_with("counters"), "{}", line.object);
+        assert_eq!(line.offset_in_object, Some(0));
+        assert_eq!((line.samples, line.store_samples), (100, 100));
+        assert_eq!(line.est_accesses, 100.0 * 100.0);
+        // Every sample changes hands: 99 ownership changes.
+        assert_eq!(line.thread_switches, 99);
+        let written: Vec<_> = line
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.written.clone()))
+            .collect();
+        assert_eq!(written, [(10, vec![(0, 8)]), (11, vec![(8, 16)])]);
+
+        let same_field = two_threads_on_one_line(0);
+        let lines = super::shared_lines(&same_field, &crate::data_objects(&same_field), 10);
+        assert_eq!(lines[0].kind, "true sharing");
+        // A line 64 bytes away is another line: nothing shared.
+        let apart = two_threads_on_one_line(64);
+        assert!(super::shared_lines(&apart, &crate::data_objects(&apart), 10).is_empty());
+    }
+
     #[test]
     fn byte_masks_become_ranges() {
         assert_eq!(super::ranges(0), []);
