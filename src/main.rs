@@ -560,7 +560,9 @@ fn record(args: RecordArgs) -> Result<i32> {
         max_frames: args.max_frames,
         period: args.period.or(args.reuse),
         sample_lines: args.reuse.is_some(),
-        live: args.live,
+        live: args
+            .live
+            .then_some(memlens_present::render_live as memlens_collector::RenderLive),
         no_loads: args.no_loads,
         no_stores: args.no_stores,
         keep_raw: args.keep_raw,
@@ -663,7 +665,7 @@ fn import(file: &Path, output: Option<PathBuf>, force: bool) -> Result<i32> {
         &format!(
             "importing {} ({})",
             file.display(),
-            memlens_profile::human_bytes(size as f64)
+            memlens_present::human_bytes(size as f64)
         ),
         || memlens_import::import(file, &out, force),
     )?;

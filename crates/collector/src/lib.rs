@@ -4,6 +4,7 @@
 pub mod calibrate;
 mod finalize;
 mod live;
+pub use live::{LiveSite, LiveView, RenderLive};
 mod mappings;
 pub mod perf;
 mod record;

@@ -1,16 +1,17 @@
 //! `memlens record --live`: a status block on stderr while the program runs.
-//! The first line comes from the same per-tick readings the timeline records:
-//! resident set and live heap summed over the traced processes, and the exact
-//! bandwidth of instrumented code since the last update. Below it, the sites
+//! Each update is a [`LiveView`]: resident set and live heap summed over the
+//! traced processes (the same per-tick readings the timeline records), the
+//! exact bandwidth of instrumented code since the last update, and the sites
 //! holding the most live memory, from the allocation events the runtime has
-//! published so far (each log followed with [`LogTail`]). On a terminal the
-//! block is redrawn in place; otherwise each update is appended (logs, pipes).
+//! published so far (each log followed with [`LogTail`]). The caller's
+//! renderer writes it as lines (`memlens_present::render_live`); on a terminal
+//! the block is redrawn in place, otherwise each update is appended.
 
 use crate::finalize::{estimate, module_def, stack_def};
 use crate::mappings::Mappings;
 use crate::tail::LogTail;
 use memlens_convert::symbols::{LoadedModule, Symbolizer};
-use memlens_profile::{code_label, human_bytes, site_frame, Allocation};
+use memlens_profile::{code_label, site_frame, Allocation};
 use memlens_rawlog::{self as raw, tag, RawRecord};
 use std::collections::hash_map::{Entry, HashMap};
 use std::fs::File;
@@ -29,7 +30,37 @@ pub struct Image<'a> {
     pub sample_rate: u64,
 }
 
+/// What the live view shows at one update.
+#[derive(Clone, Debug, Default)]
+pub struct LiveView {
+    /// Time since the recording started.
+    pub elapsed_ns: u64,
+    pub resident_bytes: u64,
+    pub heap_bytes: u64,
+    /// Exact bytes read and written per second since the last update
+    /// (instrumented code only; `None` when nothing was counted).
+    pub bandwidth: Option<(f64, f64)>,
+    pub processes: usize,
+    /// The sites holding the most live memory, most first.
+    pub sites: Vec<LiveSite>,
+}
+
+#[derive(Clone, Debug)]
+pub struct LiveSite {
+    /// "heap", "mmap" or "group".
+    pub kind: &'static str,
+    pub label: String,
+    pub bytes: f64,
+    pub blocks: f64,
+    /// Byte-sampled allocations scaled by 1/p (not exact sizes).
+    pub estimated: bool,
+}
+
+/// Writes a view as the lines of the block.
+pub type RenderLive = fn(&LiveView) -> Vec<String>;
+
 pub struct Live {
+    render: RenderLive,
     start_ns: u64,
     last_ns: u64,
     /// Exact bytes read and written at the last update.
@@ -43,8 +74,9 @@ pub struct Live {
 }
 
 impl Live {
-    pub fn new(start_ns: u64) -> Live {
+    pub fn new(start_ns: u64, render: RenderLive) -> Live {
         Live {
+            render,
             start_ns,
             last_ns: start_ns,
             last_bytes: (0, 0),
@@ -64,11 +96,12 @@ impl Live {
     /// Redraws the view from one tick's readings (a timeline record per traced
     /// process) and the images being recorded.
     pub fn update(&mut self, time: u64, records: &[raw::Timeline], images: &[Image<'_>]) {
-        let mut lines = vec![self.status_line(time, records)];
+        let mut view = self.status(time, records);
         self.follow(images);
         // Only processes with a reading now: an ended one has no memory left.
         let alive: Vec<u32> = records.iter().map(|t| t.pid as u32).collect();
-        lines.extend(self.top_sites(&alive));
+        view.sites = self.top_sites(&alive);
+        let mut lines = (self.render)(&view);
         if self.terminal {
             // A wrapped line would throw off the redraw's count of lines.
             let width = terminal_width().saturating_sub(1);
@@ -95,33 +128,26 @@ impl Live {
         self.last_ns = time;
     }
 
-    fn status_line(&mut self, time: u64, records: &[raw::Timeline]) -> String {
+    fn status(&mut self, time: u64, records: &[raw::Timeline]) -> LiveView {
         let sum = |f: fn(&raw::Timeline) -> u64| records.iter().map(f).sum::<u64>();
         let (read, written) = (sum(|t| t.bytes_read), sum(|t| t.bytes_written));
         let secs = (time - self.last_ns) as f64 / 1e9;
-        let rate = |now: u64, then: u64| {
-            format!("{}/s", human_bytes(now.saturating_sub(then) as f64 / secs))
-        };
-        let mut line = format!(
-            "memlens: {:7.1} s  resident {:>10}  heap {:>10}",
-            (time - self.start_ns) as f64 / 1e9,
-            human_bytes(sum(|t| t.rss) as f64),
-            human_bytes(sum(raw::Timeline::heap_live) as f64),
-        );
-        if read + written > 0 {
-            line += &format!(
-                "  read {:>11}  written {:>11} (exact)",
+        let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / secs;
+        let bandwidth = (read + written > 0).then(|| {
+            (
                 rate(read, self.last_bytes.0),
-                rate(written, self.last_bytes.1)
-            );
-        }
-        line += &format!(
-            "  {} process{}",
-            records.len(),
-            if records.len() == 1 { "" } else { "es" }
-        );
+                rate(written, self.last_bytes.1),
+            )
+        });
         self.last_bytes = (read, written);
-        line
+        LiveView {
+            elapsed_ns: time - self.start_ns,
+            resident_bytes: sum(|t| t.rss),
+            heap_bytes: sum(raw::Timeline::heap_live),
+            bandwidth,
+            processes: records.len(),
+            sites: Vec::new(),
+        }
     }
 
     /// Reads what each image published since the last update; forgets the
@@ -146,9 +172,9 @@ impl Live {
         }
     }
 
-    /// The sites holding the most live memory in processes `pids`, one line each.
-    fn top_sites(&mut self, pids: &[u32]) -> Vec<String> {
-        let mut by_site: HashMap<(&str, String), Held> = HashMap::new();
+    /// The sites holding the most live memory in processes `pids`.
+    fn top_sites(&mut self, pids: &[u32]) -> Vec<LiveSite> {
+        let mut by_site: HashMap<(&'static str, String), Held> = HashMap::new();
         for (&(pid, _), (_, objects)) in &self.objects {
             if !pids.contains(&pid) {
                 continue;
@@ -172,28 +198,16 @@ impl Live {
             .filter(|(_, h)| h.bytes >= 1.0)
             .collect();
         top.sort_by(|a, b| b.1.bytes.total_cmp(&a.1.bytes).then_with(|| a.0.cmp(&b.0)));
-        let estimated = top.iter().take(TOP_SITES).any(|(_, h)| h.estimated);
-        let mut lines = Vec::new();
-        if !top.is_empty() {
-            lines.push(format!(
-                "  live memory by allocation site ({}):",
-                if estimated {
-                    "~: byte-sampled allocations scaled by 1/p"
-                } else {
-                    "exact sizes"
-                }
-            ));
-        }
-        for ((kind, label), held) in top.into_iter().take(TOP_SITES) {
-            let approx = if held.estimated { "~" } else { " " };
-            lines.push(format!(
-                "  {approx}{:>10} {approx}{:>8.0} {:<5} {label}",
-                human_bytes(held.bytes),
-                held.blocks,
+        top.into_iter()
+            .take(TOP_SITES)
+            .map(|((kind, label), held)| LiveSite {
                 kind,
-            ));
-        }
-        lines
+                label,
+                bytes: held.bytes,
+                blocks: held.blocks,
+                estimated: held.estimated,
+            })
+            .collect()
     }
 
     /// Ends the redrawn block so the summary starts on its own line.

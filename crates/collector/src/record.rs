@@ -41,8 +41,9 @@ pub struct RecordConfig {
     pub cache_model: Option<String>,
     /// Sample every access to one cache line in `period` (reuse distance).
     pub sample_lines: bool,
-    /// Show capacity and bandwidth on stderr while the program runs.
-    pub live: bool,
+    /// Show capacity and bandwidth on stderr while the program runs, written
+    /// by this renderer.
+    pub live: Option<crate::live::RenderLive>,
     /// Replace the data of an earlier run in `out_dir`.
     pub force: bool,
 }
@@ -312,7 +313,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         buf: Vec::with_capacity(4096),
         ticks: 0,
         counters,
-        live: cfg.live.then(|| crate::live::Live::new(start_ns)),
+        live: cfg
+            .live
+            .map(|render| crate::live::Live::new(start_ns, render)),
         untracked: HashMap::new(),
         root: std::process::id(),
         loadable: HashMap::new(),

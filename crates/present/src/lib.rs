@@ -6,6 +6,7 @@ mod csv;
 mod diff;
 mod flame;
 mod format;
+mod live;
 mod plot;
 mod report;
 
@@ -14,6 +15,7 @@ pub use csv::{report_csv, CSV_TABLES};
 pub use diff::{diff, render_diff, Diff};
 pub use flame::{plot_flame, Flame};
 pub use format::{human_bytes, seconds};
+pub use live::render_live;
 pub use plot::{
     plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_scatter, Image,
     PlotError,
