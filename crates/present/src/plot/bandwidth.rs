@@ -5,23 +5,9 @@ use super::*;
 /// saw (dashed, labelled measured or modelled), regions shaded.
 pub fn plot_bandwidth<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
     let out = out.into();
+    // GiB/s, the plot's unit: exact bytes of instrumented code, and the
+    // memory-traffic counters.
     let exact = p.meta.has(memlens_profile::Backend::Sancov);
-    if !exact && analysis::traffic_rates(p).is_empty() {
-        return Err(PlotError(
-            "this profile has neither byte counts nor memory-traffic counters: build the program with `memlens cc` and record it again, or record where `memlens doctor` lists a memory-traffic counter".into(),
-        ));
-    }
-    render!(out, draw_bandwidth(p, exact))
-}
-
-fn draw_bandwidth<DB: DrawingBackend>(
-    area: DrawingArea<DB, Shift>,
-    p: &Profile,
-    exact: bool,
-) -> Result<(), PlotError>
-where
-    DB::ErrorType: 'static,
-{
     let series: Vec<(f64, f64, f64)> = if exact {
         analysis::bandwidth_series(p)
             .into_iter()
@@ -37,6 +23,24 @@ where
             c
         })
         .collect();
+    if !exact && traffic.is_empty() {
+        return Err(PlotError(
+            "this profile has neither byte counts nor memory-traffic counters: build the program with `memlens cc` and record it again, or record where `memlens doctor` lists a memory-traffic counter".into(),
+        ));
+    }
+    render!(out, draw_bandwidth(p, exact, &series, &traffic))
+}
+
+fn draw_bandwidth<DB: DrawingBackend>(
+    area: DrawingArea<DB, Shift>,
+    p: &Profile,
+    exact: bool,
+    series: &[(f64, f64, f64)],
+    traffic: &[analysis::CounterRates],
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     let x_max = run_seconds(p);
     let y_max = series
         .iter()
