@@ -33,8 +33,12 @@ impl Section {
         self
     }
 
+    /// Adds a table, unless it has no rows and nothing to say about that:
+    /// then it is left out whole, from every rendering.
     pub fn table(mut self, table: Table) -> Section {
-        self.tables.push(table);
+        if !table.rows.is_empty() || table.empty.is_some() {
+            self.tables.push(table);
+        }
         self
     }
 
