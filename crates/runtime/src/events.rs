@@ -44,7 +44,7 @@ fn own_counters(st: &ThreadState) -> Option<(&raw::Counters, bool)> {
 /// Adds to a counter: a plain store in the thread's own slot (it is the only
 /// writer), an atomic add in the shared overflow one.
 #[inline(always)]
-pub(crate) fn add(v: &AtomicU64, d: u64, shared: bool) {
+fn add(v: &AtomicU64, d: u64, shared: bool) {
     if shared {
         v.fetch_add(d, Ordering::Relaxed);
     } else {

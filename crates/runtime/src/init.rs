@@ -71,7 +71,7 @@ fn mpi_rank() -> i32 {
     -1
 }
 
-pub(crate) extern "C" fn init() {
+extern "C" fn init() {
     if STATE.load(Ordering::Acquire) != UNINIT {
         return;
     }
@@ -102,7 +102,7 @@ pub(crate) extern "C" fn init() {
 }
 
 /// Reads MEMLENS_* variables. False if no profile directory can be made.
-pub(crate) unsafe fn configure() -> bool {
+unsafe fn configure() -> bool {
     // A setuid or setgid program (or one with file capabilities) must not take
     // its caller's word on where to write: such a process records nothing.
     if libc::getauxval(libc::AT_SECURE) != 0 {
@@ -234,7 +234,7 @@ pub(crate) unsafe fn open_log(ppid: u32) -> bool {
     log::open(dir, sys::getpid(), ppid, mpi_rank(), *settings())
 }
 
-pub(crate) extern "C" fn fini() {
+extern "C" fn fini() {
     if let Some(st) = enter() {
         let saved = errno();
         // A last capacity sample: the collector's next tick may come too late.
