@@ -416,33 +416,75 @@ fn reader_builder(file: File) -> parquet::errors::Result<ParquetRecordBatchReade
     Ok(b)
 }
 
-/// Runs a read of the table file at `path`, turning a panic of the Parquet
-/// reader on damaged bytes (it asserts where it should fail) into an error
-/// naming the file. The panic's own message is not printed.
-fn guarded<R>(path: &Path, read: impl FnOnce() -> Result<R>) -> Result<R> {
-    thread_local! {
-        static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
+thread_local! {
+    /// Set while this thread runs a read whose panics are caught: the panic
+    /// hook then keeps quiet, the caller reports the panic as an error.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs, once, the panic hook that keeps quiet on a [`QUIET`] thread.
+fn install_quiet_hook() {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !GUARDED.with(|g| g.get()) {
+            if !QUIET.with(|q| q.get()) {
                 previous(info);
             }
         }));
     });
-    GUARDED.with(|g| g.set(true));
+}
+
+/// Marks the calling thread, for its whole life, as a reader of table files
+/// whose panics are caught where they are joined (a query engine's worker
+/// thread): the panic's own message is not printed.
+pub fn quiet_reader_thread() {
+    install_quiet_hook();
+    QUIET.with(|q| q.set(true));
+}
+
+/// Runs `read`, turning a panic of the Parquet reader on damaged bytes (it
+/// asserts where it should fail) into `Err` with the panic's message, which
+/// is not printed.
+pub fn catch_reader_panic<R>(read: impl FnOnce() -> R) -> std::result::Result<R, String> {
+    install_quiet_hook();
+    let was_quiet = QUIET.with(|q| q.replace(true));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
-    GUARDED.with(|g| g.set(false));
-    outcome.unwrap_or_else(|panic| {
-        let what = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
+    QUIET.with(|q| q.set(was_quiet));
+    outcome.map_err(|panic| {
+        (panic.downcast_ref::<&str>().map(|s| s.to_string()))
             .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+            .unwrap_or_default()
+    })
+}
+
+/// Runs a read of the table file at `path`, a panic of the reader being an
+/// error naming the file.
+fn guarded<R>(path: &Path, read: impl FnOnce() -> Result<R>) -> Result<R> {
+    catch_reader_panic(read).unwrap_or_else(|what| {
         Err(parquet_error(
             path,
             format!("the reader failed on it: {what}"),
         ))
+    })
+}
+
+/// Decodes every column of every row of the table file at `path`: an error
+/// names a file that is missing, not readable Parquet or damaged inside.
+pub fn check_file(path: &Path) -> Result<()> {
+    let file = File::open(path).map_err(|source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let perr = |e: String| parquet_error(path, e);
+    guarded(path, || {
+        let reader = reader_builder(file)
+            .and_then(|b| b.with_batch_size(1 << 16).build())
+            .map_err(|e| perr(e.to_string()))?;
+        for batch in reader {
+            batch.map_err(|e| perr(e.to_string()))?;
+        }
+        Ok(())
     })
 }
 

@@ -60,6 +60,8 @@ pub struct Engine {
     ctx: SessionContext,
     /// Tables with at least one file, in [`table_schemas`] order.
     present: Vec<&'static str>,
+    /// Every table file registered, to name the damaged one if a query fails.
+    files: Vec<PathBuf>,
 }
 
 impl Engine {
@@ -67,11 +69,15 @@ impl Engine {
     pub fn open(parts: &[PathBuf]) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
+            // The Parquet reader panics on some damaged bytes: the panic is
+            // reported by `run` as an error naming the file, not printed.
+            .on_thread_start(memlens_profile::quiet_reader_thread)
             .build()
             .map_err(|e| SqlError::Output(format!("cannot start the query threads: {e}")))?;
         let ctx =
             SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
         let mut present = Vec::new();
+        let mut all_files = Vec::new();
         for (name, schema) in table_schemas() {
             let mut files = Vec::new();
             for dir in parts {
@@ -84,7 +90,9 @@ impl Engine {
                 )
             } else {
                 present.push(name);
-                Arc::new(listing_table(&files, schema)?)
+                let table = listing_table(&files, schema)?;
+                all_files.extend(files);
+                Arc::new(table)
             };
             ctx.register_table(name, provider)
                 .map_err(|e| SqlError::Query(e.to_string()))?;
@@ -93,6 +101,7 @@ impl Engine {
             runtime,
             ctx,
             present,
+            files: all_files,
         })
     }
 
@@ -108,35 +117,49 @@ impl Engine {
         sql: &str,
         make_sink: impl FnOnce(SchemaRef) -> Result<Box<dyn Sink>>,
     ) -> Result<u64> {
-        self.runtime.block_on(async {
-            // Read-only: no CREATE, INSERT, COPY ... TO or SET.
-            let read_only = SQLOptions::new()
-                .with_allow_ddl(false)
-                .with_allow_dml(false)
-                .with_allow_statements(false);
-            let frame = self
-                .ctx
-                .sql_with_options(sql, read_only)
-                .await
-                .map_err(|e| match e {
-                    // What SQLOptions refused: the statement's kind, e.g. "DML not supported: COPY".
-                    datafusion::error::DataFusionError::Plan(what)
-                        if what.contains(" not supported: ") =>
-                    {
-                        SqlError::ReadOnly(what)
-                    }
-                    e => query_error(e),
-                })?;
-            let mut stream = frame.execute_stream().await.map_err(query_error)?;
-            let mut sink = make_sink(stream.schema())?;
-            let mut rows = 0;
-            while let Some(batch) = stream.next().await {
-                let batch = batch.map_err(query_error)?;
-                rows += batch.num_rows() as u64;
-                sink.write(&batch)?;
-            }
-            sink.finish()?;
-            Ok(rows)
+        let query = || {
+            self.runtime.block_on(async {
+                // Read-only: no CREATE, INSERT, COPY ... TO or SET.
+                let read_only = SQLOptions::new()
+                    .with_allow_ddl(false)
+                    .with_allow_dml(false)
+                    .with_allow_statements(false);
+                let frame =
+                    self.ctx
+                        .sql_with_options(sql, read_only)
+                        .await
+                        .map_err(|e| match e {
+                            // What SQLOptions refused: the statement's kind, e.g. "DML not supported: COPY".
+                            datafusion::error::DataFusionError::Plan(what)
+                                if what.contains(" not supported: ") =>
+                            {
+                                SqlError::ReadOnly(what)
+                            }
+                            e => query_error(e),
+                        })?;
+                let mut stream = frame.execute_stream().await.map_err(query_error)?;
+                let mut sink = make_sink(stream.schema())?;
+                let mut rows = 0;
+                while let Some(batch) = stream.next().await {
+                    let batch = batch.map_err(query_error)?;
+                    rows += batch.num_rows() as u64;
+                    sink.write(&batch)?;
+                }
+                sink.finish()?;
+                Ok(rows)
+            })
+        };
+        memlens_profile::catch_reader_panic(query).unwrap_or_else(|what| {
+            // The reader panicked on a file that its footer checks passed:
+            // decoding each file whole finds it.
+            let damaged = self
+                .files
+                .iter()
+                .find_map(|f| memlens_profile::check_file(f).err());
+            Err(damaged.map_or_else(
+                || SqlError::Query(format!("the query engine failed: {what}")),
+                SqlError::Profile,
+            ))
         })
     }
 }
@@ -176,4 +199,50 @@ fn listing_table(files: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
 fn query_error(e: datafusion::error::DataFusionError) -> SqlError {
     let text = e.to_string();
     SqlError::Query(text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memlens_profile::Module;
+
+    /// Flipped bits in a table's data pages, where the footer checks do not
+    /// look, must give rows or an error, never a panic (the Parquet reader
+    /// asserts on some such bytes, inside the query engine's threads).
+    #[test]
+    fn damaged_data_pages_give_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows: Vec<Module> = (0..200)
+            .map(|i| Module {
+                path: format!("/usr/lib/lib{i}.so"),
+                start: i * 4096,
+                ..Default::default()
+            })
+            .collect();
+        memlens_profile::write_table(dir.path(), &rows).unwrap();
+        let file = memlens_profile::table_path::<Module>(dir.path());
+        let good = std::fs::read(&file).unwrap();
+        let footer = u32::from_le_bytes(good[good.len() - 8..good.len() - 4].try_into().unwrap());
+        let data_end = good.len() - 8 - footer as usize;
+        let (mut refused, mut seed) = (0, 0x9e37_79b9_7f4a_7c15_u64);
+        for _ in 0..300 {
+            let mut bad = good.clone();
+            for _ in 0..3 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let at = 4 + (seed >> 33) as usize % (data_end - 4);
+                bad[at] ^= 1 << (seed >> 20) % 8;
+            }
+            std::fs::write(&file, &bad).unwrap();
+            let engine = Engine::open(&[dir.path().to_path_buf()]).unwrap();
+            let sink = |schema| Format::Csv.sink(schema, Box::new(std::io::sink()));
+            if let Err(e) = engine.run("SELECT * FROM modules", sink) {
+                let text = e.to_string();
+                assert!(!text.contains('\n'), "{text}");
+                refused += 1;
+            }
+        }
+        assert!(refused > 0, "no damage was seen");
+    }
 }
