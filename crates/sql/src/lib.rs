@@ -232,7 +232,7 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let at = 4 + (seed >> 33) as usize % (data_end - 4);
-                bad[at] ^= 1 << (seed >> 20) % 8;
+                bad[at] ^= 1 << ((seed >> 20) % 8);
             }
             std::fs::write(&file, &bad).unwrap();
             let engine = Engine::open(&[dir.path().to_path_buf()]).unwrap();
