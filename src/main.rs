@@ -798,7 +798,7 @@ fn report(args: ReportArgs) -> Result<i32> {
     }
     match args.format {
         Format::Text => print!("{}", memlens_present::render_text(&r)),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+        Format::Json => println!("{}", memlens_present::render_json(&r)?),
         Format::Csv => print!(
             "{}",
             memlens_present::report_csv(&serde_json::to_value(&r)?, &args.table)

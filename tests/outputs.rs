@@ -139,6 +139,22 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
     .unwrap();
     let rows = html_rows(&page);
     assert!(rows.len() > 40, "{} rows", rows.len());
+    // The JSON report carries the same sections and rows.
+    let json: serde_json::Value = serde_json::from_slice(&report_view(&p, &[]).stdout).unwrap();
+    let sections = json["sections"].as_array().unwrap();
+    let json_ids: Vec<&str> = sections.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(json_ids, ids);
+    let json_rows: Vec<Vec<String>> = (sections.iter())
+        .flat_map(|s| s["tables"].as_array().unwrap())
+        .flat_map(|t| t["rows"].as_array().unwrap())
+        .map(|row| {
+            (row["cells"].as_array().unwrap().iter())
+                .map(|c| c.as_str().unwrap().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .collect();
+    assert_eq!(json_rows, rows);
     for cells in rows {
         let on_one_line = text.lines().any(|line| {
             let mut rest = line;

@@ -1,14 +1,16 @@
-//! `memlens report`: the report's data, built once from a profile and
-//! serialized as JSON and CSV; its sections (`sections/`) lay the data out as
-//! tables that the text and HTML renderers draw, so every output carries the
-//! same content.
+//! `memlens report`: the report's data, built once from a profile; its
+//! sections (`sections/`) lay the data out as tables that the text, HTML and
+//! JSON renderers draw, so every output carries the same content. JSON also
+//! carries the data itself, and CSV one of its tables with exact numbers.
 
 mod html;
+mod json;
 mod model;
 mod sections;
 mod text;
 
 pub use html::render_html;
+pub use json::render_json;
 pub use text::render_text;
 
 use crate::format::human_bytes;
