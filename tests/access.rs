@@ -990,3 +990,52 @@ fn threads_have_exact_counts_and_a_report_of_their_own() {
         );
     }
 }
+
+#[test]
+fn c_names_are_reported_as_the_program_spells_them() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "c_names.c", &["-O2", "-g"]);
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[app.to_str().unwrap()]));
+    let r = report_json(&p);
+    let objects = r["access"]["objects"].as_array().unwrap();
+    // One-letter statics keep their names (demangling read them as types).
+    for name in ["a", "b", "c", "quads"] {
+        let o = named(&r["access"]["objects"], &format!("{name} [c_names]"));
+        assert_eq!(o["kind"], "static", "{o}");
+    }
+    for o in objects {
+        let name = o["name"].as_str().unwrap();
+        assert!(
+            !["signed char", "bool", "char"].contains(&name.split(" [").next().unwrap()),
+            "{name}"
+        );
+        for line in o["lines"].as_array().unwrap() {
+            // Never a line 0: a merged instruction is named without a line.
+            let at = line["location"].as_str().unwrap();
+            assert!(!at.contains(":0)"), "{at}");
+        }
+    }
+    // The functions f and g, not "float" and "__float128".
+    let lines_of = |name: &str| -> Vec<String> {
+        named(&r["access"]["objects"], &format!("{name} [c_names]"))["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["location"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let f_line = source_line("c_names.c", "a[i] = b[i] + s * c[i]");
+    assert!(
+        lines_of("b").contains(&format!("f (c_names.c:{f_line})")),
+        "{:?}",
+        lines_of("b")
+    );
+    assert!(
+        lines_of("quads")
+            .iter()
+            .all(|l| l.starts_with("g (c_names.c")),
+        "{:?}",
+        lines_of("quads")
+    );
+}

@@ -56,7 +56,7 @@ impl Symbolizer {
                 let function = f
                     .function
                     .as_ref()
-                    .and_then(|n| n.demangle().ok().map(|s| s.into_owned()))
+                    .and_then(|n| n.raw_name().ok().map(|raw| demangle(&raw)))
                     .unwrap_or_default();
                 let (file, line) = f
                     .location
@@ -72,7 +72,7 @@ impl Symbolizer {
         if out.is_empty() || out.iter().all(|f| f.1.is_empty()) {
             let name = loader
                 .find_symbol(probe)
-                .map(|s| addr2line::demangle_auto(s.into(), None).into_owned())
+                .map(demangle)
                 .unwrap_or_else(|| format!("{addr:#x}"));
             let (file, line) = out.first().map(|f| (f.2.clone(), f.3)).unwrap_or_default();
             out = vec![(module, name, file, line, false)];
@@ -135,6 +135,18 @@ impl Symbolizer {
     }
 }
 
+/// A symbol's name as the program spells it: demangled only when it is
+/// mangled (C++ and Rust legacy `_Z...`, Rust v0 `_R...`). Demangling every
+/// name reads a C variable `a` or function `f` as the Itanium type codes for
+/// `signed char` and `float`.
+pub fn demangle(name: &str) -> String {
+    if name.starts_with("_Z") || name.starts_with("_R") {
+        addr2line::demangle_auto(name.into(), None).into_owned()
+    } else {
+        name.to_string()
+    }
+}
+
 pub fn short_name(path: &str) -> String {
     Path::new(path)
         .file_name()
@@ -170,7 +182,7 @@ pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
                 .then(|| StaticObject {
                     pid,
                     module: module.clone(),
-                    name: addr2line::demangle_auto(name.into(), None).into_owned(),
+                    name: demangle(name),
                     address: s.address().wrapping_add(m.bias),
                     size: s.size(),
                 })
@@ -191,4 +203,22 @@ pub fn is_instrumented(program: &Path) -> bool {
                 .any(|i| i.name().starts_with(b"__sanitizer_cov_"))
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::demangle;
+
+    #[test]
+    fn only_mangled_names_are_demangled() {
+        for c_name in ["a", "b", "c", "f", "main", "i", "_start", "x"] {
+            assert_eq!(demangle(c_name), c_name);
+        }
+        assert_eq!(demangle("_Z3fooi"), "foo(int)");
+        assert_eq!(
+            demangle("_ZN5alloc3vec3Vec3new17h0123456789abcdefE"),
+            "alloc::vec::Vec::new"
+        );
+        assert_eq!(demangle("_RNvCs1234_7mycrate3foo"), "mycrate::foo");
+    }
 }

@@ -593,13 +593,15 @@ macro_rules! table {
 }
 
 /// `function (file:line)`, or `function [module]` without line information:
-/// how every site and code location is named.
+/// how every site and code location is named. Line 0 is an instruction the
+/// compiler made from several source lines (a load sunk out of the branches
+/// of a switch): it is named by its function and file only.
 pub fn code_label(function: &str, file: &str, line: u32, module: &str) -> String {
-    if file.is_empty() {
-        format!("{function} [{module}]")
-    } else {
-        let file = file.rsplit('/').next().unwrap_or(file);
-        format!("{function} ({file}:{line})")
+    let file = file.rsplit('/').next().unwrap_or(file);
+    match (file, line) {
+        ("", _) => format!("{function} [{module}]"),
+        (file, 0) => format!("{function} ({file}, lines merged)"),
+        (file, line) => format!("{function} ({file}:{line})"),
     }
 }
 
