@@ -24,10 +24,16 @@ pub struct ObjectAccess {
     pub samples: u64,
     pub load_samples: u64,
     pub store_samples: u64,
-    /// samples x period: sampled and scaled.
+    /// Of which parts of intercepted memcpy/memmove/memset calls.
+    pub bulk_samples: u64,
+    /// samples x period: sampled and scaled (a bulk call's bytes count as
+    /// 8-byte accesses).
     pub est_accesses: f64,
     pub est_loads: f64,
     pub est_stores: f64,
+    /// Sampled bytes x period: sampled and scaled, bulk calls included.
+    pub est_bytes_read: f64,
+    pub est_bytes_written: f64,
     /// Hottest source lines touching the object, by samples.
     pub lines: Vec<SourceLine>,
 }
@@ -66,6 +72,9 @@ pub struct Derived {
     /// Time between first and last load sample, summed over instances.
     pub load_span_ns: u64,
     pub store_span_ns: u64,
+    /// The same over the samples of counted loads (bulk calls left out),
+    /// for the time per load.
+    pub counted_load_span_ns: u64,
     /// Time per load (the load latency when each load waits for the last).
     pub derived_latency_ns: Option<f64>,
     /// Bytes/s (None without access sizes or two samples in an instance).
@@ -132,12 +141,16 @@ pub struct AccessReport {
     pub levels: Vec<LevelRow>,
     pub period: u64,
     pub samples: u64,
+    /// Samples of intercepted memcpy/memmove/memset calls (their bytes as
+    /// 8-byte accesses), among `samples`.
+    pub bulk_samples: u64,
     /// Exact loads and stores of instrumented code (from the counters).
     pub counted: u64,
     /// Bytes read and written exactly (intercepted memcpy/memmove/memset included).
     pub bytes_read: u64,
     pub bytes_written: u64,
-    /// NMO eq. 1: 1 - |counted - samples x period| / counted.
+    /// NMO eq. 1: 1 - |counted - samples x period| / counted, over the
+    /// samples of counted accesses (bulk samples are of bytes, not counted).
     pub accuracy: Option<f64>,
     /// Samples that fell in no known object.
     pub unattributed: u64,
@@ -301,9 +314,18 @@ pub(crate) fn exact_totals(p: &Profile) -> Totals {
     out
 }
 
-/// An object's load and store samples, and samples per (pid, pc): the
-/// unattributed samples mix processes, each PC is labelled in its own.
-type ObjectTally = (u64, u64, FxHashMap<(u32, u64), u64>);
+/// One object's samples.
+#[derive(Default)]
+struct ObjectTally {
+    loads: u64,
+    stores: u64,
+    bulk: u64,
+    /// Bytes of the load and of the store samples.
+    bytes: [u64; 2],
+    /// Samples per (pid, pc): the unattributed samples mix processes, each
+    /// PC is labelled in its own.
+    pcs: FxHashMap<(u32, u64), u64>,
+}
 
 pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
     let sources = sample_sources(&p.meta);
@@ -315,6 +337,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         sources,
         period,
         samples: p.samples.len() as u64,
+        bulk_samples: p.samples.iter().filter(|s| s.bulk).count() as u64,
         levels: if hardware { level_rows(p) } else { Vec::new() },
         ..Default::default()
     };
@@ -326,34 +349,50 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     out.bytes_read = totals.bytes_read;
     out.bytes_written = totals.bytes_written;
     if out.counted > 0 {
-        let est = out.samples as f64 * period as f64;
+        let est = (out.samples - out.bulk_samples) as f64 * period as f64;
         out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);
     }
 
     // Looked up for every sample: the fast hash.
     let mut per_object: FxHashMap<Option<usize>, ObjectTally> = FxHashMap::default();
     let mut per_region: FxHashMap<usize, FxHashMap<Option<usize>, u64>> = FxHashMap::default();
-    // Per region instance: the load and the store samples' spans.
-    let mut spans: FxHashMap<usize, [Span; 2]> = FxHashMap::default();
+    // Per region instance: the load and the store samples' spans (for
+    // bandwidth), and the spans of the loads the counters count (for time
+    // per load: a bulk call's samples are of bytes).
+    let mut spans: FxHashMap<usize, [Span; 3]> = FxHashMap::default();
     attribute(p, objects, |i, hit, regions| {
         let s = &p.samples[i];
         let object = hit.map(|h| h.object);
         let e = per_object.entry(object).or_default();
         if s.is_store {
-            e.1 += 1;
+            e.stores += 1;
         } else {
-            e.0 += 1;
+            e.loads += 1;
         }
-        *e.2.entry((s.pid, s.pc)).or_default() += 1;
+        e.bulk += s.bulk as u64;
+        e.bytes[s.is_store as usize] += u64::from(s.size);
+        *e.pcs.entry((s.pid, s.pc)).or_default() += 1;
         for &r in regions {
             *per_region.entry(r).or_default().entry(object).or_default() += 1;
-            spans.entry(r).or_default()[s.is_store as usize].add(s.time_ns, s.size);
+            let spans = spans.entry(r).or_default();
+            spans[s.is_store as usize].add(s.time_ns, s.size);
+            if !s.is_store && !s.bulk {
+                spans[2].add(s.time_ns, s.size);
+            }
         }
     });
-    out.unattributed = per_object.get(&None).map_or(0, |e| e.0 + e.1);
+    out.unattributed = per_object.get(&None).map_or(0, |e| e.loads + e.stores);
+    let scaled = |n: u64| n as f64 * period as f64;
     let mut list: Vec<ObjectAccess> = per_object
         .into_iter()
-        .map(|(key, (loads, stores, pcs))| {
+        .map(|(key, tally)| {
+            let ObjectTally {
+                loads,
+                stores,
+                bulk,
+                bytes,
+                pcs,
+            } = tally;
             let pid = key.map_or(0, |k| objects.list[k].pid);
             let mut lines: Vec<(String, u64)> = Vec::new();
             let mut by_label: HashMap<String, u64> = HashMap::new();
@@ -370,9 +409,12 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                 samples: loads + stores,
                 load_samples: loads,
                 store_samples: stores,
-                est_accesses: (loads + stores) as f64 * period as f64,
-                est_loads: loads as f64 * period as f64,
-                est_stores: stores as f64 * period as f64,
+                bulk_samples: bulk,
+                est_accesses: scaled(loads + stores),
+                est_loads: scaled(loads),
+                est_stores: scaled(stores),
+                est_bytes_read: scaled(bytes[0]),
+                est_bytes_written: scaled(bytes[1]),
                 lines: lines
                     .into_iter()
                     .map(|(location, samples)| SourceLine { location, samples })
@@ -387,8 +429,8 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     // Regions: exact traffic summed over instances, objects from the samples.
     let mut by_name: BTreeMap<(u32, String), RegionAccess> = BTreeMap::new();
     let mut touched: BTreeMap<(u32, String), FxHashMap<Option<usize>, u64>> = BTreeMap::new();
-    // Per region: (loads, bytes read) and (stores, bytes written) between
-    // samples, estimated.
+    // Per region, estimated between samples: (counted loads, bytes read) and
+    // (unused, bytes written).
     let mut between: BTreeMap<(u32, String), [(f64, f64); 2]> = BTreeMap::new();
     for (i, r) in p.regions.iter().enumerate() {
         let key = (r.pid, r.name.clone());
@@ -410,8 +452,9 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         e.stores = e.stores.saturating_add(r.stores.unwrap_or(0));
         let d = &mut e.derived;
         let est = between.entry(key.clone()).or_default();
-        for (class, span) in spans.remove(&i).unwrap_or_default().iter().enumerate() {
-            let (ns, accesses, bytes) = span.between(period);
+        let [loads, stores, counted_loads] = spans.remove(&i).unwrap_or_default();
+        for (class, span) in [loads, stores].iter().enumerate() {
+            let (ns, _, bytes) = span.between(period);
             if class == 0 {
                 d.load_samples += span.samples;
                 d.load_span_ns = d.load_span_ns.saturating_add(ns);
@@ -419,9 +462,11 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                 d.store_samples += span.samples;
                 d.store_span_ns = d.store_span_ns.saturating_add(ns);
             }
-            est[class].0 += accesses;
             est[class].1 += bytes;
         }
+        let (ns, accesses, _) = counted_loads.between(period);
+        d.counted_load_span_ns = d.counted_load_span_ns.saturating_add(ns);
+        est[0].0 += accesses;
         for (k, n) in per_region.remove(&i).unwrap_or_default() {
             *touched
                 .entry(key.clone())
@@ -440,7 +485,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         let [(loads, read), (_, written)] = between.remove(key).unwrap_or_default();
         let d = &mut r.derived;
         let rate = |bytes: f64, ns: u64| (bytes > 0.0 && ns > 0).then(|| bytes / (ns as f64 / 1e9));
-        d.derived_latency_ns = (loads > 0.0).then(|| d.load_span_ns as f64 / loads);
+        d.derived_latency_ns = (loads > 0.0).then(|| d.counted_load_span_ns as f64 / loads);
         d.est_read_bandwidth = rate(read, d.load_span_ns);
         d.est_write_bandwidth = rate(written, d.store_span_ns);
         let mut objs: Vec<(String, u64)> = touched

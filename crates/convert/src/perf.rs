@@ -444,6 +444,7 @@ impl Converted {
             op_subclass: subclass,
             time_ns: time_conv.map_or(ts, |t| t.to_ns(ts)),
             model_cost_ns: None,
+            bulk: false,
         })
     }
 }

@@ -110,6 +110,9 @@ table! {
         /// the cache model gave (`memlens record --cache-model` on a machine
         /// with `memlens calibrate` done); null otherwise.
         model_cost_ns: Option<f64>,
+        /// Part of an intercepted memcpy, memmove or memset (instrumented
+        /// code): its bytes sampled as 8-byte accesses, `pc` the call's site.
+        bulk: bool,
     }
 }
 
@@ -128,6 +131,7 @@ table! {
         is_store: bool,
         level: u8,
         latency: Option<u32>,
+        bulk: bool,
     }
 }
 

@@ -394,7 +394,16 @@ pub struct Sample {
     /// Memory level the cache model gave the access ([`level::MemLevel`]
     /// code; 0 when the model is off).
     pub level: u8,
-    pub _pad: [u8; 2],
+    /// Bits of [`sample_flags`].
+    pub flags: u8,
+    pub _pad: u8,
+}
+
+/// What kind of access a [`Sample`] is, beyond its class.
+pub mod sample_flags {
+    /// Part of an intercepted memcpy, memmove or memset: its bytes are
+    /// sampled as 8-byte accesses, one sample per period of them.
+    pub const BULK: u8 = 1;
 }
 
 /// Region begin/end, with the thread's exact access counts at that instant.

@@ -35,6 +35,9 @@ pub struct AccessState {
     pub exe_countdowns: *mut [u64; ACCESS_CLASSES],
     /// Bytes of intercepted memcpy/memmove (read) and memcpy/memmove/memset (written).
     pub bulk: [u64; 2],
+    /// Bytes of bulk calls left until the next sample of bytes read, written
+    /// (0: not started).
+    pub bulk_until: [u64; 2],
     /// Accesses counted since the counts were last published (cache model on).
     pub unpublished: u64,
 }
@@ -50,6 +53,7 @@ impl AccessState {
             sources: [zero; 2],
             exe_countdowns: core::ptr::null_mut(),
             bulk: [0; 2],
+            bulk_until: [0; 2],
             unpublished: 0,
         }
     }
@@ -326,7 +330,8 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
             cpu: unsafe { libc::sched_getcpu() }.max(0) as u32,
             class: class as u8,
             level,
-            _pad: [0; 2],
+            flags: 0,
+            _pad: 0,
         };
         st.writer.write(st.tid, tag::SAMPLE, &ev, &[]);
         if !by_lines {
@@ -352,14 +357,115 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
     leave(st);
 }
 
-/// Counts bytes moved by an intercepted bulk call of instrumented code.
-fn count_bulk(read: usize, written: usize) {
-    if let Some(st) = enter() {
-        st.access.bulk[0] += read as u64;
-        st.access.bulk[1] += written as u64;
-        // Bulk copies take no slow path: publish here for the bandwidth timeline.
-        publish(st);
-        leave(st);
+/// A bulk call's bytes are sampled as accesses of this class's size (8 bytes,
+/// loads or stores): one sample per period of them, as a loop of 8-byte
+/// accesses would be.
+const BULK_LOAD_CLASS: usize = 3;
+const BULK_STORE_CLASS: usize = 8;
+
+/// The start of an intercepted bulk call: its time, if this thread records.
+fn bulk_begin() -> Option<u64> {
+    thread::current().map(|_| sys::now_ns())
+}
+
+/// Counts the bytes an intercepted bulk call of instrumented code moved
+/// (exact, as its thread's bulk counters) and samples them: `source` is read
+/// (memcpy, memmove; none for memset) and `dest` written, `n` bytes each,
+/// between `begin` and now.
+fn bulk_end(begin: Option<u64>, pc: u64, source: Option<u64>, dest: u64, n: usize) {
+    let Some(begin) = begin else { return };
+    let Some(st) = enter() else { return };
+    let saved = errno();
+    let n = n as u64;
+    let end = sys::now_ns();
+    if let Some(source) = source {
+        st.access.bulk[0] += n;
+        sample_bulk(st, source, n, BULK_LOAD_CLASS, pc, (begin, end));
+    }
+    st.access.bulk[1] += n;
+    sample_bulk(st, dest, n, BULK_STORE_CLASS, pc, (begin, end));
+    // Bulk copies take no slow path: publish here for the bandwidth timeline.
+    publish(st);
+    set_errno(saved);
+    leave(st);
+}
+
+/// Samples the `n` bytes at `base` of one bulk call as 8-byte accesses of
+/// `class`: by the thread's bulk countdown of that direction (its bytes
+/// carried from call to call), or every chosen line (line sampling). With the
+/// cache model on, every line of the range goes through the model, as the
+/// copy's own loads or stores would, and a sample takes its line's level.
+/// Times are spread over the call's duration by offset.
+fn sample_bulk(
+    st: &mut ThreadState,
+    base: u64,
+    n: u64,
+    class: usize,
+    pc: u64,
+    (begin, end): (u64, u64),
+) {
+    if n == 0 {
+        return;
+    }
+    let s = settings();
+    let direction = raw::class_is_store(class) as usize;
+    let by_lines = s.access_filter & raw::access_filter::LINES != 0;
+    let size = raw::class_size(class);
+    let gap = |st: &mut ThreadState| jittered_period(st, class).saturating_mul(size);
+    // Offset in this call of the next sample.
+    let mut next = if by_lines {
+        u64::MAX
+    } else {
+        match st.access.bulk_until[direction] {
+            0 => gap(st) - 1,
+            until => until - 1,
+        }
+    };
+    // Once per call: the thread seldom migrates during one copy.
+    // SAFETY: plain libc call (vDSO getcpu).
+    let cpu = unsafe { libc::sched_getcpu() }.max(0) as u32;
+    let emit = |st: &mut ThreadState, offset: u64, level: u8| {
+        let ev = raw::Sample {
+            time: begin + ((end - begin) as u128 * offset as u128 / n as u128) as u64,
+            addr: base + (offset & !(size - 1)),
+            pc,
+            cpu,
+            class: class as u8,
+            level,
+            flags: raw::sample_flags::BULK,
+            _pad: 0,
+        };
+        st.writer.write(st.tid, tag::SAMPLE, &ev, &[]);
+    };
+    let modelled = crate::model::enabled();
+    if modelled || by_lines {
+        let line = raw::SAMPLED_LINE;
+        let mut at = base & !(line - 1);
+        while at < base + n {
+            let offset = at.max(base) - base;
+            let line_end = (at + line - base).min(n);
+            let level = if modelled {
+                st.model.level(at.max(base), line_end - offset)
+            } else {
+                0
+            };
+            if by_lines && class_wanted(class) && raw::line_chosen(at, s.access_period) {
+                emit(st, offset, level);
+            }
+            while next < line_end {
+                emit(st, next, level);
+                next = next.saturating_add(gap(st));
+            }
+            at += line;
+        }
+    } else {
+        while next < n {
+            emit(st, next, 0);
+            next = next.saturating_add(gap(st));
+        }
+    }
+    if !by_lines {
+        st.access.bulk_until[direction] = next - n + 1;
     }
 }
 
@@ -370,28 +476,37 @@ extern "C" {
 }
 
 /// `memlens cc` links instrumented code with `--wrap=memcpy` (and memmove, memset):
-/// its calls land here, are counted, and go on to libc.
+/// its calls land here, are counted and sampled, and go on to libc.
 ///
 /// # Safety
 /// memcpy contract.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_memcpy(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
-    count_bulk(n, n);
-    memcpy(d, s, n)
+    let pc = crate::unwind::return_address();
+    let begin = bulk_begin();
+    let r = memcpy(d, s, n);
+    bulk_end(begin, pc, Some(s as u64), d as u64, n);
+    r
 }
 
 /// # Safety
 /// memmove contract.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_memmove(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
-    count_bulk(n, n);
-    memmove(d, s, n)
+    let pc = crate::unwind::return_address();
+    let begin = bulk_begin();
+    let r = memmove(d, s, n);
+    bulk_end(begin, pc, Some(s as u64), d as u64, n);
+    r
 }
 
 /// # Safety
 /// memset contract.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_memset(d: *mut u8, c: i32, n: usize) -> *mut u8 {
-    count_bulk(0, n);
-    memset(d, c, n)
+    let pc = crate::unwind::return_address();
+    let begin = bulk_begin();
+    let r = memset(d, c, n);
+    bulk_end(begin, pc, None, d as u64, n);
+    r
 }

@@ -65,7 +65,6 @@ fn frame_address() -> u64 {
 }
 
 /// The caller's return address (frame pointers are forced on in this crate).
-#[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 pub fn return_address() -> u64 {
     let fp = frame_address();

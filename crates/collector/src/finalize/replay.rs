@@ -302,6 +302,7 @@ impl Replay<'_> {
                 .get(x.level as usize)
                 .copied()
                 .flatten(),
+            bulk: x.flags & raw::sample_flags::BULK != 0,
             ..AccessSample::default()
         };
         self.sinks.samples.push(row);

@@ -95,19 +95,36 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
             format!("{:.0}%", 100.0 * n as f64 / of.max(1) as f64)
         }
     };
+    // Hardware samples seldom carry their access size: no bytes then.
+    let sized = a.sources.contains(&Backend::Sancov);
+    let bytes = |b: f64| {
+        if sized {
+            format!("~{}", human_bytes(b))
+        } else {
+            "-".to_string()
+        }
+    };
     let mut t = Table::new(vec![
         Column::number(column),
         Column::number("loads"),
         Column::number("stores"),
+        Column::number("est. read"),
+        Column::number("est. written"),
         Column::text("object / hottest lines").at_most(80),
     ])
     .titled(title)
-    .note("samples x period");
+    .note(if a.bulk_samples > 0 {
+        "samples x period; memcpy, memmove and memset bytes sampled as 8-byte accesses"
+    } else {
+        "samples x period"
+    });
     for o in &a.objects {
         let mut row: Row = vec![
             format!("~{:.0}", o.est_accesses),
             share(o.load_samples, o.samples),
             share(o.store_samples, o.samples),
+            bytes(o.est_bytes_read),
+            bytes(o.est_bytes_written),
             o.name.clone(),
         ]
         .into();
