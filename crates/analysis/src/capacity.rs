@@ -167,7 +167,12 @@ pub fn step_at(points: &[(u64, f64)], t: u64) -> f64 {
     }
 }
 
-pub fn capacity_series(p: &Profile, top: usize) -> CapacitySeries {
+/// Objects the capacity timeline follows, the same in the report's JSON and in
+/// every plot of it (a legend names them all).
+pub const TIMELINE_OBJECTS: usize = 8;
+
+/// The capacity timeline with the [`TIMELINE_OBJECTS`] largest dynamic objects.
+pub fn capacity_series(p: &Profile) -> CapacitySeries {
     let mut sums: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for t in &p.timeline {
         let e = sums.entry(t.time_ns).or_default();
@@ -186,11 +191,13 @@ pub fn capacity_series(p: &Profile, top: usize) -> CapacitySeries {
             crate::ObjectKind::Heap | crate::ObjectKind::Mmap | crate::ObjectKind::Group
         )
     };
-    let top_idx = crate::top_by(
-        &objects,
-        top,
-        |o| if dynamic(o) { o.peak_bytes } else { 0.0 },
-    );
+    let top_idx = crate::top_by(&objects, TIMELINE_OBJECTS, |o| {
+        if dynamic(o) {
+            o.peak_bytes
+        } else {
+            0.0
+        }
+    });
     let objects = top_idx
         .iter()
         .map(|&i| {

@@ -13,6 +13,12 @@ use std::collections::{BTreeMap, HashMap};
 /// Coherence granularity of x86 and most Arm cores.
 pub const LINE: u64 = 64;
 
+/// Sampled ownership changes a line needs to be reported: the line must go
+/// from one thread to another and back, so the threads' use of it overlaps in
+/// time. One change is a hand-off (main initialises a buffer that workers
+/// read later), which costs one transfer and is no contention.
+pub const MIN_OWNERSHIP_CHANGES: u64 = 2;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct SharedLine {
     pub pid: u32,
@@ -120,6 +126,7 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
     let period = p.meta.settings.access_period.max(1) as f64;
     let mut out: Vec<SharedLine> = lines
         .into_iter()
+        .filter(|(_, tally)| tally.switches >= MIN_OWNERSHIP_CHANGES)
         .map(|((pid, line), tally)| {
             let address = line * LINE;
             let true_sharing = tally.threads.iter().any(|(a, ta)| {
@@ -248,6 +255,16 @@ mod tests {
             .map(|t| (t.tid, t.written.clone()))
             .collect();
         assert_eq!(written, [(10, vec![(0, 8)]), (11, vec![(8, 16)])]);
+
+        // Main initialises the line, a worker reads it afterwards: one
+        // hand-off, no sharing; nor when main reads it back at the end.
+        let mut init_then_read = two_threads_on_one_line(8);
+        for (i, s) in init_then_read.samples.iter_mut().enumerate() {
+            s.tid = if (50..98).contains(&i) { 11 } else { 10 };
+            s.is_store = i < 50;
+        }
+        let objects = crate::data_objects(&init_then_read);
+        assert!(super::shared_lines(&init_then_read, &objects, 10).is_empty());
 
         let same_field = two_threads_on_one_line(0);
         let lines = super::shared_lines(&same_field, &crate::data_objects(&same_field), 10);
