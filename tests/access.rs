@@ -462,6 +462,22 @@ fn false_sharing_is_found_with_both_fields_and_lines_and_gone_when_padded() {
     // A line of padding between the fields: no line is shared.
     let padded = shared_lines("-O2", &["-DPADDED"]);
     assert!(padded.is_empty(), "{padded:#?}");
+    // A table main fills and two threads then only read: no sharing.
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "init_then_read.c", &["-O2", "-pthread"]);
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&app.to_string_lossy()]));
+    let r = report_json(&p);
+    let table = named(&r["access"]["objects"], "table [init_then_read]");
+    let threads: std::collections::BTreeSet<u64> = sql_json(&p, "SELECT DISTINCT tid FROM samples")
+        .iter()
+        .map(|row| row["tid"].as_u64().unwrap())
+        .collect();
+    assert!(
+        threads.len() >= 3 && table["store_samples"].as_u64().unwrap() > 0,
+        "{table}"
+    );
+    assert_eq!(r["sharing"], serde_json::json!([]), "{:#}", r["sharing"]);
 }
 
 fn false_sharing_found(opt: &str) {
