@@ -6,8 +6,8 @@
 # this script with their debug build); OUT=dir writes there, not examples/out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v clang-16 >/dev/null || ! command -v ld.lld-16 >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq clang-16 lld-16
+if ! command -v clang-16 >/dev/null || ! command -v ld.lld-16 >/dev/null || ! command -v llvm-config-16 >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq clang-16 lld-16 llvm-16-dev
 fi
 memlens=${MEMLENS:-}
 if [ -z "$memlens" ]; then

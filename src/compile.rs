@@ -93,21 +93,107 @@ fn fastpath_ir() -> String {
     ir
 }
 
-/// ld.lld next to clang (clang-16 -> ld.lld-16) or on PATH: LTO needs it.
-pub(crate) fn find_lld(clang: &Path) -> Option<PathBuf> {
+/// The LLVM tool `base` of clang's version (clang-16 -> `base`-16) on PATH.
+fn llvm_sibling(clang: &Path, base: &str) -> Option<PathBuf> {
     let name = clang.file_name()?.to_str()?;
     let version = name
         .rsplit_once('-')
         .map(|(_, v)| v)
         .filter(|v| v.chars().all(|c| c.is_ascii_digit()));
     let wanted = match version {
-        Some(v) => format!("ld.lld-{v}"),
-        None => "ld.lld".to_string(),
+        Some(v) => format!("{base}-{v}"),
+        None => base.to_string(),
     };
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join(&wanted))
         .find(|p| p.is_file())
+}
+
+/// ld.lld next to clang (clang-16 -> ld.lld-16) or on PATH: LTO needs it.
+pub(crate) fn find_lld(clang: &Path) -> Option<PathBuf> {
+    llvm_sibling(clang, "ld.lld")
+}
+
+/// The pass plugin that reports atomic read-modify-writes to the runtime.
+const ATOMICS_PLUGIN: &str = include_str!("../crates/runtime/sancov/atomics.cpp");
+
+/// The atomics plugin built for `clang`'s LLVM, from the user's cache or built
+/// there once (against llvm-N-dev's headers, which `llvm-config-N` locates).
+/// None, with a note the first time, when it cannot be built: the program is
+/// then instrumented without counting atomics.
+fn atomics_plugin(clang: &Path) -> Option<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+        .join("memlens");
+    let llvm_config = llvm_sibling(clang, "llvm-config");
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (ATOMICS_PLUGIN, &llvm_config).hash(&mut hasher);
+    let plugin = cache.join(format!("atomics-{:016x}.so", hasher.finish()));
+    let failed = plugin.with_extension("failed");
+    if plugin.is_file() {
+        return Some(plugin);
+    }
+    if failed.exists() {
+        return None;
+    }
+    let built = (|| -> Result<()> {
+        let Some(llvm_config) = llvm_config else {
+            bail!("no llvm-config for {} on PATH", clang.display());
+        };
+        let flags = Command::new(&llvm_config).arg("--cxxflags").output()?;
+        let flags = String::from_utf8(flags.stdout)?;
+        std::fs::create_dir_all(&cache)?;
+        let dir = tempdir::Dir::new()?;
+        let src = dir.path().join("atomics.cpp");
+        std::fs::write(&src, ATOMICS_PLUGIN)?;
+        let partial = dir.path().join("atomics.so");
+        // clang-16 -> clang++-16, the same compiler's C++ driver.
+        let name = clang
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("clang");
+        let cxx = clang.with_file_name(match name.strip_prefix("clang++") {
+            Some(_) => name.to_string(),
+            None => name.replacen("clang", "clang++", 1),
+        });
+        let out = Command::new(&cxx)
+            .args(["-shared", "-fPIC", "-O2"])
+            .args(flags.split_whitespace())
+            .arg(&src)
+            .arg("-o")
+            .arg(&partial)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "{} failed: {}",
+                cxx.display(),
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            );
+        }
+        // Copied then renamed: parallel builds (make -j) each see a whole file.
+        let staged = plugin.with_extension(format!("{}.tmp", std::process::id()));
+        std::fs::copy(&partial, &staged)?;
+        std::fs::rename(&staged, &plugin)?;
+        Ok(())
+    })();
+    match built {
+        Ok(()) => Some(plugin),
+        Err(e) => {
+            eprintln!(
+                "memlens cc: note: atomic read-modify-writes will not be counted ({e}); install llvm-16-dev (its headers build memlens' pass plugin) and remove {}",
+                failed.display()
+            );
+            let _ = std::fs::create_dir_all(&cache);
+            let _ = std::fs::write(&failed, e.to_string());
+            None
+        }
+    }
 }
 
 /// Whether the build optimizes enough for link-time optimization to inline
@@ -267,6 +353,9 @@ fn compile_with(
     let lld = find_lld(&clang).filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"));
     let mut cmd = Command::new(&clang);
     cmd.args(INSTRUMENT);
+    if let Some(plugin) = atomics_plugin(&clang) {
+        cmd.arg(format!("-fpass-plugin={}", plugin.display()));
+    }
     // With LTO the fast path is inlined into instrumented loops and its countdown
     // kept in a register (STREAM 1.1x idle); without lld, every access calls into
     // the runtime (about 1.4x).

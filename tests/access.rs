@@ -441,15 +441,68 @@ fn openmp_threads_each_count_their_share() {
 
 /// Builds tests/programs/false_sharing.c with `memlens cc`, records it and
 /// returns the report's shared lines.
-fn shared_lines(opt: &str, defines: &[&str]) -> Vec<serde_json::Value> {
+/// The report of `source` built with `opt` and `defines` and recorded.
+fn threaded_report(source: &str, opt: &str, defines: &[&str]) -> serde_json::Value {
     let dir = tempdir();
     let mut flags = vec![opt, "-pthread"];
     flags.extend(defines);
-    let app = memlens_cc(dir.path(), "false_sharing.c", &flags);
+    let app = memlens_cc(dir.path(), source, &flags);
     let p = dir.path().join("p");
     let out = record(&p, &[], &[&app.to_string_lossy()]);
     assert_ran(&out);
-    report_json(&p)["sharing"].as_array().unwrap().clone()
+    report_json(&p)
+}
+
+fn shared_lines(opt: &str, defines: &[&str]) -> Vec<serde_json::Value> {
+    threaded_report("false_sharing.c", opt, defines)["sharing"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn adjacent_atomic_counters_are_false_sharing_and_gone_when_padded() {
+    let r = threaded_report("atomic_counters.c", "-O2", &[]);
+    // Each atomic addition is one load and one store, counted exactly: the
+    // two bumping threads did 4 000 000 each, and nothing else instrumented.
+    let bumpers: Vec<&serde_json::Value> = (r["threads"].as_array().unwrap().iter())
+        .filter(|t| t["loads"] == 4_000_000u64)
+        .collect();
+    assert_eq!(bumpers.len(), 2, "{:#}", r["threads"]);
+    assert!(bumpers.iter().all(|t| t["stores"] == 4_000_000u64));
+    let a = &r["access"];
+    assert!(a["atomic_samples"].as_u64().unwrap() > 0, "{a}");
+    assert!(a["accuracy"].as_f64().unwrap() > 0.99, "{}", a["accuracy"]);
+    let lines = r["sharing"].as_array().unwrap();
+    let line = (lines.iter())
+        .find(|l| l["kind"] == "false sharing")
+        .unwrap_or_else(|| panic!("no false sharing in {lines:#?}"));
+    assert!(
+        line["object"].as_str().unwrap().contains("counters"),
+        "{line:#}"
+    );
+    let bump = format!(
+        "atomic_counters.c:{}",
+        source_line("atomic_counters.c", "/* BUMP */")
+    );
+    let mut written = Vec::new();
+    for t in line["threads"].as_array().unwrap() {
+        assert!(t["atomic"].as_u64().unwrap() > 0, "{t}");
+        let at = t["locations"][0]["location"].as_str().unwrap();
+        assert!(at.contains(&bump), "{at} is not {bump}");
+        written.push(t["written"].to_string());
+    }
+    written.sort();
+    assert_eq!(written, ["[[0,8]]", "[[8,16]]"], "{line:#}");
+    assert!(line["thread_switches"].as_u64().unwrap() >= 2, "{line:#}");
+    // A line of padding between the counters: no line is shared.
+    let padded = threaded_report("atomic_counters.c", "-O2", &["-DPADDED"]);
+    assert_eq!(
+        padded["sharing"],
+        serde_json::json!([]),
+        "{:#}",
+        padded["sharing"]
+    );
 }
 
 #[test]

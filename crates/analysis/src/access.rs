@@ -26,6 +26,8 @@ pub struct ObjectAccess {
     pub store_samples: u64,
     /// Of which parts of intercepted memcpy/memmove/memset calls.
     pub bulk_samples: u64,
+    /// Of which halves of atomic read-modify-writes.
+    pub atomic_samples: u64,
     /// samples x period: sampled and scaled (a bulk call's bytes count as
     /// 8-byte accesses).
     pub est_accesses: f64,
@@ -144,6 +146,9 @@ pub struct AccessReport {
     /// Samples of intercepted memcpy/memmove/memset calls (their bytes as
     /// 8-byte accesses), among `samples`.
     pub bulk_samples: u64,
+    /// Samples of atomic read-modify-writes (each a load and a store), among
+    /// `samples`.
+    pub atomic_samples: u64,
     /// Exact loads and stores of instrumented code (from the counters).
     pub counted: u64,
     /// Bytes read and written exactly (intercepted memcpy/memmove/memset included).
@@ -320,6 +325,7 @@ struct ObjectTally {
     loads: u64,
     stores: u64,
     bulk: u64,
+    atomic: u64,
     /// Bytes of the load and of the store samples.
     bytes: [u64; 2],
     /// Samples per (pid, pc): the unattributed samples mix processes, each
@@ -338,6 +344,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         period,
         samples: p.samples.len() as u64,
         bulk_samples: p.samples.iter().filter(|s| s.bulk).count() as u64,
+        atomic_samples: p.samples.iter().filter(|s| s.atomic).count() as u64,
         levels: if hardware { level_rows(p) } else { Vec::new() },
         ..Default::default()
     };
@@ -370,6 +377,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             e.loads += 1;
         }
         e.bulk += s.bulk as u64;
+        e.atomic += s.atomic as u64;
         e.bytes[s.is_store as usize] += u64::from(s.size);
         *e.pcs.entry((s.pid, s.pc)).or_default() += 1;
         for &r in regions {
@@ -390,6 +398,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                 loads,
                 stores,
                 bulk,
+                atomic,
                 bytes,
                 pcs,
             } = tally;
@@ -410,6 +419,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                 load_samples: loads,
                 store_samples: stores,
                 bulk_samples: bulk,
+                atomic_samples: atomic,
                 est_accesses: scaled(loads + stores),
                 est_loads: scaled(loads),
                 est_stores: scaled(stores),

@@ -44,6 +44,8 @@ pub struct ThreadOnLine {
     pub tid: u32,
     pub loads: u64,
     pub stores: u64,
+    /// Samples of atomic read-modify-writes, among the loads and stores.
+    pub atomic: u64,
     /// Byte ranges of the line (start, end) it wrote, and those it only read.
     pub written: Vec<(u32, u32)>,
     pub read: Vec<(u32, u32)>,
@@ -55,6 +57,7 @@ pub struct ThreadOnLine {
 struct ThreadTally {
     loads: u64,
     stores: u64,
+    atomic: u64,
     /// Bit i: byte i of the line.
     read_mask: u64,
     write_mask: u64,
@@ -117,6 +120,7 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
             t.loads += 1;
             t.read_mask |= mask;
         }
+        t.atomic += s.atomic as u64;
         *t.pcs.entry(s.pc).or_default() += 1;
         if let Some((tid, was_store)) = line.last {
             line.switches += (tid != s.tid && (was_store || s.is_store)) as u64;
@@ -148,6 +152,7 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
                         tid,
                         loads: t.loads,
                         stores: t.stores,
+                        atomic: t.atomic,
                         written: ranges(t.write_mask),
                         read: ranges(t.read_mask & !t.write_mask),
                         locations: pcs

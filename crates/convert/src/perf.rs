@@ -445,6 +445,7 @@ impl Converted {
             time_ns: time_conv.map_or(ts, |t| t.to_ns(ts)),
             model_cost_ns: None,
             bulk: false,
+            atomic: false,
         })
     }
 }

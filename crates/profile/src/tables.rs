@@ -113,6 +113,9 @@ table! {
         /// Part of an intercepted memcpy, memmove or memset (instrumented
         /// code): its bytes sampled as 8-byte accesses, `pc` the call's site.
         bulk: bool,
+        /// Half of an atomic read-modify-write (instrumented code; it counts
+        /// as a load and a store of its size).
+        atomic: bool,
     }
 }
 
@@ -132,6 +135,7 @@ table! {
         level: u8,
         latency: Option<u32>,
         bulk: bool,
+        atomic: bool,
     }
 }
 

@@ -404,6 +404,9 @@ pub mod sample_flags {
     /// Part of an intercepted memcpy, memmove or memset: its bytes are
     /// sampled as 8-byte accesses, one sample per period of them.
     pub const BULK: u8 = 1;
+    /// Half of an atomic read-modify-write (atomicrmw, cmpxchg), which counts
+    /// as one load and one store of its size.
+    pub const ATOMIC: u8 = 2;
 }
 
 /// Region begin/end, with the thread's exact access counts at that instant.

@@ -246,7 +246,7 @@ pub fn reset_after_fork(st: &mut ThreadState) {
 
 extern "C" fn slow_path(addr: u64, class: u32, pc: u64) {
     // SAFETY: our own TLS block.
-    slow(addr, class, pc, unsafe { &mut *countdowns() });
+    slow(addr, class, pc, unsafe { &mut *countdowns() }, 0);
 }
 
 /// The slow path of the executable's inlined fast path (`sancov/fastpath.ll.in`):
@@ -264,14 +264,16 @@ pub unsafe extern "C" fn memlens_access_refill(
 ) -> u64 {
     match countdowns.as_mut() {
         Some(remaining) => {
-            slow(addr, class, pc, remaining);
+            slow(addr, class, pc, remaining, 0);
             remaining[class as usize % ACCESS_CLASSES]
         }
         None => IDLE,
     }
 }
 
-fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
+/// An access of `class` whose countdown borrowed; `flags` are the sample's
+/// ([`raw::sample_flags`]).
+fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES], flags: u8) {
     let class = class as usize % ACCESS_CLASSES;
     let own = core::ptr::eq(remaining, countdowns());
     let Some(st) = enter() else {
@@ -330,7 +332,7 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
             cpu: unsafe { libc::sched_getcpu() }.max(0) as u32,
             class: class as u8,
             level,
-            flags: 0,
+            flags,
             _pad: 0,
         };
         st.writer.write(st.tid, tag::SAMPLE, &ev, &[]);
@@ -355,6 +357,37 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES]) {
     }
     set_errno(saved);
     leave(st);
+}
+
+/// Called by code built with memlens' pass plugin before each atomic
+/// read-modify-write of `bytes` at `addr`: one load and one store of that
+/// size, counted and sampled as the access callbacks do, the samples marked
+/// atomic.
+///
+/// # Safety
+/// Called by instrumented code only.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_atomic(addr: *const u8, bytes: u32) {
+    let pc = crate::unwind::return_address();
+    let size = raw::ACCESS_SIZES
+        .iter()
+        .position(|&s| s >= u64::from(bytes))
+        .unwrap_or(raw::ACCESS_SIZES.len() - 1);
+    for class in [size, size + raw::ACCESS_SIZES.len()] {
+        // SAFETY: our own TLS block, as the exported callbacks use it.
+        let remaining = unsafe { &mut *countdowns() };
+        let (next, borrow) = remaining[class].overflowing_sub(1);
+        remaining[class] = next;
+        if borrow {
+            slow(
+                addr as u64,
+                class as u32,
+                pc,
+                remaining,
+                raw::sample_flags::ATOMIC,
+            );
+        }
+    }
 }
 
 /// A bulk call's bytes are sampled as accesses of this class's size (8 bytes,

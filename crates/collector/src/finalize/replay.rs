@@ -303,6 +303,7 @@ impl Replay<'_> {
                 .copied()
                 .flatten(),
             bulk: x.flags & raw::sample_flags::BULK != 0,
+            atomic: x.flags & raw::sample_flags::ATOMIC != 0,
             ..AccessSample::default()
         };
         self.sinks.samples.push(row);

@@ -113,11 +113,7 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
         Column::text("object / hottest lines").at_most(80),
     ])
     .titled(title)
-    .note(if a.bulk_samples > 0 {
-        "samples x period; memcpy, memmove and memset bytes sampled as 8-byte accesses"
-    } else {
-        "samples x period"
-    });
+    .note(how_estimated(a));
     for o in &a.objects {
         let mut row: Row = vec![
             format!("~{:.0}", o.est_accesses),
@@ -137,6 +133,24 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
         t = t.footer(format!("({} samples hit no recorded object: small unsampled heap blocks, or code outside memlens' view)", a.unattributed));
     }
     t
+}
+
+/// What the object table's figures are made of.
+fn how_estimated(a: &AccessReport) -> String {
+    let mut how = "samples x period".to_string();
+    if a.bulk_samples > 0 {
+        how += &format!(
+            "; {} samples of memcpy, memmove and memset bytes as 8-byte accesses",
+            a.bulk_samples
+        );
+    }
+    if a.atomic_samples > 0 {
+        how += &format!(
+            "; {} samples of atomic read-modify-writes, each a load and a store",
+            a.atomic_samples
+        );
+    }
+    how
 }
 
 fn regions(a: &AccessReport) -> Table {

@@ -41,8 +41,13 @@ pub fn section(r: &Report) -> Option<Section> {
         .into();
         for th in &l.threads {
             let at = th.locations.first().map_or("", |s| s.location.as_str());
+            let atomic = if th.atomic > 0 {
+                format!(" ({} of atomic read-modify-writes)", th.atomic)
+            } else {
+                String::new()
+            };
             row = row.detail(format!(
-                "tid {}: writes bytes {}, reads bytes {}, {} stores, {} loads, at {at}",
+                "tid {}: writes bytes {}, reads bytes {}, {} stores, {} loads{atomic}, at {at}",
                 th.tid,
                 or_none(spans(&th.written)),
                 or_none(spans(&th.read)),
