@@ -1215,3 +1215,46 @@ fn bulk_copies_are_attributed_to_the_objects_they_touch() {
         assert_eq!(touched, objects, "{region}");
     }
 }
+
+#[test]
+fn access_contexts_split_one_routine_by_its_callers() {
+    // sum() reads the array from often() three times as often as from
+    // seldom(): one access line, two calling contexts, 3:1.
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "contexts.c", &["-O2", "-g"]);
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[app.to_str().unwrap()]));
+    let r = report_json(&p);
+    let data = &r["access"]["objects"][0];
+    let at = |mark: &str| format!("(contexts.c:{})", source_line("contexts.c", mark));
+    let read = format!("sum {}", at("/* READ */"));
+    let samples_via = |caller: &str| -> u64 {
+        let caller = format!("{caller} {}", at(&format!("/* {} ", caller.to_uppercase())));
+        (data["contexts"].as_array().unwrap().iter())
+            .filter(|c| c["frames"][0] == read.as_str() && c["frames"][1] == caller.as_str())
+            .map(|c| c["samples"].as_u64().unwrap())
+            .sum()
+    };
+    let (often, seldom) = (samples_via("often"), samples_via("seldom"));
+    assert!(often > 0 && seldom > 0, "{:#}", data["contexts"]);
+    let share = often as f64 / (often + seldom) as f64;
+    assert!(
+        (share - 0.75).abs() < 0.075,
+        "often {often}, seldom {seldom}"
+    );
+    // The flame graph of accesses nests the two callers under the array.
+    let svg = dir.path().join("access.svg");
+    let out = Command::new(memlens())
+        .args(["plot", "flame", "--accesses"])
+        .arg(&p)
+        .arg("-o")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    for caller in ["often", "seldom"] {
+        assert!(svg.contains(&format!("{caller} (contexts.c:")), "{caller}");
+    }
+    assert!(svg.contains(&format!("load at {read}")));
+}

@@ -15,6 +15,23 @@ pub struct SourceLine {
     pub samples: u64,
 }
 
+/// One calling context of an object's sampled accesses (DrCCTProf's
+/// data-centric attribution: the object, and the full path of the code that
+/// touched it).
+#[derive(Clone, Debug, Serialize)]
+pub struct AccessContext {
+    /// In the `stacks` table.
+    pub stack_id: u64,
+    /// `function (file:line)`, the access first, then its callers (inlined
+    /// frames included).
+    pub frames: Vec<String>,
+    pub samples: u64,
+    /// samples x period: sampled and scaled.
+    pub est_accesses: f64,
+    /// Of the object's samples.
+    pub share: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct ObjectAccess {
     /// Object name as in the object lists (or "unknown" / "stack").
@@ -38,6 +55,9 @@ pub struct ObjectAccess {
     pub est_bytes_written: f64,
     /// Hottest source lines touching the object, by samples.
     pub lines: Vec<SourceLine>,
+    /// Its accesses' most sampled calling contexts (samples that carry one:
+    /// instrumented code).
+    pub contexts: Vec<AccessContext>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -331,6 +351,8 @@ struct ObjectTally {
     /// Samples per (pid, pc): the unattributed samples mix processes, each
     /// PC is labelled in its own.
     pcs: FxHashMap<(u32, u64), u64>,
+    /// Samples per (pid, calling context).
+    contexts: FxHashMap<(u32, u64), u64>,
 }
 
 pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport {
@@ -380,6 +402,9 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         e.atomic += s.atomic as u64;
         e.bytes[s.is_store as usize] += u64::from(s.size);
         *e.pcs.entry((s.pid, s.pc)).or_default() += 1;
+        if s.stack_id != 0 {
+            *e.contexts.entry((s.pid, s.stack_id)).or_default() += 1;
+        }
         for &r in regions {
             *per_region.entry(r).or_default().entry(object).or_default() += 1;
             let spans = spans.entry(r).or_default();
@@ -401,6 +426,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                 atomic,
                 bytes,
                 pcs,
+                contexts,
             } = tally;
             let pid = key.map_or(0, |k| objects.list[k].pid);
             let mut lines: Vec<(String, u64)> = Vec::new();
@@ -429,6 +455,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                     .into_iter()
                     .map(|(location, samples)| SourceLine { location, samples })
                     .collect(),
+                contexts: top_contexts(p, contexts, loads + stores, period),
             }
         })
         .collect();
@@ -512,6 +539,44 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     out.regions.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
     out
 }
+
+/// The most sampled of an object's access contexts, with their frames. Call
+/// sites on one source line (three calls of `sum` in one expression) are one
+/// context: contexts are keyed by their frames' names, each listed with the
+/// stack id of its most sampled instance.
+fn top_contexts(
+    p: &Profile,
+    contexts: FxHashMap<(u32, u64), u64>,
+    of: u64,
+    period: u64,
+) -> Vec<AccessContext> {
+    // frames -> (samples, (samples, stack id) of the most sampled instance)
+    let mut by_frames: HashMap<Vec<String>, (u64, (u64, u64))> = HashMap::new();
+    for ((pid, stack_id), samples) in contexts {
+        let frames: Vec<String> = (p.stacks.get(&(pid, stack_id)).into_iter().flatten())
+            .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
+            .collect();
+        let e = by_frames.entry(frames).or_default();
+        e.0 += samples;
+        e.1 = e.1.max((samples, stack_id));
+    }
+    let mut list: Vec<AccessContext> = by_frames
+        .into_iter()
+        .map(|(frames, (samples, (_, stack_id)))| AccessContext {
+            stack_id,
+            frames,
+            samples,
+            est_accesses: samples as f64 * period as f64,
+            share: samples as f64 / of.max(1) as f64,
+        })
+        .collect();
+    list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frames.cmp(&b.frames)));
+    list.truncate(CONTEXTS_PER_OBJECT);
+    list
+}
+
+/// Access contexts listed per object.
+pub const CONTEXTS_PER_OBJECT: usize = 5;
 
 /// Where a sample landed: its object and that object's address range then.
 #[derive(Clone, Copy, Debug)]

@@ -446,6 +446,7 @@ impl Converted {
             model_cost_ns: None,
             bulk: false,
             atomic: false,
+            stack_id: 0,
         })
     }
 }

@@ -1,7 +1,8 @@
 //! `memlens plot flame`: flame graphs (SVG, drawn by inferno) of where memory
 //! was allocated, by call stack and bytes, and of where it was accessed:
 //! each sample under its object's allocation stack, then the object, then the
-//! code that touched it (a data-centric view, as DrCCTProf's).
+//! calling context of the code that touched it (a data-centric view, as
+//! DrCCTProf's).
 
 use crate::PlotError;
 use memlens_analysis::{self as analysis, Profile};
@@ -67,12 +68,16 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
                     }
                     None => vec!["[unknown object]".to_string()],
                 };
-                let site = analysis::location_label(p, s.pid, s.pc);
-                frames.push(format!(
-                    "{} {}",
-                    if s.is_store { "store at" } else { "load at" },
-                    site.replace(';', ",")
-                ));
+                // The access's calling context, root first, its last frame
+                // the access itself (DrCCTProf's data-centric tree); the
+                // access site alone where samples carry no context.
+                let mut context = stack_of(s.pid, s.stack_id);
+                let site = context
+                    .pop()
+                    .unwrap_or_else(|| analysis::location_label(p, s.pid, s.pc).replace(';', ","));
+                frames.extend(context);
+                let kind = if s.is_store { "store at" } else { "load at" };
+                frames.push(format!("{kind} {site}"));
                 *weights.entry(frames.join(";")).or_default() += period;
             });
             (

@@ -116,6 +116,9 @@ table! {
         /// Half of an atomic read-modify-write (instrumented code; it counts
         /// as a load and a store of its size).
         atomic: bool,
+        /// The access's calling context (`stacks`; instrumented code), 0
+        /// when none was walked.
+        stack_id: u64,
     }
 }
 
@@ -136,6 +139,7 @@ table! {
         latency: Option<u32>,
         bulk: bool,
         atomic: bool,
+        stack_id: u64,
     }
 }
 

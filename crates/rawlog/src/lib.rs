@@ -388,6 +388,8 @@ pub struct Sample {
     pub addr: u64,
     /// Return address of the callback: the instrumented access's call site.
     pub pc: u64,
+    /// The access's calling context: a [`StackDef`] id (0: none).
+    pub stack: u64,
     pub cpu: u32,
     /// Access class (see `ACCESS_CLASSES`).
     pub class: u8,

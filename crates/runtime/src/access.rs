@@ -328,6 +328,7 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES], f
             time: sys::now_ns(),
             addr,
             pc,
+            stack: access_context(st),
             // SAFETY: plain libc call (vDSO getcpu).
             cpu: unsafe { libc::sched_getcpu() }.max(0) as u32,
             class: class as u8,
@@ -357,6 +358,13 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES], f
     }
     set_errno(saved);
     leave(st);
+}
+
+/// A sampled access's calling context, by frame pointers: instrumented code
+/// keeps them (`memlens cc` forces them on), and the walk costs tens of
+/// nanoseconds once per sample. DrCCTProf's context of each access.
+fn access_context(st: &mut ThreadState) -> u64 {
+    crate::events::capture_stack_by(st, raw::unwinder::FP)
 }
 
 /// Called by code built with memlens' pass plugin before each atomic
@@ -457,11 +465,14 @@ fn sample_bulk(
     // Once per call: the thread seldom migrates during one copy.
     // SAFETY: plain libc call (vDSO getcpu).
     let cpu = unsafe { libc::sched_getcpu() }.max(0) as u32;
-    let emit = |st: &mut ThreadState, offset: u64, level: u8| {
+    // The call's context, walked at its first sample.
+    let mut stack = None;
+    let mut emit = |st: &mut ThreadState, offset: u64, level: u8| {
         let ev = raw::Sample {
             time: begin + ((end - begin) as u128 * offset as u128 / n as u128) as u64,
             addr: base + (offset & !(size - 1)),
             pc,
+            stack: *stack.get_or_insert_with(|| access_context(st)),
             cpu,
             class: class as u8,
             level,

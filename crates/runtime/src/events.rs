@@ -117,10 +117,18 @@ pub(crate) fn next_sample_countdown(st: &mut ThreadState) -> i64 {
     (v as i64).max(1)
 }
 
+/// The calling context of an allocation, by the configured unwinder: its
+/// interned id (0 when none was walked).
 pub(crate) fn capture_stack(st: &mut ThreadState) -> u64 {
+    capture_stack_by(st, settings().unwinder)
+}
+
+/// A calling context walked by `method` (one of [`raw::unwinder`]), interned:
+/// its frames are written once, then named by id.
+pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32) -> u64 {
     let s = settings();
     let mut frames = [0u64; raw::MAX_FRAMES];
-    let n = unwind::capture(st, s.unwinder, &mut frames[..s.max_frames as usize]);
+    let n = unwind::capture(st, method, &mut frames[..s.max_frames as usize]);
     if n == 0 {
         return 0;
     }

@@ -286,6 +286,9 @@ impl Replay<'_> {
     fn sample(&mut self, tid: u32, x: &raw::Sample) {
         let class = x.class as usize % raw::ACCESS_CLASSES;
         self.built.pcs.insert(x.pc);
+        if x.stack != 0 {
+            self.built.stack_ids.insert(x.stack);
+        }
         let row = AccessSample {
             pid: self.log.pid,
             tid,
@@ -304,6 +307,7 @@ impl Replay<'_> {
                 .flatten(),
             bulk: x.flags & raw::sample_flags::BULK != 0,
             atomic: x.flags & raw::sample_flags::ATOMIC != 0,
+            stack_id: x.stack,
             ..AccessSample::default()
         };
         self.sinks.samples.push(row);

@@ -124,8 +124,19 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
             o.name.clone(),
         ]
         .into();
-        for l in o.lines.iter().take(3) {
-            row = row.detail(format!("{} samples at {}", l.samples, l.location));
+        // The calling contexts where samples carry them, else the lines.
+        if o.contexts.is_empty() {
+            for l in o.lines.iter().take(3) {
+                row = row.detail(format!("{} samples at {}", l.samples, l.location));
+            }
+        }
+        for c in o.contexts.iter().take(3) {
+            row = row.detail(format!(
+                "{} samples ({:.0}%) at {}",
+                c.samples,
+                100.0 * c.share,
+                context_path(&c.frames)
+            ));
         }
         t.push(row);
     }
@@ -133,6 +144,21 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
         t = t.footer(format!("({} samples hit no recorded object: small unsampled heap blocks, or code outside memlens' view)", a.unattributed));
     }
     t
+}
+
+/// A context as `access ← caller ← ...`, its first frames only.
+fn context_path(frames: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut path = frames
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(" ← ");
+    if frames.len() > SHOWN {
+        path += " ← …";
+    }
+    path
 }
 
 /// What the object table's figures are made of.
