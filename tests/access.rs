@@ -490,6 +490,9 @@ fn adjacent_atomic_counters_are_false_sharing_and_gone_when_padded() {
         assert!(t["atomic"].as_u64().unwrap() > 0, "{t}");
         let at = t["locations"][0]["location"].as_str().unwrap();
         assert!(at.contains(&bump), "{at} is not {bump}");
+        // Its calling context: bump, started by the thread library.
+        let context = &t["contexts"][0]["frames"];
+        assert!(context[0].as_str().unwrap().contains(&bump), "{context}");
         written.push(t["written"].to_string());
     }
     written.sort();

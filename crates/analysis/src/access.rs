@@ -544,7 +544,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
 /// sites on one source line (three calls of `sum` in one expression) are one
 /// context: contexts are keyed by their frames' names, each listed with the
 /// stack id of its most sampled instance.
-fn top_contexts(
+pub(crate) fn top_contexts(
     p: &Profile,
     contexts: FxHashMap<(u32, u64), u64>,
     of: u64,

@@ -51,6 +51,8 @@ pub struct ThreadOnLine {
     pub read: Vec<(u32, u32)>,
     /// Code that touched the line, most sampled first.
     pub locations: Vec<crate::access::SourceLine>,
+    /// Its most sampled calling contexts on the line (instrumented code).
+    pub contexts: Vec<crate::access::AccessContext>,
 }
 
 #[derive(Default)]
@@ -62,6 +64,7 @@ struct ThreadTally {
     read_mask: u64,
     write_mask: u64,
     pcs: HashMap<u64, u64>,
+    contexts: rustc_hash::FxHashMap<(u32, u64), u64>,
 }
 
 #[derive(Default)]
@@ -122,6 +125,9 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
         }
         t.atomic += s.atomic as u64;
         *t.pcs.entry(s.pc).or_default() += 1;
+        if s.stack_id != 0 {
+            *t.contexts.entry((s.pid, s.stack_id)).or_default() += 1;
+        }
         if let Some((tid, was_store)) = line.last {
             line.switches += (tid != s.tid && (was_store || s.is_store)) as u64;
         }
@@ -148,6 +154,12 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
                     let mut pcs: Vec<(u64, u64)> = t.pcs.into_iter().collect();
                     pcs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                     pcs.truncate(3);
+                    let contexts = crate::access::top_contexts(
+                        p,
+                        t.contexts,
+                        t.loads + t.stores,
+                        period as u64,
+                    );
                     ThreadOnLine {
                         tid,
                         loads: t.loads,
@@ -162,6 +174,7 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
                                 samples,
                             })
                             .collect(),
+                        contexts,
                     }
                 })
                 .collect();

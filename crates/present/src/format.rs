@@ -71,6 +71,21 @@ pub fn truncate(s: &str, n: usize) -> String {
     cut
 }
 
+/// A context as `access ← caller ← ...`, its first frames only.
+pub fn context_path(frames: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut path = frames
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(" ← ");
+    if frames.len() > SHOWN {
+        path += " ← …";
+    }
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +112,8 @@ mod tests {
         assert_eq!(counter_value(3e9, "events"), "3.00 G");
         assert_eq!(counter_value(2048.0, "bytes"), "2.0 KiB");
         assert_eq!(or_dash(None::<u64>, |v| v.to_string()), "-");
+        let frames: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).into();
+        assert_eq!(context_path(&frames[..2]), "a ← b");
+        assert_eq!(context_path(&frames), "a ← b ← c ← d ← …");
     }
 }

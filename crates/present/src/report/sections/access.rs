@@ -1,7 +1,7 @@
 //! Access profiling: samples by memory level, the most accessed objects and
 //! their hottest lines, and each region's exact bytes and bandwidth.
 
-use crate::format::{human_bytes, or_dash, rate, seconds};
+use crate::format::{context_path, human_bytes, or_dash, rate, seconds};
 use crate::report::model::{Column, Figure, Row, Section, Table};
 use crate::report::Report;
 use memlens_analysis::{self as analysis, AccessReport, RegionAccess};
@@ -144,21 +144,6 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
         t = t.footer(format!("({} samples hit no recorded object: small unsampled heap blocks, or code outside memlens' view)", a.unattributed));
     }
     t
-}
-
-/// A context as `access ← caller ← ...`, its first frames only.
-fn context_path(frames: &[String]) -> String {
-    const SHOWN: usize = 4;
-    let mut path = frames
-        .iter()
-        .take(SHOWN)
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(" ← ");
-    if frames.len() > SHOWN {
-        path += " ← …";
-    }
-    path
 }
 
 /// What the object table's figures are made of.

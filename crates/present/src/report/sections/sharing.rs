@@ -1,5 +1,6 @@
 //! Cache lines two or more threads touched, one of them writing.
 
+use crate::format::context_path;
 use crate::report::model::{Column, Row, Section, Table};
 use crate::report::Report;
 use memlens_analysis::LINE;
@@ -40,7 +41,11 @@ pub fn section(r: &Report) -> Option<Section> {
         ]
         .into();
         for th in &l.threads {
-            let at = th.locations.first().map_or("", |s| s.location.as_str());
+            let at = match (th.contexts.first(), th.locations.first()) {
+                (Some(c), _) => context_path(&c.frames),
+                (None, Some(l)) => l.location.clone(),
+                (None, None) => String::new(),
+            };
             let atomic = if th.atomic > 0 {
                 format!(" ({} of atomic read-modify-writes)", th.atomic)
             } else {
