@@ -1261,3 +1261,34 @@ fn access_contexts_split_one_routine_by_its_callers() {
     }
     assert!(svg.contains(&format!("load at {read}")));
 }
+
+#[test]
+fn a_process_phase_counts_every_threads_bytes() {
+    // Main marks a phase and a region around two threads that write an
+    // array's halves: the phase has all 8 000 000 bytes, main's region none.
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "process_phase.c", &["-O2", "-g", "-pthread"]);
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[app.to_str().unwrap()]));
+    let r = report_json(&p);
+    let regions = &r["access"]["regions"];
+    let phase = named(regions, "fill [process]");
+    let written = phase["bytes_written"].as_u64().unwrap();
+    assert!((8_000_000..8_004_096).contains(&written), "{phase}");
+    assert!(
+        phase["objects"][0][0]
+            .as_str()
+            .unwrap()
+            .starts_with("main (process_phase.c:"),
+        "{phase}"
+    );
+    let region = named(regions, "fill");
+    assert!(region["bytes_written"].as_u64().unwrap() < 4096, "{region}");
+    // One thread's view leaves the phase out: its counts are the process's.
+    let tid = r["threads"][0]["tid"].as_u64().unwrap().to_string();
+    let one = report_view(&p, &["--thread", &tid]);
+    assert_ran(&one);
+    let one: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    let names = names(&one["access"]["regions"]);
+    assert!(!names.iter().any(|n| n.contains("[process]")), "{names:?}");
+}

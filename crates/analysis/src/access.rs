@@ -207,6 +207,9 @@ enum Event {
 /// Object an address range belongs to: an object index, or a thread stack.
 type Key = usize;
 
+/// The thread key of a process's phases in the attribution sweep.
+const ALL_THREADS: u32 = u32::MAX;
+
 /// A code address's label in its process, or the address itself.
 pub fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
     match p.locations.get(&(pid, pc)) {
@@ -470,9 +473,9 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     // (unused, bytes written).
     let mut between: BTreeMap<(u32, String), [(f64, f64); 2]> = BTreeMap::new();
     for (i, r) in p.regions.iter().enumerate() {
-        let key = (r.pid, r.name.clone());
+        let key = (r.pid, crate::region_label(r));
         let e = by_name.entry(key.clone()).or_insert_with(|| RegionAccess {
-            name: r.name.clone(),
+            name: key.1.clone(),
             pid: r.pid,
             ..Default::default()
         });
@@ -665,25 +668,11 @@ pub fn attribute(
         }
     }
     for (i, r) in p.regions.iter().enumerate() {
-        events.push((
-            r.begin_ns,
-            1,
-            r.pid,
-            Event::RegionBegin {
-                tid: r.tid,
-                region: i,
-            },
-        ));
+        // A phase is open on every thread of its process.
+        let tid = if r.process_wide { ALL_THREADS } else { r.tid };
+        events.push((r.begin_ns, 1, r.pid, Event::RegionBegin { tid, region: i }));
         let end = r.end_ns.unwrap_or(u64::MAX);
-        events.push((
-            end,
-            0,
-            r.pid,
-            Event::RegionEnd {
-                tid: r.tid,
-                region: i,
-            },
-        ));
+        events.push((end, 0, r.pid, Event::RegionEnd { tid, region: i }));
     }
     // Ends before begins at one instant; samples come after both.
     events.sort_by_key(|e| (e.0, e.1));
@@ -715,7 +704,7 @@ pub fn attribute(
             Box::new(o.into_iter().map(|i| i as usize))
         };
     let mut events = events.into_iter().peekable();
-    let no_regions: Vec<usize> = Vec::new();
+    let mut open_here: Vec<usize> = Vec::new();
     for i in order {
         let s = &p.samples[i];
         while let Some((_, _, pid, ev)) = events.next_if(|e| e.0 <= s.time_ns) {
@@ -747,7 +736,11 @@ pub fn attribute(
         let hit = find(&tags, s.pid, s.address)
             .or_else(|| find(&live, s.pid, s.address))
             .or_else(|| find(&statics, s.pid, s.address));
-        visit(i, hit, open.get(&(s.pid, s.tid)).unwrap_or(&no_regions));
+        open_here.clear();
+        for tid in [s.tid, ALL_THREADS] {
+            open_here.extend(open.get(&(s.pid, tid)).into_iter().flatten());
+        }
+        visit(i, hit, &open_here);
     }
 }
 

@@ -93,9 +93,9 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
     for r in &p.regions {
         let points: Vec<&TimelinePoint> = p.timeline.iter().filter(|t| t.pid == r.pid).collect();
         let end = r.end_ns.unwrap_or_else(|| p.process_end(r.pid));
-        let key = (r.pid, r.name.clone());
+        let key = (r.pid, crate::region_label(r));
         let e = by_key.entry(key.clone()).or_insert_with(|| RegionCapacity {
-            name: r.name.clone(),
+            name: key.1.clone(),
             pid: r.pid,
             rss_begin: sample_at(&points, r.begin_ns).map_or(0, |s| s.rss),
             ..Default::default()
@@ -221,7 +221,13 @@ pub fn capacity_series(p: &Profile) -> CapacitySeries {
             .regions
             .iter()
             .filter(|r| r.depth == 0)
-            .map(|r| (r.name.clone(), r.begin_ns, r.end_ns.unwrap_or(end_ns)))
+            .map(|r| {
+                (
+                    crate::region_label(r),
+                    r.begin_ns,
+                    r.end_ns.unwrap_or(end_ns),
+                )
+            })
             .collect(),
         end_ns,
     }

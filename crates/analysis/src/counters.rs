@@ -145,7 +145,7 @@ pub fn counters_report(p: &Profile) -> Vec<CounterSummary> {
         let mut by_region: BTreeMap<String, (f64, u64)> = BTreeMap::new();
         for r in &p.regions {
             let end = r.end_ns.unwrap_or_else(|| p.process_end(r.pid));
-            let e = by_region.entry(r.name.clone()).or_default();
+            let e = by_region.entry(crate::region_label(r)).or_default();
             e.0 += value_at(&series, end) - value_at(&series, r.begin_ns);
             e.1 += end.saturating_sub(r.begin_ns);
         }

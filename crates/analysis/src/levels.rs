@@ -189,7 +189,7 @@ pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelT
             .add(s.level, cost);
         for &r in open {
             regions
-                .entry(p.regions[r].name.clone())
+                .entry(crate::region_label(&p.regions[r]))
                 .or_default()
                 .add(s.level, cost);
         }

@@ -16,6 +16,17 @@ pub use counters::*;
 pub use folding::*;
 pub use levels::*;
 pub use memlens_profile::code_label;
+
+/// A region's name in every output; a process-wide phase is marked, so it
+/// never merges with a per-thread region of the same name.
+pub fn region_label(r: &memlens_profile::Region) -> String {
+    if r.process_wide {
+        format!("{} [process]", r.name)
+    } else {
+        r.name.clone()
+    }
+}
+
 pub use objects::*;
 pub use reuse::*;
 pub use sharing::*;
@@ -147,7 +158,9 @@ impl Profile {
         };
         let keep = |p: u32, t: u32| p == pid && tid.is_none_or(|tid| tid == t);
         self.samples.retain(|s| keep(s.pid, s.tid));
-        self.regions.retain(|r| keep(r.pid, r.tid));
+        // A phase's counts are its process's: not one thread's.
+        self.regions
+            .retain(|r| keep(r.pid, r.tid) && !(r.process_wide && tid.is_some()));
         self.tags.retain(|t| keep(t.pid, t.tid));
         self.threads.retain(|t| keep(t.pid, t.tid));
         self.allocations.retain(|a| a.pid == pid);

@@ -41,6 +41,8 @@ impl Symbol {
 
 static REGION_BEGIN: Symbol = Symbol::new(c"memlens_region_begin");
 static REGION_END: Symbol = Symbol::new(c"memlens_region_end");
+static PHASE_BEGIN: Symbol = Symbol::new(c"memlens_phase_begin");
+static PHASE_END: Symbol = Symbol::new(c"memlens_phase_end");
 static TAG: Symbol = Symbol::new(c"memlens_tag");
 static UNTAG: Symbol = Symbol::new(c"memlens_untag");
 static GROUP_BEGIN: Symbol = Symbol::new(c"memlens_group_begin");
@@ -61,6 +63,15 @@ pub fn region_begin(name: &CStr) {
 
 pub fn region_end(name: &CStr) {
     call_name(&REGION_END, name);
+}
+
+/// Starts a phase of the whole process: every thread's accesses count.
+pub fn phase_begin(name: &CStr) {
+    call_name(&PHASE_BEGIN, name);
+}
+
+pub fn phase_end(name: &CStr) {
+    call_name(&PHASE_END, name);
 }
 
 /// Names [start, start + len) as a data object.

@@ -67,6 +67,9 @@ table! {
         /// Exact bytes, intercepted memcpy/memmove/memset included.
         bytes_read: Option<u64>,
         bytes_written: Option<u64>,
+        /// A phase of the whole process (`memlens_phase_begin`): every
+        /// thread's accesses between its marks, `tid` the thread that began it.
+        process_wide: bool,
     }
 }
 

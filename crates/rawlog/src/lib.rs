@@ -250,6 +250,10 @@ pub mod tag {
     pub const PROCESS_USAGE: u16 = 22;
     pub const THREAD_TOTALS: u16 = 23;
     pub const UNTRACKED_PROCESS: u16 = 24;
+    /// A process-wide phase's marks: [`RegionMark`]s whose counts are every
+    /// thread's of the process.
+    pub const PHASE_BEGIN: u16 = 25;
+    pub const PHASE_END: u16 = 26;
 }
 
 /// Bits of [`FileHeader::faults`]: each makes a part of the log incomplete, and

@@ -8,15 +8,24 @@ use core::sync::atomic::Ordering;
 use memlens_rawlog::{self as raw, tag};
 
 /// Region begin/end carry the thread's exact access counts at that instant, so
-/// the bytes a region moved are exact differences.
+/// the bytes a region moved are exact differences. A phase's carry every
+/// thread's of the process: the caller's exact, the others' as they last
+/// published them (at most `PUBLISH_EVERY` accesses of a class behind).
 fn record_region(tag: u16, name: *const c_char) {
     if let Some(st) = enter() {
         let saved = errno();
         let id = intern(st, name);
+        let counts = match (tag, crate::log::header()) {
+            (tag::PHASE_BEGIN | tag::PHASE_END, Some(header)) => {
+                access::publish(st);
+                header.access_totals()
+            }
+            _ => access::exact_counts(st),
+        };
         let ev = raw::RegionMark {
             time: sys::now_ns(),
             name: id,
-            counts: access::exact_counts(st),
+            counts,
         };
         st.writer.write(st.tid, tag, &ev, &[]);
         set_errno(saved);
@@ -40,6 +49,25 @@ pub unsafe extern "C" fn memlens_region_begin(name: *const c_char) {
 #[no_mangle]
 pub unsafe extern "C" fn memlens_region_end(name: *const c_char) {
     record_region(tag::REGION_END, name);
+}
+
+/// Starts a named phase of the whole process (every thread's accesses count,
+/// whichever thread marks it); phases nest.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_phase_begin(name: *const c_char) {
+    record_region(tag::PHASE_BEGIN, name);
+}
+
+/// Ends the innermost phase of that name, from any thread.
+///
+/// # Safety
+/// `name` is NUL-terminated or null.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_phase_end(name: *const c_char) {
+    record_region(tag::PHASE_END, name);
 }
 
 /// Names the address range [start, start+len) as a data object.

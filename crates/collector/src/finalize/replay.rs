@@ -93,14 +93,24 @@ struct Replay<'a> {
     /// recorded, and the row order of still-live blocks stays the same run to run.
     live_heap: FxHashMap<u64, Allocation>,
     maps: Mappings,
-    /// Per thread, the indices of its open regions, innermost last.
-    open_regions: HashMap<u32, Vec<usize>>,
+    /// Per thread (and for the process's phases, [`scope`]), the indices of
+    /// its open regions, innermost last.
+    open_regions: HashMap<u64, Vec<usize>>,
     /// A region's thread's exact counts when it began.
     region_start: HashMap<usize, [u64; raw::COUNTS]>,
     open_stacks: FxHashMap<u32, Allocation>,
     /// Per thread: (start, end) and its totals (final, or as last published).
     thread_times: BTreeMap<u32, (Option<u64>, Option<u64>)>,
     final_totals: BTreeMap<u32, (raw::ThreadTotals, bool)>,
+}
+
+/// The key of a thread's open regions, or of the process's open phases.
+fn scope(tid: u32, process_wide: bool) -> u64 {
+    if process_wide {
+        u64::MAX
+    } else {
+        u64::from(tid)
+    }
 }
 
 impl Replay<'_> {
@@ -132,8 +142,10 @@ impl Replay<'_> {
             tag::MMAP => self.mmap(tid, &rec.payload()?),
             tag::MREMAP => self.mremap(tid, &rec.payload()?),
             tag::MUNMAP => self.munmap(&rec.payload()?),
-            tag::REGION_BEGIN => self.region_begin(tid, &rec.payload()?),
-            tag::REGION_END => self.region_end(tid, &rec.payload()?),
+            tag::REGION_BEGIN => self.region_begin(tid, false, &rec.payload()?),
+            tag::REGION_END => self.region_end(tid, false, &rec.payload()?),
+            tag::PHASE_BEGIN => self.region_begin(tid, true, &rec.payload()?),
+            tag::PHASE_END => self.region_end(tid, true, &rec.payload()?),
             tag::SAMPLE => self.sample(tid, &rec.payload()?),
             tag::TAG => self.tag(tid, &rec.payload()?),
             tag::UNTAG => self.untag(&rec.payload()?),
@@ -239,9 +251,14 @@ impl Replay<'_> {
             .unmap(m.addr, m.len, at, &mut |r| Self::emit(built, out, r));
     }
 
-    fn region_begin(&mut self, tid: u32, n: &raw::RegionMark) {
+    /// A region of the thread, or a phase of the process (its instances
+    /// nest apart from every thread's regions).
+    fn region_begin(&mut self, tid: u32, process_wide: bool, n: &raw::RegionMark) {
         let index = self.built.regions.len();
-        let open = self.open_regions.entry(tid).or_default();
+        let open = self
+            .open_regions
+            .entry(scope(tid, process_wide))
+            .or_default();
         open.push(index);
         let depth = (open.len() - 1) as u32;
         self.region_start.insert(index, n.counts);
@@ -252,16 +269,21 @@ impl Replay<'_> {
             begin_ns: self.rel(n.time),
             end_ns: None,
             depth,
+            process_wide,
             ..Default::default()
         };
         self.built.regions.push(region);
     }
 
-    /// Ends the innermost open region of that name on the thread.
-    fn region_end(&mut self, tid: u32, n: &raw::RegionMark) {
+    /// Ends the innermost open region of that name on the thread (the
+    /// innermost phase of that name, from any thread).
+    fn region_end(&mut self, tid: u32, process_wide: bool, n: &raw::RegionMark) {
         let wanted = self.name(n.name);
         let at = self.rel(n.time);
-        let open = self.open_regions.entry(tid).or_default();
+        let open = self
+            .open_regions
+            .entry(scope(tid, process_wide))
+            .or_default();
         let Some(pos) = open
             .iter()
             .rposition(|&r| self.built.regions[r].name == wanted)
