@@ -449,13 +449,9 @@ fn openmp_threads_each_count_their_share() {
 /// returns the report's shared lines.
 /// The report of `source` built with `opt` and `defines` and recorded.
 fn threaded_report(source: &str, opt: &str, defines: &[&str]) -> serde_json::Value {
-    let dir = tempdir();
     let mut flags = vec![opt, "-pthread"];
     flags.extend(defines);
-    let app = memlens_cc(dir.path(), source, &flags);
-    let p = dir.path().join("p");
-    let out = record(&p, &[], &[&app.to_string_lossy()]);
-    assert_ran(&out);
+    let (_dir, p) = recorded_program(source, &flags, &[]);
     report_json(&p)
 }
 
@@ -525,10 +521,7 @@ fn false_sharing_is_found_with_both_fields_and_lines_and_gone_when_padded() {
     let padded = shared_lines("-O2", &["-DPADDED"]);
     assert!(padded.is_empty(), "{padded:#?}");
     // A table main fills and two threads then only read: no sharing.
-    let dir = tempdir();
-    let app = memlens_cc(dir.path(), "init_then_read.c", &["-O2", "-pthread"]);
-    let p = dir.path().join("p");
-    assert_ran(&record(&p, &[], &[&app.to_string_lossy()]));
+    let (_dir, p) = recorded_program("init_then_read.c", &["-O2", "-pthread"], &[]);
     let r = report_json(&p);
     let table = named(&r["access"]["objects"], "table [init_then_read]");
     let threads: std::collections::BTreeSet<u64> = sql_json(&p, "SELECT DISTINCT tid FROM samples")
@@ -1071,10 +1064,7 @@ fn threads_have_exact_counts_and_a_report_of_their_own() {
 
 #[test]
 fn c_names_are_reported_as_the_program_spells_them() {
-    let dir = tempdir();
-    let app = memlens_cc(dir.path(), "c_names.c", &["-O2", "-g"]);
-    let p = dir.path().join("p");
-    assert_ran(&record(&p, &[], &[app.to_str().unwrap()]));
+    let (_dir, p) = recorded_program("c_names.c", &["-O2", "-g"], &[]);
     let r = report_json(&p);
     let objects = r["access"]["objects"].as_array().unwrap();
     // One-letter statics keep their names (demangling read them as types).
@@ -1189,10 +1179,7 @@ fn bulk_copies_are_attributed_to_the_objects_they_touch() {
     assert!(a["accuracy"].as_f64().unwrap() > 0.99, "{}", a["accuracy"]);
 
     // memset writes, memmove and memcpy read and write: 40 MiB each way.
-    let dir = tempdir();
-    let app = memlens_cc(dir.path(), "bulk.c", &["-O2", "-g"]);
-    let p = dir.path().join("p");
-    assert_ran(&record(&p, &["--period", "1009"], &[app.to_str().unwrap()]));
+    let (_dir, p) = recorded_program("bulk.c", &["-O2", "-g"], &["--period", "1009"]);
     let r = report_json(&p);
     for (name, read, written) in [
         ("zeroed [bulk]", 40.0, 40.0),
@@ -1229,10 +1216,7 @@ fn bulk_copies_are_attributed_to_the_objects_they_touch() {
 fn access_contexts_split_one_routine_by_its_callers() {
     // sum() reads the array from often() three times as often as from
     // seldom(): one access line, two calling contexts, 3:1.
-    let dir = tempdir();
-    let app = memlens_cc(dir.path(), "contexts.c", &["-O2", "-g"]);
-    let p = dir.path().join("p");
-    assert_ran(&record(&p, &[], &[app.to_str().unwrap()]));
+    let (dir, p) = recorded_program("contexts.c", &["-O2", "-g"], &[]);
     let r = report_json(&p);
     let data = &r["access"]["objects"][0];
     let at = |mark: &str| format!("(contexts.c:{})", source_line("contexts.c", mark));
@@ -1253,14 +1237,7 @@ fn access_contexts_split_one_routine_by_its_callers() {
     );
     // The flame graph of accesses nests the two callers under the array.
     let svg = dir.path().join("access.svg");
-    let out = Command::new(memlens())
-        .args(["plot", "flame", "--accesses"])
-        .arg(&p)
-        .arg("-o")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert_ran(&out);
+    assert_ran(&plot_with("flame", &["--accesses"], &p, &svg));
     let svg = std::fs::read_to_string(&svg).unwrap();
     for caller in ["often", "seldom"] {
         assert!(svg.contains(&format!("{caller} (contexts.c:")), "{caller}");
@@ -1272,10 +1249,7 @@ fn access_contexts_split_one_routine_by_its_callers() {
 fn a_process_phase_counts_every_threads_bytes() {
     // Main marks a phase and a region around two threads that write an
     // array's halves: the phase has all 8 000 000 bytes, main's region none.
-    let dir = tempdir();
-    let app = memlens_cc(dir.path(), "process_phase.c", &["-O2", "-g", "-pthread"]);
-    let p = dir.path().join("p");
-    assert_ran(&record(&p, &[], &[app.to_str().unwrap()]));
+    let (_dir, p) = recorded_program("process_phase.c", &["-O2", "-g", "-pthread"], &[]);
     let r = report_json(&p);
     let regions = &r["access"]["regions"];
     let phase = named(regions, "fill [process]");

@@ -343,14 +343,7 @@ fn flame_graphs_weigh_allocated_bytes_and_sampled_accesses() {
     assert!(svg.contains("main (stream.c:35)"), "the arrays' site");
 
     let accesses = dir.path().join("access.svg");
-    let out = Command::new(memlens())
-        .args(["plot", "flame", "--accesses"])
-        .arg(&p)
-        .arg("-o")
-        .arg(&accesses)
-        .output()
-        .unwrap();
-    assert_ran(&out);
+    assert_ran(&plot_with("flame", &["--accesses"], &p, &accesses));
     let svg = std::fs::read_to_string(&accesses).unwrap();
     let report = report_json(&p);
     let samples = report["access"]["samples"].as_u64().unwrap();

@@ -286,15 +286,21 @@ pub fn run_transparent(dir: &Path, args: &[&str]) -> Output {
     )
 }
 
-/// `memlens plot KIND PROFILE -o IMAGE`.
-pub fn plot(kind: &str, profile: &Path, image: &Path) -> Output {
+/// `memlens plot KIND [EXTRA...] PROFILE -o IMAGE`.
+pub fn plot_with(kind: &str, extra: &[&str], profile: &Path, image: &Path) -> Output {
     Command::new(memlens())
         .args(["plot", kind])
+        .args(extra)
         .arg(profile)
         .arg("-o")
         .arg(image)
         .output()
         .unwrap()
+}
+
+/// `memlens plot KIND PROFILE -o IMAGE`.
+pub fn plot(kind: &str, profile: &Path, image: &Path) -> Output {
+    plot_with(kind, &[], profile, image)
 }
 
 /// `memlens sql DIR QUERY --format json`: the result rows.
@@ -434,6 +440,21 @@ pub fn report_view(p: &Path, view: &[&str]) -> Output {
         .arg(p)
         .output()
         .unwrap()
+}
+
+/// Builds tests/programs/`source` with `memlens cc` and `flags`, records it
+/// with `record_flags`; returns the temporary directory (keep it alive) and
+/// the profile.
+pub fn recorded_program(
+    source: &str,
+    flags: &[&str],
+    record_flags: &[&str],
+) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), source, flags);
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, record_flags, &[&app.to_string_lossy()]));
+    (dir, p)
 }
 
 /// Builds the stream example with `defines`, records it with `flags`; returns the
