@@ -222,9 +222,11 @@ struct ReportArgs {
     dir: PathBuf,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// With --format csv: which table (objects, allocated, leaks, regions,
-    /// access-objects, access-regions, levels-routine, levels-region, latency,
-    /// sharing, reuse, reuse-objects, reuse-pairs, folding, threads).
+    /// With --format csv: which table: one of the data (objects, allocated,
+    /// leaks, regions, access-objects, access-regions, levels-routine,
+    /// levels-region, latency, sharing, reuse, reuse-objects, reuse-pairs,
+    /// folding, threads), exact numbers; or a section's table as the text
+    /// report draws it (peak, access/memory-levels, ...: a wrong name lists them).
     #[arg(long, default_value = "objects")]
     table: String,
     /// Rows per top-N table.
@@ -801,7 +803,7 @@ fn report(args: ReportArgs) -> Result<i32> {
         Format::Json => println!("{}", memlens_present::render_json(&r)?),
         Format::Csv => print!(
             "{}",
-            memlens_present::report_csv(&serde_json::to_value(&r)?, &args.table)
+            memlens_present::report_csv(&memlens_present::report_value(&r)?, &args.table)
                 .map_err(anyhow::Error::msg)?
         ),
     }

@@ -155,6 +155,31 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
         })
         .collect();
     assert_eq!(json_rows, rows);
+    // So does a section's table in CSV.
+    let csv = Command::new(memlens())
+        .args([
+            "report",
+            "--format",
+            "csv",
+            "--table",
+            "access/top-objects-by-estimated-accesses",
+        ])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&csv);
+    let objects = (sections.iter().find(|s| s["id"] == "access").unwrap()["tables"].as_array())
+        .unwrap()
+        .iter()
+        .find(|t| t["title"] == "Top objects by estimated accesses")
+        .unwrap()["rows"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(
+        String::from_utf8_lossy(&csv.stdout).lines().count(),
+        1 + objects
+    );
     for cells in rows {
         let on_one_line = text.lines().any(|line| {
             let mut rest = line;

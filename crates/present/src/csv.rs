@@ -1,7 +1,9 @@
 //! `memlens report --format csv --table NAME`: one of the report's tables as
-//! CSV, one row per entry. Nested fields become dotted columns (`site.file`),
-//! lists of numbers one column per index (`percent.0` follows `levels[0]`),
-//! lists of records a JSON cell.
+//! CSV. A data table (`objects`, `regions`, ...) has one row per entry with
+//! exact numbers: nested fields become dotted columns (`site.file`), lists of
+//! numbers one column per index (`percent.0` follows `levels[0]`), lists of
+//! records a JSON cell. A section's table as the text and HTML reports draw it
+//! (`access/memory-levels`, `peak`) has their columns and cells.
 
 use serde_json::Value;
 
@@ -26,14 +28,22 @@ pub const CSV_TABLES: [(&str, &str); 15] = [
 
 /// The table `name` of a report (as JSON) in CSV, header first.
 pub fn report_csv(report: &Value, name: &str) -> Result<String, String> {
-    let pointer = CSV_TABLES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, p)| *p)
-        .ok_or_else(|| {
-            let names: Vec<&str> = CSV_TABLES.iter().map(|(n, _)| *n).collect();
-            format!("no table {name:?}; give one of {}", names.join(", "))
-        })?;
+    let drawn = section_tables(report);
+    let pointer = match CSV_TABLES.iter().find(|(n, _)| *n == name) {
+        Some((_, pointer)) => *pointer,
+        None => {
+            let Some((_, table)) = drawn.iter().find(|(n, _)| n == name) else {
+                let names: Vec<&str> = (CSV_TABLES.iter().map(|(n, _)| *n))
+                    .chain(drawn.iter().map(|(n, _)| n.as_str()))
+                    .collect();
+                return Err(format!(
+                    "no table {name:?}; give one of {}",
+                    names.join(", ")
+                ));
+            };
+            return drawn_csv(table);
+        }
+    };
     let rows: Vec<Vec<(String, String)>> = match report.pointer(pointer) {
         Some(Value::Array(rows)) => rows
             .iter()
@@ -73,6 +83,51 @@ pub fn report_csv(report: &Value, name: &str) -> Result<String, String> {
                 .map_or("", |(_, v)| v.as_str())
         });
         out.write_record(record).map_err(io)?;
+    }
+    String::from_utf8(out.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+}
+
+/// The sections' tables by name: the section's id, then the table's title
+/// in lower case with dashes when the section has several.
+fn section_tables(report: &Value) -> Vec<(String, &Value)> {
+    let mut out = Vec::new();
+    for section in report["sections"].as_array().into_iter().flatten() {
+        let id = section["id"].as_str().unwrap_or("");
+        let tables = section["tables"]
+            .as_array()
+            .map_or(&[][..], |t| t.as_slice());
+        for (k, table) in tables.iter().enumerate() {
+            let name = match (tables.len(), table["title"].as_str()) {
+                (1, _) => id.to_string(),
+                (_, Some(title)) => format!("{id}/{}", slug(title)),
+                (_, None) => format!("{id}/{}", k + 1),
+            };
+            out.push((name, table));
+        }
+    }
+    out
+}
+
+fn slug(title: &str) -> String {
+    title
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// A drawn table: its columns and cells as the text report shows them.
+fn drawn_csv(table: &Value) -> Result<String, String> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let io = |e: csv::Error| e.to_string();
+    let header = (table["columns"].as_array().into_iter().flatten())
+        .map(|c| c["name"].as_str().unwrap_or(""));
+    out.write_record(header).map_err(io)?;
+    for row in table["rows"].as_array().into_iter().flatten() {
+        let cells =
+            (row["cells"].as_array().into_iter().flatten()).map(|c| c.as_str().unwrap_or(""));
+        out.write_record(cells).map_err(io)?;
     }
     String::from_utf8(out.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
 }
@@ -123,5 +178,30 @@ mod tests {
         let err = super::report_csv(&report, "nope").unwrap_err();
         assert!(err.contains("give one of objects, allocated"), "{err}");
         assert_eq!(super::report_csv(&report, "sharing").unwrap(), "");
+    }
+
+    #[test]
+    fn drawn_tables_are_named_by_section_and_title() {
+        let table = |title: Option<&str>, cell: &str| {
+            json!({"title": title, "columns": [{"name": "level"}, {"name": "share"}],
+                   "rows": [{"cells": [cell, "50%"], "details": []}]})
+        };
+        let report = json!({"sections": [
+            {"id": "peak", "tables": [table(None, "a")]},
+            {"id": "access", "tables": [table(Some("Memory levels"), "L1"), table(Some("Top objects, by accesses"), "b")]}
+        ]});
+        assert_eq!(
+            super::report_csv(&report, "peak").unwrap(),
+            "level,share\na,50%\n"
+        );
+        assert_eq!(
+            super::report_csv(&report, "access/memory-levels").unwrap(),
+            "level,share\nL1,50%\n"
+        );
+        let err = super::report_csv(&report, "access").unwrap_err();
+        assert!(
+            err.ends_with("threads, peak, access/memory-levels, access/top-objects-by-accesses"),
+            "{err}"
+        );
     }
 }

@@ -20,4 +20,6 @@ pub use plot::{
     plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_scatter, Image,
     PlotError,
 };
-pub use report::{build_report, render_html, render_json, render_text, Report, ReportOptions};
+pub use report::{
+    build_report, render_html, render_json, render_text, report_value, Report, ReportOptions,
+};

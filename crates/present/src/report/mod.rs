@@ -10,7 +10,7 @@ mod sections;
 mod text;
 
 pub use html::render_html;
-pub use json::render_json;
+pub use json::{render_json, report_value};
 pub use text::render_text;
 
 use crate::format::human_bytes;
