@@ -207,6 +207,51 @@ fn inlines_at_link(args: &[OsString]) -> bool {
     matches!(level, Some(l) if !matches!(l, "" | "0" | "1" | "g"))
 }
 
+/// The architecture the build targets: `--target`'s (`aarch64-linux-gnu`
+/// gives aarch64), else this machine's.
+fn target_arch(args: &[OsString]) -> String {
+    let mut triple = None;
+    let mut iter = args.iter().filter_map(|a| a.to_str());
+    while let Some(a) = iter.next() {
+        if let Some(t) = a.strip_prefix("--target=") {
+            triple = Some(t);
+        } else if a == "-target" || a == "--target" {
+            triple = iter.next();
+        }
+    }
+    match triple.and_then(|t| t.split('-').next()) {
+        Some("arm64") => "aarch64".to_string(),
+        Some(arch) => arch.to_string(),
+        None => std::env::consts::ARCH.to_string(),
+    }
+}
+
+/// The runtime to link a build for `arch` with: `runtime` for this machine's
+/// architecture or when MEMLENS_RUNTIME names it; else the runtime cargo built
+/// for that target beside this one (target/aarch64-unknown-linux-gnu/release
+/// next to target/release), or an installed one in `<arch>/` beside it.
+fn target_runtime(runtime: &Path, arch: &str) -> Result<PathBuf> {
+    if arch == std::env::consts::ARCH || std::env::var_os("MEMLENS_RUNTIME").is_some() {
+        return Ok(runtime.to_path_buf());
+    }
+    let name = "libmemlens_runtime.so";
+    let dir = runtime.parent().unwrap_or(Path::new("."));
+    let profile = dir.file_name().unwrap_or_default();
+    let candidates = [
+        dir.join(format!("../{arch}-unknown-linux-gnu"))
+            .join(profile)
+            .join(name),
+        dir.join(arch).join(name),
+    ];
+    match candidates.iter().find(|c| c.is_file()) {
+        Some(found) => Ok(found.clone()),
+        None => bail!(
+            "no {arch} runtime beside {}: build it with `cargo build --release -p memlens-runtime --target {arch}-unknown-linux-gnu` (and its linker, e.g. gcc-{arch}-linux-gnu), or set MEMLENS_RUNTIME to it",
+            runtime.display()
+        ),
+    }
+}
+
 fn is_shared(args: &[OsString]) -> bool {
     args.iter().any(|a| a == "-shared")
 }
@@ -372,17 +417,15 @@ fn compile_with(
     cmd.args(&args);
     let mut _fastpath_dir = None;
     if is_link(&args) {
+        let arch = target_arch(&args);
         // The fast path's IR takes the access's address with x86-64 assembly.
         // Below -O2 the runtime's callbacks serve (slower, PCs from return addresses).
-        if lld.is_some()
-            && !is_shared(&args)
-            && inlines_at_link(&args)
-            && cfg!(target_arch = "x86_64")
-        {
+        if lld.is_some() && !is_shared(&args) && inlines_at_link(&args) && arch == "x86_64" {
             let (dir, obj) = fastpath_object(&clang)?;
             cmd.arg(obj);
             _fastpath_dir = Some(dir);
         }
+        let runtime = target_runtime(runtime, &arch)?;
         let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
             bail!(
                 "runtime library not found at {}; build it with `cargo build --release` or set MEMLENS_RUNTIME",

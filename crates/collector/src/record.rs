@@ -224,8 +224,15 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
     let mut cmd = std::process::Command::new(&program_path);
     cmd.arg0(program).args(&cfg.command[1..]);
-    cmd.env("LD_PRELOAD", preload)
-        .env(env::name(env::DIR), &out_dir)
+    // Under qemu-user the program is of another architecture: this runtime
+    // preloaded would record the emulator; the runtime `memlens cc --target`
+    // linked into the program records it.
+    let emulated =
+        (program_path.file_name()).is_some_and(|n| n.to_string_lossy().starts_with("qemu-"));
+    if !emulated {
+        cmd.env("LD_PRELOAD", preload);
+    }
+    cmd.env(env::name(env::DIR), &out_dir)
         .env(env::name(env::COLLECTOR), "1");
     if let Some(v) = cfg.min_size {
         cmd.env(env::name(env::MIN_SIZE), v.to_string());
