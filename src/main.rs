@@ -226,7 +226,7 @@ struct ReportArgs {
     /// leaks, regions, access-objects, access-regions, levels-routine,
     /// levels-region, latency, sharing, reuse, reuse-objects, reuse-pairs,
     /// folding, threads), exact numbers; or a section's table as the text
-    /// report draws it (peak, access/memory-levels, ...: a wrong name lists them).
+    /// report draws it (peak/peak, access/memory-levels, ...: a wrong name lists them).
     #[arg(long, default_value = "objects")]
     table: String,
     /// Rows per top-N table.

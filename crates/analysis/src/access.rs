@@ -747,7 +747,98 @@ pub fn attribute(
 #[cfg(test)]
 mod tests {
     use crate::Profile;
-    use memlens_profile::{Allocation, Backend, SampleCore};
+    use memlens_profile::{Allocation, Backend, Frame, Region, SampleCore, TimelinePoint};
+
+    /// A 4 KiB block, thread 1's ten loads of it (in the context f <- main)
+    /// and thread 2's ten samples of a memset into it; a phase of the process
+    /// and a region of thread 1 around all of it.
+    fn bulk_and_phase_profile() -> Profile {
+        let mut p = Profile::default();
+        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.settings.access_period = 100;
+        p.allocations = vec![Allocation {
+            pid: 1,
+            kind: "malloc".into(),
+            address: 0x10000,
+            size: 4096,
+            usable_size: 4096,
+            alloc_ns: 1_000,
+            est_count: 1.0,
+            est_bytes: 4096.0,
+            ..Default::default()
+        }];
+        p.samples = (0..20u64)
+            .map(|i| SampleCore {
+                pid: 1,
+                tid: 1 + (i >= 10) as u32,
+                time_ns: 2_000 + 1_000 * i,
+                address: 0x10000 + 8 * i,
+                size: 8,
+                is_store: i >= 10,
+                bulk: i >= 10,
+                stack_id: if i < 10 { 7 } else { 0 },
+                ..Default::default()
+            })
+            .collect();
+        // Counted: thread 1's 1 000 loads; the memset's bytes are apart.
+        p.timeline = vec![TimelinePoint {
+            pid: 1,
+            time_ns: 50_000,
+            loads: 1_000,
+            bytes_written: 8_000,
+            ..Default::default()
+        }];
+        let frame = |depth: u32, function: &str, line: u32| Frame {
+            pid: 1,
+            stack_id: 7,
+            depth,
+            function: function.into(),
+            file: "/src/a.c".into(),
+            line,
+            ..Default::default()
+        };
+        p.stacks
+            .insert((1, 7), vec![frame(0, "f", 3), frame(1, "main", 9)]);
+        let region = |name: &str, process_wide: bool| Region {
+            pid: 1,
+            tid: 1,
+            name: name.into(),
+            begin_ns: 1_500,
+            end_ns: Some(40_000),
+            process_wide,
+            ..Default::default()
+        };
+        p.regions = vec![region("work", true), region("work", false)];
+        p
+    }
+
+    #[test]
+    fn bulk_samples_count_bytes_and_phases_see_every_thread() {
+        let p = bulk_and_phase_profile();
+        let report = super::access_report(&p, &crate::data_objects(&p), 10);
+        assert_eq!((report.samples, report.bulk_samples), (20, 10));
+        // Ten samples of counted accesses at period 100 for 1 000 counted.
+        assert_eq!(report.accuracy, Some(1.0));
+        let block = &report.objects[0];
+        assert_eq!((block.samples, block.bulk_samples), (20, 10));
+        assert_eq!(
+            (block.est_bytes_read, block.est_bytes_written),
+            (8_000.0, 8_000.0)
+        );
+        // Thread 1's accesses in their calling context, half of the block's.
+        assert_eq!(block.contexts.len(), 1);
+        assert_eq!(block.contexts[0].frames, ["f (a.c:3)", "main (a.c:9)"]);
+        assert_eq!(
+            (block.contexts[0].samples, block.contexts[0].share),
+            (10, 0.5)
+        );
+        // The phase holds both threads' samples, thread 1's region its own.
+        let touched = |name: &str| {
+            let r = report.regions.iter().find(|r| r.name == name).unwrap();
+            r.objects.iter().map(|(_, n)| n).sum::<u64>()
+        };
+        assert_eq!((touched("work [process]"), touched("work")), (20, 10));
+    }
 
     /// A 4 KiB heap block at 0x10000 live from 1 us to 1 ms, and 30 samples
     /// (1 per 100 accesses): 20 in the block (every fourth a store), 10 at an

@@ -232,3 +232,63 @@ pub fn capacity_series(p: &Profile) -> CapacitySeries {
         end_ns,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Profile;
+    use memlens_profile::{Allocation, Frame, TimelinePoint};
+
+    /// Nine call sites each allocate one block, site k of k MiB, live from
+    /// k ms to 20 ms; ticks every 5 ms.
+    #[test]
+    fn the_timeline_follows_the_largest_objects_at_each_tick() {
+        const MIB: u64 = 1 << 20;
+        let mut p = Profile::default();
+        for k in 1..=9u64 {
+            p.allocations.push(Allocation {
+                pid: 1,
+                kind: "malloc".into(),
+                address: k << 32,
+                size: k * MIB,
+                usable_size: k * MIB,
+                alloc_ns: k * 1_000_000,
+                free_ns: Some(20_000_000),
+                stack_id: k,
+                est_count: 1.0,
+                est_bytes: (k * MIB) as f64,
+                ..Default::default()
+            });
+            let site = Frame {
+                pid: 1,
+                stack_id: k,
+                function: "make".into(),
+                file: "/src/m.c".into(),
+                line: k as u32,
+                ..Default::default()
+            };
+            p.stacks.insert((1, k), vec![site]);
+        }
+        p.timeline = (0..5u64)
+            .map(|t| TimelinePoint {
+                pid: 1,
+                time_ns: t * 5_000_000,
+                rss: 100 * MIB,
+                ..Default::default()
+            })
+            .collect();
+        let c = super::capacity_series(&p);
+        assert_eq!(
+            c.time_ns,
+            [0, 5_000_000, 10_000_000, 15_000_000, 20_000_000]
+        );
+        // The eight largest, largest first: the 1 MiB site is left out.
+        let names: Vec<&str> = c.objects.iter().map(|o| o.name.as_str()).collect();
+        let expected: Vec<String> = (2..=9).rev().map(|k| format!("make (m.c:{k})")).collect();
+        assert_eq!(names, expected);
+        // Site 9 (9 MiB from 9 ms): not yet at 5 ms, live at 10 and 15 ms,
+        // freed at 20 ms.
+        let mib: Vec<f64> = c.objects[0].bytes.iter().map(|b| b / MIB as f64).collect();
+        assert_eq!(mib, [0.0, 0.0, 9.0, 9.0, 0.0]);
+        assert_eq!(c.rss, [100 * MIB; 5]);
+    }
+}

@@ -87,22 +87,18 @@ pub fn report_csv(report: &Value, name: &str) -> Result<String, String> {
     String::from_utf8(out.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
 }
 
-/// The sections' tables by name: the section's id, then the table's title
-/// in lower case with dashes when the section has several.
+/// The sections' tables by name: `section-id/title`, the table's title (else
+/// the section's) in lower case with dashes. The slash keeps them apart from
+/// the data tables' names.
 fn section_tables(report: &Value) -> Vec<(String, &Value)> {
     let mut out = Vec::new();
     for section in report["sections"].as_array().into_iter().flatten() {
         let id = section["id"].as_str().unwrap_or("");
-        let tables = section["tables"]
-            .as_array()
-            .map_or(&[][..], |t| t.as_slice());
-        for (k, table) in tables.iter().enumerate() {
-            let name = match (tables.len(), table["title"].as_str()) {
-                (1, _) => id.to_string(),
-                (_, Some(title)) => format!("{id}/{}", slug(title)),
-                (_, None) => format!("{id}/{}", k + 1),
-            };
-            out.push((name, table));
+        for table in section["tables"].as_array().into_iter().flatten() {
+            let title = (table["title"].as_str())
+                .or(section["title"].as_str())
+                .unwrap_or("");
+            out.push((format!("{id}/{}", slug(title)), table));
         }
     }
     out
@@ -187,11 +183,11 @@ mod tests {
                    "rows": [{"cells": [cell, "50%"], "details": []}]})
         };
         let report = json!({"sections": [
-            {"id": "peak", "tables": [table(None, "a")]},
-            {"id": "access", "tables": [table(Some("Memory levels"), "L1"), table(Some("Top objects, by accesses"), "b")]}
+            {"id": "peak", "title": "Peak", "tables": [table(None, "a")]},
+            {"id": "access", "title": "Access profile", "tables": [table(Some("Memory levels"), "L1"), table(Some("Top objects, by accesses"), "b")]}
         ]});
         assert_eq!(
-            super::report_csv(&report, "peak").unwrap(),
+            super::report_csv(&report, "peak/peak").unwrap(),
             "level,share\na,50%\n"
         );
         assert_eq!(
@@ -200,7 +196,9 @@ mod tests {
         );
         let err = super::report_csv(&report, "access").unwrap_err();
         assert!(
-            err.ends_with("threads, peak, access/memory-levels, access/top-objects-by-accesses"),
+            err.ends_with(
+                "threads, peak/peak, access/memory-levels, access/top-objects-by-accesses"
+            ),
             "{err}"
         );
     }

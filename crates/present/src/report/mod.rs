@@ -284,6 +284,108 @@ fn stacks_provenance(m: &profile::Meta) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memlens_profile::{Allocation, Frame, Region, SampleCore, ThreadRow, TimelinePoint};
+
+    /// Two threads take turns storing to adjacent 8-byte fields of a 64-byte
+    /// block, in the context f <- main, inside a phase of the process.
+    fn two_threads_sharing_a_line() -> Profile {
+        let mut p = Profile::default();
+        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.settings.access_period = 100;
+        p.allocations = vec![Allocation {
+            pid: 1,
+            kind: "malloc".into(),
+            address: 0x10000,
+            size: 64,
+            usable_size: 64,
+            stack_id: 3,
+            alloc_ns: 1_000,
+            est_count: 1.0,
+            est_bytes: 64.0,
+            ..Default::default()
+        }];
+        let frame = |stack_id: u64, depth: u32, function: &str, line: u32| Frame {
+            pid: 1,
+            stack_id,
+            depth,
+            function: function.into(),
+            file: "/src/a.c".into(),
+            line,
+            ..Default::default()
+        };
+        p.stacks.insert((1, 3), vec![frame(3, 0, "main", 2)]);
+        p.stacks
+            .insert((1, 7), vec![frame(7, 0, "f", 3), frame(7, 1, "main", 9)]);
+        p.samples = (0..40u64)
+            .map(|i| SampleCore {
+                pid: 1,
+                tid: 1 + (i % 2) as u32,
+                time_ns: 2_000 + 1_000 * i,
+                address: 0x10000 + 8 * (i % 2),
+                size: 8,
+                is_store: true,
+                stack_id: 7,
+                ..Default::default()
+            })
+            .collect();
+        p.timeline = vec![TimelinePoint {
+            pid: 1,
+            time_ns: 50_000,
+            stores: 4_000,
+            bytes_written: 32_000,
+            ..Default::default()
+        }];
+        p.threads = (1..=2)
+            .map(|tid| ThreadRow {
+                pid: 1,
+                tid,
+                stores: Some(2_000),
+                ..Default::default()
+            })
+            .collect();
+        p.regions = vec![Region {
+            pid: 1,
+            tid: 1,
+            name: "work".into(),
+            begin_ns: 1_500,
+            end_ns: Some(45_000),
+            stores: Some(4_000),
+            bytes_written: Some(32_000),
+            process_wide: true,
+            ..Default::default()
+        }];
+        p
+    }
+
+    /// Each section a profile has data for draws it, in text, JSON and CSV.
+    #[test]
+    fn a_profile_with_shared_accesses_renders_its_sections() {
+        let p = two_threads_sharing_a_line();
+        let r = build_report(&p, &ReportOptions::default());
+        let text = render_text(&r);
+        for needle in [
+            "ACCESS PROFILE",
+            "40 samples (100%) at f (a.c:3) ← main (a.c:9)",
+            "work [process]",
+            "THREADS",
+            "SHARED CACHE LINES",
+            "FALSE SHARING",
+            "tid 1: writes bytes 0..8",
+            "tid 2: writes bytes 8..16",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        let json = report_value(&r).unwrap();
+        let ids: Vec<&str> = (json["sections"].as_array().unwrap().iter())
+            .map(|s| s["id"].as_str().unwrap())
+            .collect();
+        for id in ["access", "threads", "sharing"] {
+            assert!(ids.contains(&id), "{id}: {ids:?}");
+        }
+        let csv = crate::report_csv(&json, "sharing/shared-cache-lines").unwrap();
+        assert_eq!(csv.lines().count(), 2, "{csv}");
+        assert!(csv.contains("FALSE SHARING"), "{csv}");
+    }
 
     /// A profile with nothing in it still gets every section that always
     /// applies, each saying what is missing, in both renderings.
