@@ -1008,11 +1008,12 @@ fn a_coarsely_sampled_loop_folds_to_the_finely_sampled_iteration() {
 
 #[test]
 fn threads_have_exact_counts_and_a_report_of_their_own() {
-    let dir = tempdir();
-    let app = memlens_cc(dir.path(), "false_sharing.c", &["-O2", "-pthread"]);
-    let p = dir.path().join("p");
-    let out = record(&p, &[], &[&app.to_string_lossy()]);
-    assert_ran(&out);
+    // Ticks every millisecond: the workers' traffic is read many times.
+    let (_dir, p) = recorded_program(
+        "false_sharing.c",
+        &["-O2", "-pthread"],
+        &["--interval", "1"],
+    );
     let report = report_json(&p);
     let threads = report["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 3, "{threads:#?}");
@@ -1025,6 +1026,24 @@ fn threads_have_exact_counts_and_a_report_of_their_own() {
         assert_eq!(t["stores"], ROUNDS);
         assert_eq!(t["final_counts"], true);
         assert!(t["end_ns"].as_u64() > t["start_ns"].as_u64());
+    }
+    // Each worker's traffic over time: cumulative, rising, and never past
+    // its exact total (each point is the count it last published).
+    for t in &workers {
+        let points = sql_json(
+            &p,
+            &format!("SELECT time_ns, stores, bytes_written FROM thread_timeline WHERE tid = {} ORDER BY time_ns", t["tid"]),
+        );
+        assert!(points.len() >= 2, "{} points: {points:?}", points.len());
+        let stores: Vec<u64> = points
+            .iter()
+            .map(|r| r["stores"].as_u64().unwrap())
+            .collect();
+        assert!(stores.windows(2).all(|w| w[0] <= w[1]), "{stores:?}");
+        assert!(*stores.last().unwrap() <= ROUNDS, "{stores:?}");
+        assert!(points
+            .iter()
+            .all(|r| r["bytes_written"].as_u64() == Some(8 * r["stores"].as_u64().unwrap())));
     }
     let summed: u64 = threads
         .iter()

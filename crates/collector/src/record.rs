@@ -326,6 +326,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         untracked: HashMap::new(),
         root: std::process::id(),
         loadable: HashMap::new(),
+        thread_counts: HashMap::new(),
     };
     if let Some(why) = runtime_cannot_load(&program_path) {
         eprintln!(
@@ -627,6 +628,9 @@ struct Sampler {
     /// Executables of the run already looked at: whether the runtime can
     /// enter each (read once, not on every look at the process tree).
     loadable: HashMap<PathBuf, bool>,
+    /// Each live thread's access counts at the last tick, by (pid, tid):
+    /// a thread's traffic is written when it changed.
+    thread_counts: HashMap<(u32, u32), [u64; raw::COUNTS]>,
 }
 
 /// A timeline point of `pid` from /proc/PID/status (read into `buf`); None
@@ -797,6 +801,7 @@ impl Sampler {
         for t in records {
             self.write(tag::TIMELINE, &t);
         }
+        self.thread_traffic(time);
         self.read_counters(time);
         // One write per tick: if memlens itself is killed, `memlens report`
         // still finds the timeline up to the last tick.
@@ -856,6 +861,33 @@ impl Sampler {
             };
             let text = format!("{}\0{}", spec.name, spec.method);
             self.write_with(tag::COUNTER_DEF, &def, text.as_bytes());
+        }
+    }
+
+    /// The per-thread bandwidth timeline: each instrumented thread's counts,
+    /// when they changed since the last tick. The map keeps live threads only.
+    fn thread_traffic(&mut self, time: u64) {
+        let mut now = HashMap::new();
+        let mut changed = Vec::new();
+        for (_, w) in self.watched.values() {
+            let pid = w.pid;
+            for (tid, counts) in w.header().thread_counts() {
+                if counts.iter().any(|&c| c != 0)
+                    && self.thread_counts.get(&(pid, tid)) != Some(&counts)
+                {
+                    changed.push(raw::ThreadTraffic {
+                        time,
+                        pid,
+                        tid,
+                        counts,
+                    });
+                }
+                now.insert((pid, tid), counts);
+            }
+        }
+        self.thread_counts = now;
+        for t in changed {
+            self.write(tag::THREAD_TRAFFIC, &t);
         }
     }
 

@@ -211,6 +211,22 @@ table! {
 }
 
 table! {
+    /// One thread's exact traffic so far, at a timeline tick where it
+    /// changed (instrumented code; as the thread last published its counts,
+    /// at most 65536 accesses of a class behind): differences over time give
+    /// the thread's bandwidth.
+    ThreadTrafficPoint = "thread_timeline" {
+        pid: u32,
+        tid: u32,
+        time_ns: u64,
+        bytes_read: u64,
+        bytes_written: u64,
+        loads: u64,
+        stores: u64,
+    }
+}
+
+table! {
     /// Capacity of one process at one instant.
     TimelinePoint = "timeline" {
         pid: u32,

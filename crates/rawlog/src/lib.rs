@@ -254,6 +254,8 @@ pub mod tag {
     /// thread's of the process.
     pub const PHASE_BEGIN: u16 = 25;
     pub const PHASE_END: u16 = 26;
+    /// A thread's access counts read by the collector at a tick.
+    pub const THREAD_TRAFFIC: u16 = 27;
 }
 
 /// Bits of [`FileHeader::faults`]: each makes a part of the log incomplete, and
@@ -596,6 +598,17 @@ pub struct CounterReading {
     pub reserved: u32,
 }
 
+/// One thread's exact access counts as it last published them, read by the
+/// collector at a tick: the per-thread bandwidth timeline.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadTraffic {
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub counts: [u64; COUNTS],
+}
+
 /// Length of a record with `payload` fixed bytes and `extra` trailing bytes.
 pub const fn record_len(payload: usize, extra: usize) -> usize {
     (RECORD_HEADER_SIZE + payload + extra + 7) & !7
@@ -613,6 +626,7 @@ macro_rules! payload {
     };
 }
 payload!(
+    ThreadTraffic,
     Sample,
     RegionMark,
     Alloc,
@@ -843,6 +857,15 @@ impl FileHeader {
         ) = self.totals();
         (t.bytes_read, t.bytes_written, t.loads, t.stores) =
             AccessCounters::traffic(&self.access_totals());
+    }
+
+    /// Each live thread with a slot of its own and its access counts as last
+    /// published (threads on the shared overflow slot publish at exit).
+    pub fn thread_counts(&self) -> impl Iterator<Item = (u32, [u64; COUNTS])> + '_ {
+        (self.slots.iter()).filter_map(|s| {
+            let tid = s.tid.load(core::sync::atomic::Ordering::Acquire);
+            (tid != 0).then(|| (tid, s.access.load()))
+        })
     }
 
     /// Exact access counts of every thread, live or exited, as last published.

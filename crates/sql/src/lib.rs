@@ -48,6 +48,7 @@ pub fn table_schemas() -> Vec<(&'static str, SchemaRef)> {
         (TagRange::NAME, TagRange::schema()),
         (ThreadRow::NAME, ThreadRow::schema()),
         (TimelinePoint::NAME, TimelinePoint::schema()),
+        (ThreadTrafficPoint::NAME, ThreadTrafficPoint::schema()),
         (CounterReading::NAME, CounterReading::schema()),
         (Module::NAME, Module::schema()),
         (StaticObject::NAME, StaticObject::schema()),

@@ -72,6 +72,7 @@ fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
 #[derive(Default)]
 struct CollectorLog {
     timeline: Vec<raw::Timeline>,
+    thread_traffic: Vec<raw::ThreadTraffic>,
     exits: Vec<raw::ProcessExit>,
     usages: Vec<raw::ProcessUsage>,
     /// Images the runtime could not enter, with their executables.
@@ -79,6 +80,25 @@ struct CollectorLog {
     /// Counter definitions (with name and method) by index, and readings.
     counters: HashMap<u32, (raw::CounterDef, String, String)>,
     readings: Vec<raw::CounterReading>,
+}
+
+/// The per-thread bandwidth timeline, in time since the run started.
+fn thread_traffic_rows(collector: &CollectorLog, t0: u64) -> Vec<profile::ThreadTrafficPoint> {
+    (collector.thread_traffic.iter())
+        .map(|t| {
+            let (bytes_read, bytes_written, loads, stores) =
+                raw::AccessCounters::traffic(&t.counts);
+            profile::ThreadTrafficPoint {
+                pid: t.pid,
+                tid: t.tid,
+                time_ns: t.time.saturating_sub(t0),
+                bytes_read,
+                bytes_written,
+                loads,
+                stores,
+            }
+        })
+        .collect()
 }
 
 fn read_collector_log(path: &Path) -> CollectorLog {
@@ -89,6 +109,7 @@ fn read_collector_log(path: &Path) -> CollectorLog {
     for rec in raw::Records::new(&data) {
         match rec.tag {
             tag::TIMELINE => log.timeline.extend(rec.payload::<raw::Timeline>()),
+            tag::THREAD_TRAFFIC => (log.thread_traffic).extend(rec.payload::<raw::ThreadTraffic>()),
             tag::PROCESS_EXIT => log.exits.extend(rec.payload::<raw::ProcessExit>()),
             tag::PROCESS_USAGE => log.usages.extend(rec.payload::<raw::ProcessUsage>()),
             tag::UNTRACKED_PROCESS => {
@@ -458,6 +479,7 @@ pub fn finalize(
     profile::write_table(dir, &threads)?;
     profile::write_table(dir, &tags)?;
     profile::write_table(dir, &timeline)?;
+    profile::write_table(dir, &thread_traffic_rows(&collector, t0))?;
     profile::write_table(dir, &modules_rows)?;
     profile::write_table(dir, &statics)?;
     profile::write_table(dir, &counter_rows(&collector, t0))?;
