@@ -772,6 +772,17 @@ fn reuse_distances_equal_the_brute_force_answer() {
         pair["reuse_location"].as_str().unwrap().contains(&load),
         "{pair:#}"
     );
+    // Both ends carry their full calling context: the load, called from main.
+    for context in ["use_context", "reuse_context"] {
+        let frames = pair[context].as_array().unwrap();
+        assert!(frames[0].as_str().unwrap().contains(&load), "{pair:#}");
+        assert!(
+            frames
+                .iter()
+                .any(|f| f.as_str().unwrap().starts_with("main (")),
+            "{pair:#}"
+        );
+    }
     // The only pair on cyclic_data: all of the object's reuses, none cold.
     assert_eq!(pair["histogram"]["bins"], cyclic["bins"]);
     assert_eq!(pair["histogram"]["reuses"], cyclic["reuses"]);

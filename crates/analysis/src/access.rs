@@ -556,10 +556,9 @@ pub(crate) fn top_contexts(
     // frames -> (samples, (samples, stack id) of the most sampled instance)
     let mut by_frames: HashMap<Vec<String>, (u64, (u64, u64))> = HashMap::new();
     for ((pid, stack_id), samples) in contexts {
-        let frames: Vec<String> = (p.stacks.get(&(pid, stack_id)).into_iter().flatten())
-            .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
-            .collect();
-        let e = by_frames.entry(frames).or_default();
+        let e = by_frames
+            .entry(context_frames(p, pid, stack_id))
+            .or_default();
         e.0 += samples;
         e.1 = e.1.max((samples, stack_id));
     }
@@ -576,6 +575,14 @@ pub(crate) fn top_contexts(
     list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frames.cmp(&b.frames)));
     list.truncate(CONTEXTS_PER_OBJECT);
     list
+}
+
+/// A calling context's frames as `function (file:line)`, the access first
+/// (empty for stack id 0 or one the profile lacks).
+pub(crate) fn context_frames(p: &Profile, pid: u32, stack_id: u64) -> Vec<String> {
+    (p.stacks.get(&(pid, stack_id)).into_iter().flatten())
+        .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
+        .collect()
 }
 
 /// Access contexts listed per object.

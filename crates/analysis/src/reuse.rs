@@ -64,6 +64,10 @@ pub struct ReusePair {
     pub object: String,
     pub use_location: String,
     pub reuse_location: String,
+    /// The full calling contexts of the pair's most frequent use and reuse
+    /// (access first, then callers; empty without contexts).
+    pub use_context: Vec<String>,
+    pub reuse_context: Vec<String>,
     pub min_distance: f64,
     pub max_distance: f64,
     /// The pair's reuses (all of its accesses are reuses: `cold` is 0).
@@ -168,7 +172,8 @@ impl Tally {
 struct Stream {
     marks: Vec<u32>,
     next: usize,
-    last: FxHashMap<u64, (usize, u64)>,
+    /// Per line: the position, PC and calling context of its last access.
+    last: FxHashMap<u64, (usize, Site)>,
 }
 
 impl Stream {
@@ -199,16 +204,16 @@ impl Stream {
         sum
     }
 
-    /// The distance of an access to `line` from `pc`, and the pc of the
+    /// The distance of an access to `line` from `site`, and the site of the
     /// previous access to the line (None: its first access).
-    fn access(&mut self, line: u64, pc: u64) -> Option<(u64, u64)> {
+    fn access(&mut self, line: u64, site: Site) -> Option<(u64, Site)> {
         let pos = self.next;
         self.next += 1;
-        let previous = self.last.insert(line, (pos, pc));
-        let out = previous.map(|(before, use_pc)| {
+        let previous = self.last.insert(line, (pos, site));
+        let out = previous.map(|(before, use_site)| {
             let between = self.before(pos) - self.before(before + 1);
             self.update(before, -1);
-            (between, use_pc)
+            (between, use_site)
         });
         self.update(pos, 1);
         out
@@ -256,16 +261,26 @@ fn method(p: &Profile) -> Result<(bool, f64, String), String> {
     }
 }
 
-/// One use/reuse pair's distances: their histogram and extremes.
+/// Where an access came from: its PC and calling context (0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Site {
+    pc: u64,
+    stack: u64,
+}
+
+/// One use/reuse pair's distances: their histogram and extremes, and how
+/// often each (use context, reuse context) gave it.
 #[derive(Default)]
 struct PairTally {
     distances: Tally,
     min: u64,
     max: u64,
+    contexts: FxHashMap<(u64, u64), u64>,
 }
 
 impl PairTally {
-    fn add(&mut self, d: u64) {
+    fn add(&mut self, d: u64, contexts: (u64, u64)) {
+        *self.contexts.entry(contexts).or_default() += 1;
         self.min = if self.distances.accesses == 0 {
             d
         } else {
@@ -283,6 +298,16 @@ impl PairTally {
         };
         self.max = self.max.max(other.max);
         self.distances.merge(&other.distances);
+        for (&k, &n) in &other.contexts {
+            *self.contexts.entry(k).or_default() += n;
+        }
+    }
+
+    /// The most frequent (use, reuse) contexts.
+    fn usual_contexts(&self) -> (u64, u64) {
+        (self.contexts.iter())
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map_or((0, 0), |(&k, _)| k)
     }
 }
 
@@ -308,18 +333,22 @@ pub fn reuse_distances(p: &Profile, objects: &Objects, top: usize) -> Result<Reu
         };
         // SHARDS: a distance among the followed lines stands for `scale`
         // times as many lines.
+        let site = Site {
+            pc: s.pc,
+            stack: s.stack_id,
+        };
         let reuse = stream
-            .access(s.address / LINE, s.pc)
-            .map(|(d, use_pc)| ((d as f64 * scale).round() as u64, use_pc));
+            .access(s.address / LINE, site)
+            .map(|(d, used)| ((d as f64 * scale).round() as u64, used));
         let distance = reuse.map(|r| r.0);
         all.add(distance);
         let object = hit.map(|h| h.object);
         by_object.entry((s.pid, object)).or_default().add(distance);
-        if let Some((d, use_pc)) = reuse {
+        if let Some((d, used)) = reuse {
             pairs
-                .entry((s.pid, object, use_pc, s.pc))
+                .entry((s.pid, object, used.pc, s.pc))
                 .or_default()
-                .add(d);
+                .add(d, (used.stack, s.stack_id));
         }
     });
     let mut object_rows: Vec<ObjectReuse> = by_object
@@ -352,17 +381,20 @@ pub fn reuse_distances(p: &Profile, objects: &Objects, top: usize) -> Result<Reu
     }
     let mut pair_rows: Vec<ReusePair> = by_location
         .into_iter()
-        .map(
-            |((pid, object, use_location, reuse_location), t)| ReusePair {
+        .map(|((pid, object, use_location, reuse_location), t)| {
+            let (use_stack, reuse_stack) = t.usual_contexts();
+            ReusePair {
                 pid,
                 object,
                 use_location,
                 reuse_location,
+                use_context: crate::access::context_frames(p, pid, use_stack),
+                reuse_context: crate::access::context_frames(p, pid, reuse_stack),
                 min_distance: t.min as f64,
                 max_distance: t.max as f64,
                 histogram: t.distances.histogram(scale),
-            },
-        )
+            }
+        })
         .collect();
     pair_rows.sort_by(|a, b| {
         b.histogram
@@ -405,7 +437,7 @@ mod tests {
         let mut s = Stream::new(stream.len());
         stream
             .iter()
-            .map(|&l| s.access(l, 0).map(|r| r.0))
+            .map(|&l| s.access(l, super::Site { pc: 0, stack: 0 }).map(|r| r.0))
             .collect()
     }
 
