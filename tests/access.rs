@@ -644,6 +644,15 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
         levels["method"].as_str().unwrap().starts_with("modelled"),
         "{levels}"
     );
+    // Every load sample carries its calling context: the context rows hold
+    // as many loads as the routine rows.
+    let loads = |rows: &str| -> u64 {
+        (levels[rows].as_array().unwrap().iter())
+            .map(|r| r["load_samples"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(loads("by_context") > 0);
+    assert_eq!(loads("by_context"), loads("by_routine"), "{levels}");
     let names: Vec<&str> = levels["levels"]
         .as_array()
         .unwrap()

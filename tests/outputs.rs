@@ -519,7 +519,8 @@ fn sql_over_the_profile_gives_the_reports_numbers() {
 
 #[test]
 fn export_writes_tables_and_query_results_readable_back() {
-    let (dir, p) = recorded_stream(&["-DN=100000L", "-DCHASE=4096L"], &[]);
+    // Ticks every millisecond: the per-thread timeline has points.
+    let (dir, p) = recorded_stream(&["-DN=100000L", "-DCHASE=4096L"], &["--interval", "1"]);
     let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
     let samples: Vec<AccessSample> = memlens_profile::read_table(&p).unwrap();
 
@@ -550,13 +551,14 @@ fn export_writes_tables_and_query_results_readable_back() {
         same::<TagRange>(&p, &parquet),
         same::<ThreadRow>(&p, &parquet),
         same::<TimelinePoint>(&p, &parquet),
+        same::<ThreadTrafficPoint>(&p, &parquet),
         same::<CounterReading>(&p, &parquet),
         same::<Module>(&p, &parquet),
         same::<StaticObject>(&p, &parquet),
     ];
     // Every table but tags (the example tags nothing) has rows; the
     // directory holds nothing else.
-    assert_eq!(rows.iter().filter(|&&n| n > 0).count(), 10, "{rows:?}");
+    assert_eq!(rows.iter().filter(|&&n| n > 0).count(), 11, "{rows:?}");
     let files = std::fs::read_dir(&parquet).unwrap().count();
     assert_eq!(files, rows.len(), "one file per table");
 

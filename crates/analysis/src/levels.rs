@@ -19,6 +19,9 @@ pub struct LevelTables {
     pub cost: String,
     pub by_routine: Vec<LevelRowShares>,
     pub by_region: Vec<LevelRowShares>,
+    /// By the loads' full calling contexts (`access ← caller ← ...`; samples
+    /// of instrumented code carry them).
+    pub by_context: Vec<LevelRowShares>,
     pub latency: Vec<LatencyDistribution>,
     /// SPE's latency breakdown per level (Arm SPE methodology, table 4.4), when the
     /// samples carry it.
@@ -169,6 +172,8 @@ pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelT
     };
     let mut routines: HashMap<String, Tally> = HashMap::new();
     let mut regions: HashMap<String, Tally> = HashMap::new();
+    let mut contexts: HashMap<String, Tally> = HashMap::new();
+    let mut context_of: HashMap<(u32, u64), String> = HashMap::new();
     let mut latencies: BTreeMap<u8, Vec<u32>> = BTreeMap::new();
     let mut seen_levels: BTreeSet<u8> = BTreeSet::new();
     // Labels by (pid, pc): one lookup per distinct code address.
@@ -190,6 +195,15 @@ pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelT
         for &r in open {
             regions
                 .entry(crate::region_label(&p.regions[r]))
+                .or_default()
+                .add(s.level, cost);
+        }
+        if s.stack_id != 0 {
+            let context = context_of
+                .entry((s.pid, s.stack_id))
+                .or_insert_with(|| crate::access::context_frames(p, s.pid, s.stack_id).join(" ← "));
+            contexts
+                .entry(context.clone())
                 .or_default()
                 .add(s.level, cost);
         }
@@ -220,6 +234,7 @@ pub fn level_tables(p: &Profile, objects: &Objects, top: usize) -> Option<LevelT
             .collect(),
         by_routine: rows(routines, top),
         by_region: rows(regions, usize::MAX),
+        by_context: rows(contexts, top),
         latency: latencies
             .into_iter()
             .map(|(level, mut l)| distribution(MemLevel::from_code(level).name(), &mut l))

@@ -38,6 +38,9 @@ pub struct FoldedBin {
     pub objects: Vec<ObjectInBin>,
     /// Most sampled source line in the bin.
     pub location: Option<String>,
+    /// Most sampled calling context in the bin, access first (empty when
+    /// the samples carry none).
+    pub context: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -242,6 +245,7 @@ pub fn fold(
         /// Samples and summed position in the object, per object.
         objects: FxHashMap<Option<usize>, (u64, f64)>,
         pcs: FxHashMap<u64, u64>,
+        contexts: FxHashMap<u64, u64>,
     }
     let mut tallies = vec![Tally::default(); bins];
     let keep_points = points;
@@ -273,6 +277,9 @@ pub fn fold(
             s.address.saturating_sub(h.start) as f64 / h.end.saturating_sub(h.start).max(1) as f64
         });
         *t.pcs.entry(s.pc).or_default() += 1;
+        if s.stack_id != 0 {
+            *t.contexts.entry(s.stack_id).or_default() += 1;
+        }
         if keep_points {
             points.push(FoldedPoint {
                 phase: phase as f32,
@@ -294,6 +301,11 @@ pub fn fold(
                 .into_iter()
                 .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
                 .map(|(pc, _)| location_label(p, pid, pc));
+            let context = (t.contexts.into_iter())
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map_or_else(Vec::new, |(id, _)| {
+                    crate::access::context_frames(p, pid, id)
+                });
             FoldedBin {
                 from: k as f64 / bins as f64,
                 to: (k + 1) as f64 / bins as f64,
@@ -310,6 +322,7 @@ pub fn fold(
                     })
                     .collect(),
                 location,
+                context,
             }
         })
         .collect();

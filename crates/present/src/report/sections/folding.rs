@@ -1,6 +1,6 @@
 //! The samples of a repeated region's instances on one normalised instance.
 
-use crate::format::{count, duration, rate, truncate};
+use crate::format::{context_path, count, duration, rate, truncate};
 use crate::report::model::{Column, Figure, Section, Table};
 use crate::report::Report;
 
@@ -34,7 +34,7 @@ pub fn section(r: &Report) -> Option<Section> {
         Column::number("accesses/s"),
         Column::number("bytes/s"),
         Column::text("objects (samples)").at_most(60),
-        Column::text("code").at_most(60),
+        Column::text("code").at_most(90),
     ]);
     for b in &f.bins {
         let objects = b
@@ -51,7 +51,12 @@ pub fn section(r: &Report) -> Option<Section> {
             count(b.est_accesses_per_s),
             rate(b.est_bytes_per_s),
             objects,
-            b.location.clone().unwrap_or_else(|| "-".into()),
+            // The calling context where the samples carry one.
+            match (b.context.is_empty(), &b.location) {
+                (false, _) => context_path(&b.context),
+                (true, Some(location)) => location.clone(),
+                (true, None) => "-".into(),
+            },
         ]);
     }
     Some(s.table(t))

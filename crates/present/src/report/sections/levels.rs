@@ -11,7 +11,11 @@ pub fn section(r: &Report) -> Option<Section> {
     if !t.cost.is_empty() {
         s = s.note(format!("cost: {}", t.cost));
     }
-    for (what, rows) in [("routine", &t.by_routine), ("region", &t.by_region)] {
+    for (what, rows) in [
+        ("routine", &t.by_routine),
+        ("region", &t.by_region),
+        ("calling context", &t.by_context),
+    ] {
         if !rows.is_empty() {
             s = s.table(shares(t, what, rows));
         }
@@ -77,7 +81,7 @@ fn shares(t: &LevelTables, what: &str, rows: &[LevelRowShares]) -> Table {
         .next()
         .filter(|u| !u.is_empty())
         .unwrap_or("cost");
-    let mut columns = vec![Column::text(what).at_most(60), Column::number("loads")];
+    let mut columns = vec![Column::text(what).at_most(90), Column::number("loads")];
     columns.extend(t.levels.iter().map(Column::number));
     columns.push(Column::number(unit));
     let mut table = Table::new(columns).titled(format!("By {what}"));
