@@ -187,7 +187,7 @@ pub fn fold(
             let at = |k: u64| d.running.wall(start + (k as f64 * d.period_ns) as u64);
             let instances = (0..count).map(|k| (at(k), at(k + 1), d.tid)).collect();
             let how = format!(
-                "period detected in thread {}'s samples (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2}; on its running time: {} gaps of {:.1} ms in all cut as time off the CPU); phase 0 is its first sample, not an iteration's start",
+                "period detected in thread {}'s samples (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2} up to a phase shift; on its running time: {} gaps of {:.1} ms in all cut as time off the CPU); phase 0 is its first sample, not an iteration's start",
                 d.tid, d.chi2, d.degrees_of_freedom, d.agreement, d.running.gaps_cut(), d.running.off_cpu_ns() as f64 / 1e6
             );
             (
