@@ -134,6 +134,15 @@ struct RecordArgs {
     /// Sample smaller blocks: one per this many bytes allocated on average (0: none, 1: all).
     #[arg(long, value_name = "BYTES")]
     sample_rate: Option<u64>,
+    /// Exact leak hunting, as heaptrack or valgrind do it: every block recorded
+    /// with its call stack (--sample-rate 1); the report lists leaks by site
+    /// with exact blocks and bytes.
+    #[arg(long, conflicts_with = "sample_rate")]
+    leaks: bool,
+    /// With every block recorded, also write a row for each small freed block
+    /// (the `sites` table sums them all; rows cost disk and reading time).
+    #[arg(long)]
+    keep_blocks: bool,
     /// Call-stack unwinder for recorded blocks.
     #[arg(long, value_enum)]
     unwind: Option<Unwinder>,
@@ -549,7 +558,8 @@ fn record(args: RecordArgs) -> Result<i32> {
         runtime: runtime_path(),
         interval_ms: args.interval,
         min_size: args.min_size,
-        sample_rate: args.sample_rate,
+        sample_rate: args.sample_rate.or(args.leaks.then_some(1)),
+        keep_blocks: args.keep_blocks,
         unwinder: args.unwind.map(|u| {
             match u {
                 Unwinder::Fp => "fp",
@@ -644,9 +654,14 @@ fn record(args: RecordArgs) -> Result<i32> {
         "no access samples (build with `memlens cc`, or see `memlens doctor` for hardware samplers)"
             .to_string()
     };
+    let blocks = if p.meta.settings.sample_rate == 1 {
+        let all: f64 = p.sites.iter().map(|s| s.allocations).sum();
+        format!("every block ({all:.0}, in {} sites)", p.sites.len())
+    } else {
+        format!("{} blocks with events", p.allocations.len())
+    };
     eprintln!(
-        "  recorded   {} blocks with events, {access}, {} timeline samples, {} lost",
-        p.allocations.len(),
+        "  recorded   {blocks}, {access}, {} timeline samples, {} lost",
         p.timeline.len(),
         lost
     );
@@ -784,9 +799,9 @@ fn report(args: ReportArgs) -> Result<i32> {
     };
     let r = progress::step(
         &format!(
-            "analysing {} samples, {} allocations",
+            "analysing {} samples, {} allocation sites",
             p.samples.len(),
-            p.allocations.len()
+            p.sites.len()
         ),
         || memlens_present::build_report(&p, &options),
     );

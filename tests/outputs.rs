@@ -544,6 +544,8 @@ fn export_writes_tables_and_query_results_readable_back() {
     use memlens_profile::*;
     let rows = [
         same::<Allocation>(&p, &parquet),
+        same::<HeapSite>(&p, &parquet),
+        same::<SiteLivePoint>(&p, &parquet),
         same::<Frame>(&p, &parquet),
         same::<Region>(&p, &parquet),
         same::<AccessSample>(&p, &parquet),
@@ -558,7 +560,7 @@ fn export_writes_tables_and_query_results_readable_back() {
     ];
     // Every table but tags (the example tags nothing) has rows; the
     // directory holds nothing else.
-    assert_eq!(rows.iter().filter(|&&n| n > 0).count(), 11, "{rows:?}");
+    assert_eq!(rows.iter().filter(|&&n| n > 0).count(), 13, "{rows:?}");
     let files = std::fs::read_dir(&parquet).unwrap().count();
     assert_eq!(files, rows.len(), "one file per table");
 

@@ -110,6 +110,14 @@ pub fn programs() -> &'static Path {
             "gcc",
             "-O1",
             "-g",
+            &s("heap_measures.c"),
+            "-o",
+            &o("heap_measures"),
+        ]);
+        cc(&[
+            "gcc",
+            "-O1",
+            "-g",
             &s("first_touch.c"),
             "-o",
             &o("first_touch"),

@@ -13,11 +13,20 @@ pub struct Peak {
     pub rss_pid: u32,
     /// Highest sum of resident sets over all processes at one tick.
     pub total_rss_bytes: u64,
-    /// Highest live heap at a timeline tick (exact counts of usable sizes, read
-    /// at each tick: a peak between two ticks is not seen), and when.
+    /// Highest live heap, and when: exact in requested bytes where every
+    /// block was recorded and replayed ([`Peak::heap_exact`]), else the
+    /// highest of the runtime's exact counts of usable bytes read at each
+    /// timeline tick (a peak between two ticks is not seen: see
+    /// [`Peak::heap_bound_bytes`]).
     pub heap_bytes: u64,
     pub heap_time_ns: u64,
     pub heap_pid: u32,
+    pub heap_exact: bool,
+    /// Usable bytes of the same blocks at an exact peak.
+    pub heap_usable_bytes: Option<u64>,
+    /// Read at ticks: the most the heap can have reached between two ticks
+    /// (live at one tick plus all bytes allocated before the next).
+    pub heap_bound_bytes: u64,
     /// The runtime ran in at least one process: the heap figures are measured.
     pub heap_measured: bool,
     pub samples: usize,
@@ -30,16 +39,30 @@ pub fn peak(p: &Profile) -> Peak {
         ..Default::default()
     };
     let mut totals: BTreeMap<u64, u64> = BTreeMap::new();
-    for t in &p.timeline {
+    for (i, t) in p.timeline.iter().enumerate() {
         if t.rss > out.rss_bytes {
             (out.rss_bytes, out.rss_time_ns, out.rss_pid) = (t.rss, t.time_ns, t.pid);
         }
         if t.heap_live > out.heap_bytes {
             (out.heap_bytes, out.heap_time_ns, out.heap_pid) = (t.heap_live, t.time_ns, t.pid);
         }
+        // Timeline points are in (pid, time) order.
+        let allocated_until_next = (p.timeline.get(i + 1))
+            .filter(|n| n.pid == t.pid)
+            .map_or(0, |n| n.heap_alloc_bytes.saturating_sub(t.heap_alloc_bytes));
+        out.heap_bound_bytes = out.heap_bound_bytes.max(t.heap_live + allocated_until_next);
         *totals.entry(t.time_ns).or_default() += t.rss;
     }
     out.total_rss_bytes = totals.values().copied().max().unwrap_or(0);
+    let exact = (p.meta.processes.iter())
+        .filter_map(|x| Some((x.pid, x.heap_peak.as_ref()?)))
+        .max_by_key(|(_, h)| h.requested_bytes);
+    if let Some((pid, h)) = exact {
+        out.heap_exact = true;
+        (out.heap_bytes, out.heap_time_ns, out.heap_pid) = (h.requested_bytes, h.time_ns, pid);
+        out.heap_usable_bytes = Some(h.usable_bytes);
+        out.heap_bound_bytes = h.requested_bytes;
+    }
     out
 }
 

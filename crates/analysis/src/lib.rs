@@ -32,8 +32,8 @@ pub use reuse::*;
 pub use sharing::*;
 
 use memlens_profile::{
-    self as profile, Allocation, CodeLocation, CounterReading, Frame, Meta, Region, SampleCore,
-    StaticObject, TagRange, ThreadRow, TimelinePoint,
+    self as profile, Allocation, CodeLocation, CounterReading, Frame, HeapSite, Meta, Region,
+    SampleCore, SiteLivePoint, StaticObject, TagRange, ThreadRow, TimelinePoint,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +43,10 @@ pub struct Profile {
     pub dir: PathBuf,
     pub meta: Meta,
     pub allocations: Vec<Allocation>,
+    /// Heap sites (every recorded block summed by stack and group), and
+    /// their live bytes at each tick where they changed.
+    pub sites: Vec<HeapSite>,
+    pub site_timeline: Vec<SiteLivePoint>,
     pub stacks: HashMap<(u32, u64), Vec<Frame>>,
     pub regions: Vec<Region>,
     pub tags: Vec<TagRange>,
@@ -94,6 +98,8 @@ impl Profile {
         Ok(Profile {
             dir: dir.to_path_buf(),
             allocations: profile::read_table(dir)?,
+            sites: profile::read_table(dir)?,
+            site_timeline: profile::read_table(dir)?,
             stacks,
             regions: profile::read_table(dir)?,
             tags: profile::read_table(dir)?,
@@ -164,6 +170,8 @@ impl Profile {
         self.tags.retain(|t| keep(t.pid, t.tid));
         self.threads.retain(|t| keep(t.pid, t.tid));
         self.allocations.retain(|a| a.pid == pid);
+        self.sites.retain(|s| s.pid == pid);
+        self.site_timeline.retain(|s| s.pid == pid);
         self.timeline.retain(|t| t.pid == pid);
         self.statics.retain(|s| s.pid == pid);
         self.meta.processes.retain(|p| p.pid == pid);
@@ -246,6 +254,15 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
         for mut a in p.allocations.drain(..) {
             span(&mut a.alloc_ns, &mut a.free_ns);
             out.allocations.push(a);
+        }
+        for mut s in p.sites.drain(..) {
+            s.first_ns = s.first_ns.saturating_add(shift);
+            s.last_ns = s.last_ns.saturating_add(shift);
+            out.sites.push(s);
+        }
+        for mut s in p.site_timeline.drain(..) {
+            span(&mut s.time_ns, &mut None);
+            out.site_timeline.push(s);
         }
         for mut r in p.regions.drain(..) {
             span(&mut r.begin_ns, &mut r.end_ns);

@@ -60,8 +60,15 @@ pub struct DataObject {
     /// Total bytes allocated over the run (for a static or tag: its size).
     pub allocated_bytes: f64,
     pub allocations: f64,
-    /// Bytes still live when the process ended.
+    /// Bytes still live when the process ended, and their blocks.
     pub leaked_bytes: f64,
+    pub leaked_blocks: f64,
+    /// Blocks freed by their thread before it allocated anything else
+    /// (heaptrack's temporary allocations): heap objects recorded block by
+    /// block only.
+    pub temporary: Option<u64>,
+    /// Bytes live when the process's heap peaked (heap objects).
+    pub bytes_at_peak: Option<f64>,
     pub first_ns: u64,
     pub last_ns: u64,
     pub provenance: Provenance,
@@ -77,7 +84,7 @@ pub struct ObjectSeries {
     pub points: Vec<(u64, f64)>,
 }
 
-fn key_of(a: &memlens_profile::Allocation) -> (u32, ObjectKind, String, u64) {
+fn key_of(a: &memlens_profile::Allocation) -> ObjectKey {
     match (&a.group, a.kind.as_str()) {
         (Some(g), _) => (a.pid, ObjectKind::Group, g.clone(), 0),
         (None, "mmap") => (a.pid, ObjectKind::Mmap, String::new(), a.stack_id),
@@ -111,48 +118,139 @@ impl Objects {
     }
 }
 
+type ObjectKey = (u32, ObjectKind, String, u64);
+
+fn site_key(s: &memlens_profile::HeapSite) -> ObjectKey {
+    match &s.group {
+        Some(g) => (s.pid, ObjectKind::Group, g.clone(), 0),
+        None => (s.pid, ObjectKind::Heap, String::new(), s.stack_id),
+    }
+}
+
+/// The dynamic objects as they are found, with their rows' live-bytes events.
+#[derive(Default)]
+struct Found {
+    index: FxHashMap<ObjectKey, usize>,
+    objects: Vec<DataObject>,
+    events: Vec<Vec<(u64, f64)>>,
+    /// Each stack's first stack of the same source frames.
+    canonical: FxHashMap<(u32, u64), u64>,
+    by_frames: FxHashMap<(u32, Vec<String>), u64>,
+}
+
+impl Found {
+    /// One object per call path as the source names it: stacks whose
+    /// return addresses differ within the same lines (an unrolled loop's
+    /// calls) are the same site.
+    fn canonical_stack(&mut self, p: &Profile, pid: u32, stack_id: u64) -> u64 {
+        if let Some(&c) = self.canonical.get(&(pid, stack_id)) {
+            return c;
+        }
+        let frames: Vec<String> = (p.stacks.get(&(pid, stack_id)).into_iter().flatten())
+            .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
+            .collect();
+        let c = if frames.is_empty() {
+            stack_id
+        } else {
+            *self.by_frames.entry((pid, frames)).or_insert(stack_id)
+        };
+        self.canonical.insert((pid, stack_id), c);
+        c
+    }
+
+    /// A key with its stack made canonical.
+    fn canonical_key(&mut self, p: &Profile, mut key: ObjectKey) -> ObjectKey {
+        if matches!(key.1, ObjectKind::Heap | ObjectKind::Mmap) {
+            key.3 = self.canonical_stack(p, key.0, key.3);
+        }
+        key
+    }
+
+    /// The object of a key, new if not yet found.
+    fn object_of(&mut self, p: &Profile, key: ObjectKey, stack_id: u64, kind: &str) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let site = (p.stacks.get(&(key.0, stack_id))).and_then(|f| Site::from_frames(f));
+        let name = match key.1 {
+            ObjectKind::Group | ObjectKind::Stack => key.2.clone(),
+            _ => site
+                .as_ref()
+                .map(Site::label)
+                .unwrap_or_else(|| format!("{kind} (no stack)")),
+        };
+        self.objects.push(DataObject {
+            pid: key.0,
+            name,
+            kind: key.1,
+            site,
+            peak_bytes: 0.0,
+            allocated_bytes: 0.0,
+            allocations: 0.0,
+            leaked_bytes: 0.0,
+            leaked_blocks: 0.0,
+            temporary: None,
+            bytes_at_peak: None,
+            first_ns: u64::MAX,
+            last_ns: 0,
+            provenance: Provenance::Measured,
+            address: None,
+            stack_id,
+        });
+        self.events.push(Vec::new());
+        self.index.insert(key, self.objects.len() - 1);
+        self.objects.len() - 1
+    }
+}
+
 pub fn data_objects(p: &Profile) -> Objects {
     let mut of_allocation = Vec::with_capacity(p.allocations.len());
-    let mut index: FxHashMap<(u32, ObjectKind, String, u64), usize> = FxHashMap::default();
-    let mut objects: Vec<DataObject> = Vec::new();
-    let mut events: Vec<Vec<(u64, f64)>> = Vec::new();
+    let mut found = Found::default();
+    // Heap blocks: their sites' sums (every recorded block, with or without
+    // a row of its own).
+    let mut sites_of: Vec<Vec<usize>> = Vec::new();
+    for (k, s) in p.sites.iter().enumerate() {
+        let key = found.canonical_key(p, site_key(s));
+        let stack_id = key.3;
+        let i = found.object_of(p, key, stack_id, "malloc");
+        sites_of.resize(found.objects.len(), Vec::new());
+        sites_of[i].push(k);
+        let o = &mut found.objects[i];
+        o.allocated_bytes += s.bytes;
+        o.allocations += s.allocations;
+        o.leaked_bytes += s.leaked_bytes;
+        o.leaked_blocks += s.leaked;
+        if let Some(t) = s.temporary {
+            o.temporary = Some(o.temporary.unwrap_or(0) + t);
+        }
+        o.bytes_at_peak = Some(o.bytes_at_peak.unwrap_or(0.0) + s.bytes_at_peak);
+        o.first_ns = o.first_ns.min(s.first_ns);
+        let end = if s.leaked > 0.0 {
+            p.process_end(s.pid)
+        } else {
+            s.last_ns
+        };
+        o.last_ns = o.last_ns.max(end);
+        if s.sampled {
+            o.provenance = Provenance::SampledScaled;
+        }
+    }
+    sites_of.resize(found.objects.len(), Vec::new());
     for a in &p.allocations {
-        let key = key_of(a);
-        let found = index.get(&key).copied();
-        let i = found.unwrap_or_else(|| {
-            let site = p
-                .stacks
-                .get(&(a.pid, a.stack_id))
-                .and_then(|f| Site::from_frames(f));
-            let name = match key.1 {
-                ObjectKind::Group | ObjectKind::Stack => key.2.clone(),
-                _ => site
-                    .as_ref()
-                    .map(Site::label)
-                    .unwrap_or_else(|| format!("{} (no stack)", a.kind)),
-            };
-            objects.push(DataObject {
-                pid: a.pid,
-                name,
-                kind: key.1,
-                site,
-                peak_bytes: 0.0,
-                allocated_bytes: 0.0,
-                allocations: 0.0,
-                leaked_bytes: 0.0,
-                first_ns: u64::MAX,
-                last_ns: 0,
-                provenance: Provenance::Measured,
-                address: None,
-                stack_id: a.stack_id,
-            });
-            events.push(Vec::new());
-            index.insert(key, objects.len() - 1);
-            objects.len() - 1
-        });
+        let key = found.canonical_key(p, key_of(a));
+        let summed = (found.index.get(&key))
+            .is_some_and(|&i| sites_of.get(i).is_some_and(|s| !s.is_empty()));
+        let stack_id = if key.3 != 0 { key.3 } else { a.stack_id };
+        let i = found.object_of(p, key, stack_id, &a.kind);
         of_allocation.push(i);
-        let o = &mut objects[i];
-        // Mappings count pages; heap blocks count the bytes asked for.
+        let o = &mut found.objects[i];
+        if summed {
+            // A block of a site: its figures are in the site's sums.
+            o.address = (o.allocations <= 1.0).then_some(a.address);
+            continue;
+        }
+        // Mappings and stacks (and heap rows of a profile without sites)
+        // are summed here: mappings count pages, heap blocks the bytes asked for.
         let bytes = if a.kind == "mmap" {
             a.usable_size as f64
         } else {
@@ -165,6 +263,7 @@ pub fn data_objects(p: &Profile) -> Objects {
         o.last_ns = o.last_ns.max(end);
         if a.free_ns.is_none() {
             o.leaked_bytes += bytes;
+            o.leaked_blocks += a.est_count;
         }
         if a.sampled {
             o.provenance = Provenance::SampledScaled;
@@ -174,24 +273,57 @@ pub fn data_objects(p: &Profile) -> Objects {
         } else {
             None
         };
-        events[i].push((a.alloc_ns, bytes));
+        found.events[i].push((a.alloc_ns, bytes));
         if let Some(t) = a.free_ns {
-            events[i].push((t, -bytes));
+            found.events[i].push((t, -bytes));
+        }
+    }
+    let Found {
+        mut objects,
+        events,
+        ..
+    } = found;
+    sites_of.resize(objects.len(), Vec::new());
+    // Each site's timeline points, to its object.
+    let mut site_at: FxHashMap<(u32, u64, Option<&str>), (usize, usize)> = FxHashMap::default();
+    for (i, sites) in sites_of.iter().enumerate() {
+        for (k, &site) in sites.iter().enumerate() {
+            let s = &p.sites[site];
+            site_at.insert((s.pid, s.stack_id, s.group.as_deref()), (i, k));
+        }
+    }
+    let mut site_points: Vec<Vec<(u64, usize, f64, f64)>> = vec![Vec::new(); objects.len()];
+    for t in &p.site_timeline {
+        if let Some(&(i, k)) = site_at.get(&(t.pid, t.stack_id, t.group.as_deref())) {
+            site_points[i].push((t.time_ns, k, t.live_bytes, t.max_bytes));
         }
     }
     let mut series = Vec::new();
     for (i, mut ev) in events.into_iter().enumerate() {
-        // Frees before allocations at the same instant: a peak is never inflated.
-        ev.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-        let mut live = 0.0f64;
-        let mut points = Vec::with_capacity(ev.len());
-        for (t, d) in ev {
-            live = (live + d).max(0.0);
-            objects[i].peak_bytes = objects[i].peak_bytes.max(live);
-            points.push((t, live));
-        }
+        let points = if sites_of[i].is_empty() {
+            // Frees before allocations at the same instant: a peak is never inflated.
+            ev.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            let mut live = 0.0f64;
+            let mut points = Vec::with_capacity(ev.len());
+            for (t, d) in ev {
+                live = (live + d).max(0.0);
+                objects[i].peak_bytes = objects[i].peak_bytes.max(live);
+                points.push((t, live));
+            }
+            points
+        } else {
+            let single = match sites_of[i][..] {
+                [only] => Some(p.sites[only].peak_bytes),
+                _ => None,
+            };
+            let points = std::mem::take(&mut site_points[i]);
+            let (points, peak) = site_series(points, sites_of[i].len(), single);
+            objects[i].peak_bytes = peak;
+            points
+        };
         series.push(ObjectSeries { object: i, points });
     }
+    name_wrappers_by_callers(p, &mut objects);
     // Tags and statics have one fixed size for their whole life.
     let fixed = |pid, name, kind, size: u64, address, first_ns, last_ns, provenance| DataObject {
         pid,
@@ -202,6 +334,9 @@ pub fn data_objects(p: &Profile) -> Objects {
         allocated_bytes: size as f64,
         allocations: 1.0,
         leaked_bytes: 0.0,
+        leaked_blocks: 0.0,
+        temporary: None,
+        bytes_at_peak: None,
         first_ns,
         last_ns,
         provenance,
@@ -245,6 +380,78 @@ pub fn data_objects(p: &Profile) -> Objects {
         of_allocation,
         of_tag,
         of_static,
+    }
+}
+
+/// The live bytes over time of an object made of heap sites, from its
+/// sites' timeline points (time, which of its sites, live bytes, most since
+/// the site's previous point), and its peak: the highest sum of one site's
+/// most since its previous point and the others' live bytes (a single site:
+/// its exact peak, `single_peak`).
+fn site_series(
+    mut points: Vec<(u64, usize, f64, f64)>,
+    sites: usize,
+    single_peak: Option<f64>,
+) -> (Vec<(u64, f64)>, f64) {
+    points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut live = vec![0.0f64; sites];
+    let mut peak = 0.0f64;
+    let mut out: Vec<(u64, f64)> = Vec::with_capacity(points.len());
+    for (t, k, now, most) in points {
+        let others: f64 = live.iter().sum::<f64>() - live[k];
+        peak = peak.max(others + most);
+        live[k] = now;
+        let total = others + now;
+        match out.last_mut() {
+            Some(last) if last.0 == t => last.1 = total,
+            _ => out.push((t, total)),
+        }
+    }
+    (out, single_peak.unwrap_or(peak))
+}
+
+/// Callers shown at most to tell apart the sites of one allocating function.
+const MAX_CALLERS: usize = 8;
+
+/// Heap objects whose sites have the same name (a wrapper such as `xmalloc`
+/// allocating for many callers) are named with their callers, as few as
+/// tell them apart: "xmalloc (x.c:7) ← parse (p.c:40)".
+fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
+    let mut by_name: FxHashMap<(u32, String), Vec<usize>> = FxHashMap::default();
+    for (i, o) in objects.iter().enumerate() {
+        if o.kind == ObjectKind::Heap && o.site.is_some() {
+            by_name.entry((o.pid, o.name.clone())).or_default().push(i);
+        }
+    }
+    let callers = |o: &DataObject| -> Vec<String> {
+        let Some(frames) = p.stacks.get(&(o.pid, o.stack_id)) else {
+            return Vec::new();
+        };
+        let Some(site) = memlens_profile::site_frame(frames) else {
+            return Vec::new();
+        };
+        (frames.iter())
+            .skip_while(|f| !std::ptr::eq(*f, site))
+            .skip(1)
+            .take(MAX_CALLERS)
+            .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
+            .collect()
+    };
+    for same in by_name.into_values().filter(|v| v.len() > 1) {
+        let chains: Vec<Vec<String>> = same.iter().map(|&i| callers(&objects[i])).collect();
+        let depth = (1..=MAX_CALLERS)
+            .find(|&d| {
+                let mut names: Vec<&[String]> =
+                    chains.iter().map(|c| &c[..d.min(c.len())]).collect();
+                names.sort_unstable();
+                names.windows(2).all(|w| w[0] != w[1])
+            })
+            .unwrap_or(MAX_CALLERS);
+        for (&i, chain) in same.iter().zip(&chains) {
+            for caller in chain.iter().take(depth) {
+                objects[i].name = format!("{} ← {caller}", objects[i].name);
+            }
+        }
     }
 }
 

@@ -31,6 +31,8 @@ pub struct RecordConfig {
     pub no_loads: bool,
     pub no_stores: bool,
     pub keep_raw: bool,
+    /// A row for every freed block even when every block is recorded.
+    pub keep_blocks: bool,
     pub backend: SamplerChoice,
     /// PEBS load-latency threshold / SPE minimum latency (cycles); 0 for the default.
     pub min_latency: u64,
@@ -403,6 +405,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
             .collect(),
         interval_ms: cfg.interval_ms,
         cache_model: cfg.cache_model.clone(),
+        keep_blocks: cfg.keep_blocks,
         start_ns: Some(start_ns),
         end_ns: Some(now_ns()),
         missed_ticks,

@@ -200,6 +200,8 @@ fn write(
         .collect();
     profile::write_table(out, &module_rows)?;
     profile::write_table::<profile::Allocation>(out, &[])?;
+    profile::write_table::<profile::HeapSite>(out, &[])?;
+    profile::write_table::<profile::SiteLivePoint>(out, &[])?;
     profile::write_table::<profile::Frame>(out, &[])?;
     profile::write_table::<profile::Region>(out, &[])?;
     profile::write_table::<profile::ThreadRow>(out, &[])?;

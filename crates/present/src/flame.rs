@@ -37,12 +37,17 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
     };
     let (title, unit) = match what {
         Flame::Allocations => {
-            for a in p.allocations.iter().filter(|a| a.kind != "stack") {
-                let mut frames = stack_of(a.pid, a.stack_id);
+            // Heap blocks by their sites' sums, mappings by their rows.
+            let heap = (p.sites.iter()).map(|s| (s.pid, s.stack_id, "heap block", s.bytes));
+            let mapped = (p.allocations.iter())
+                .filter(|a| a.kind == "mmap")
+                .map(|a| (a.pid, a.stack_id, "mapping", a.est_bytes));
+            for (pid, stack_id, what, bytes) in heap.chain(mapped) {
+                let mut frames = stack_of(pid, stack_id);
                 if frames.is_empty() {
-                    frames.push(format!("[{} without a recorded stack]", a.kind));
+                    frames.push(format!("[{what} without a recorded stack]"));
                 }
-                *weights.entry(frames.join(";")).or_default() += a.est_bytes.round() as u64;
+                *weights.entry(frames.join(";")).or_default() += bytes.round() as u64;
             }
             (
                 "bytes allocated by call stack (measured; sampled blocks scaled)",

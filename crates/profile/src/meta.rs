@@ -45,6 +45,10 @@ pub struct Settings {
     /// the samples their levels; empty otherwise.
     #[serde(default)]
     pub cache_model: String,
+    /// Every freed block has its row, even when every block was recorded
+    /// (`--keep-blocks`, or access sampling).
+    #[serde(default)]
+    pub keep_blocks: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -77,6 +81,20 @@ pub struct Process {
     /// How this image's allocation stacks were unwound.
     #[serde(default)]
     pub stacks_unwound: StacksUnwound,
+    /// The live heap's exact peak, replayed from every block (only when
+    /// every block was recorded: `--sample-rate 1`).
+    #[serde(default)]
+    pub heap_peak: Option<HeapPeak>,
+}
+
+/// The most heap a process held at once, as its blocks' events replay it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct HeapPeak {
+    /// Bytes requested of the allocator (what heaptrack and dhat report).
+    pub requested_bytes: u64,
+    /// Bytes the allocator reserved for the same blocks at that moment.
+    pub usable_bytes: u64,
+    pub time_ns: u64,
 }
 
 /// Call stacks captured, by the unwinder that walked them (`--unwind dwarf`

@@ -4,8 +4,11 @@
 use crate::table;
 
 table! {
-    /// One heap block or mapping that carried an event: large, sampled or grouped
-    /// allocations, and every mmap.
+    /// One heap block or mapping that carried an event: large, sampled or
+    /// grouped allocations, blocks still live at the end, and every mmap and
+    /// thread stack. When every block is recorded (`--sample-rate 1`) a small
+    /// freed block has a row only with `--keep-blocks` or access sampling
+    /// (whose samples are attributed to blocks): `sites` sums them all.
     Allocation = "allocations" {
         pid: u32,
         tid: u32,
@@ -31,6 +34,56 @@ table! {
         prot: Option<i32>,
         map_flags: Option<i32>,
         fd: Option<i32>,
+    }
+}
+
+table! {
+    /// One heap allocation site of a process: a whole call stack (and the
+    /// group its blocks were put in, if any), with what its blocks did over
+    /// the run, replayed from every recorded block: exact when every block was
+    /// recorded (`--sample-rate 1`), sampled blocks scaled otherwise.
+    /// heaptrack's measures, in requested bytes.
+    HeapSite = "sites" {
+        pid: u32,
+        stack_id: u64,
+        /// memlens_group_begin/end's name for the blocks, if grouped.
+        group: Option<String>,
+        /// Blocks allocated, and the bytes requested for them.
+        allocations: f64,
+        bytes: f64,
+        /// Bytes the allocator reserved for them (malloc_usable_size).
+        usable_bytes: f64,
+        /// Blocks freed by their thread before it allocated anything else
+        /// (heaptrack's temporary allocations); null unless every block was
+        /// recorded.
+        temporary: Option<u64>,
+        /// The most bytes of this site live at once.
+        peak_bytes: f64,
+        /// Bytes of this site live when the process's heap (requested
+        /// bytes, this site and every other) was at its peak.
+        bytes_at_peak: f64,
+        /// Blocks, and their bytes, still live when the process ended.
+        leaked: f64,
+        leaked_bytes: f64,
+        /// First allocation and last allocation or free.
+        first_ns: u64,
+        last_ns: u64,
+        /// True when some of its blocks were byte-sampled and scaled.
+        sampled: bool,
+    }
+}
+
+table! {
+    /// Each heap site's live bytes over time: at every tick of the recording
+    /// interval where they changed, the bytes live at the tick and the most
+    /// live since the previous point.
+    SiteLivePoint = "site_timeline" {
+        pid: u32,
+        stack_id: u64,
+        group: Option<String>,
+        time_ns: u64,
+        live_bytes: f64,
+        max_bytes: f64,
     }
 }
 

@@ -23,7 +23,9 @@ fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force
         0
     };
     let mut flags = 0;
-    if size >= s.min_size || force {
+    // A sample rate of 1 records every block, malloc(0) included (a byte
+    // countdown would skip blocks of 0 bytes, and a few small ones).
+    if size >= s.min_size || force || s.sample_rate == 1 {
         flags = alloc_flags::EXACT;
     } else if group == 0 {
         st.countdown -= size as i64;

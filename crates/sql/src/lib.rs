@@ -41,6 +41,8 @@ pub fn table_schemas() -> Vec<(&'static str, SchemaRef)> {
     use memlens_profile::*;
     vec![
         (Allocation::NAME, Allocation::schema()),
+        (HeapSite::NAME, HeapSite::schema()),
+        (SiteLivePoint::NAME, SiteLivePoint::schema()),
         (Frame::NAME, Frame::schema()),
         (Region::NAME, Region::schema()),
         (AccessSample::NAME, AccessSample::schema()),

@@ -129,7 +129,11 @@ impl ImageLog {
             }
             let block = &data[off..data.len().min(off + raw::BLOCK_SIZE.min(readable))];
             off += raw::BLOCK_SIZE;
-            let Some((tid, used)) = raw::BlockHeader::read(block) else {
+            let header = raw::BlockHeader::read(block);
+            // Reading its header mapped the block (the kernel maps the pages
+            // around a fault): read later, it is mapped again.
+            release(block);
+            let Some((tid, used)) = header else {
                 truncated += 1; // reserved but never initialised: the process died then
                 continue;
             };
@@ -263,6 +267,7 @@ pub(super) fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> D
         if records.malformed {
             d.malformed_blocks += 1;
         }
+        release(block);
     }
     d.modules.sort_by_key(|m| m.0);
     d
@@ -294,12 +299,43 @@ pub(crate) fn module_def(rec: &RawRecord<'_>) -> Option<(u64, LoadedModule)> {
     Some((m.time, module))
 }
 
+/// Lets the kernel drop a log block's pages from the process once read: the
+/// log is a file mapping, so they come back from the page cache if touched
+/// again, and the finalizer's memory stays that of one block per thread, not
+/// the log's size.
+///
+/// `block` is a block's body or all of it: blocks are whole pages of the
+/// file, so the pages it touches belong to that block alone.
+pub(super) fn release(block: &[u8]) {
+    let page = 4096usize;
+    let start = block.as_ptr() as usize / page * page;
+    let end = (block.as_ptr() as usize + block.len()).div_ceil(page) * page;
+    if end > start {
+        // SAFETY: pages of a read-only file mapping that stays mapped;
+        // MADV_DONTNEED only drops their page table entries (a range past
+        // the mapping's end is refused whole, harmlessly).
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    }
+}
+
+pub(super) struct Cursor<'a> {
+    tid: u32,
+    blocks: std::slice::Iter<'a, &'a [u8]>,
+    records: Records<'a>,
+    current: &'a [u8],
+    previous: &'a [u8],
+}
+
 /// The timed records of all threads of an image, merged in time order.
 pub(super) struct Merged<'a> {
     pub(super) window: TimeWindow,
     /// Bytes of the log's blocks opened so far (progress).
     pub(super) blocks_started: u64,
-    pub(super) cursors: Vec<(u32, std::slice::Iter<'a, &'a [u8]>, Records<'a>)>,
+    /// Per stream: its thread, its blocks to come, the records of the
+    /// current block, and that block and the one before: the last record of
+    /// a block is read after the next block is opened, so a block is
+    /// released one block later.
+    pub(super) cursors: Vec<Cursor<'a>>,
     pub(super) heads: BinaryHeap<Reverse<(u64, usize)>>,
     pub(super) pending: Vec<Option<RawRecord<'a>>>,
 }
@@ -315,9 +351,15 @@ impl<'a> Merged<'a> {
         };
         for s in streams {
             let mut blocks = s.blocks.iter();
-            let first = Records::new(blocks.next().copied().unwrap_or(&[]));
+            let block = blocks.next().copied().unwrap_or(&[]);
             m.blocks_started += raw::BLOCK_SIZE as u64;
-            m.cursors.push((s.tid, blocks, first));
+            m.cursors.push(Cursor {
+                tid: s.tid,
+                blocks,
+                records: Records::new(block),
+                current: block,
+                previous: &[],
+            });
             m.pending.push(None);
             m.advance(m.cursors.len() - 1);
         }
@@ -326,9 +368,9 @@ impl<'a> Merged<'a> {
 
     /// Loads the next timed record of stream `i` into `pending` and the heap.
     pub(super) fn advance(&mut self, i: usize) {
-        let (_, blocks, records) = &mut self.cursors[i];
+        let c = &mut self.cursors[i];
         loop {
-            match records.next() {
+            match c.records.next() {
                 Some(rec) => {
                     // Untimed records are definitions; damaged ones are counted
                     // by `definitions`.
@@ -338,13 +380,17 @@ impl<'a> Merged<'a> {
                         return;
                     }
                 }
-                None => match blocks.next() {
-                    Some(b) => {
-                        *records = Records::new(b);
-                        self.blocks_started += raw::BLOCK_SIZE as u64;
+                None => {
+                    release(c.previous);
+                    match c.blocks.next() {
+                        Some(b) => {
+                            c.records = Records::new(b);
+                            c.previous = std::mem::replace(&mut c.current, b);
+                            self.blocks_started += raw::BLOCK_SIZE as u64;
+                        }
+                        None => return,
                     }
-                    None => return,
-                },
+                }
             }
         }
     }
@@ -356,7 +402,7 @@ impl<'a> Iterator for Merged<'a> {
     fn next(&mut self) -> Option<(u32, RawRecord<'a>)> {
         let Reverse((_, i)) = self.heads.pop()?;
         let rec = self.pending[i].take()?;
-        let tid = self.cursors[i].0;
+        let tid = self.cursors[i].tid;
         self.advance(i);
         Some((tid, rec))
     }

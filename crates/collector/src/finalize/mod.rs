@@ -9,6 +9,7 @@
 
 mod image;
 mod replay;
+mod sites;
 
 pub(crate) use image::{module_def, stack_def};
 pub(crate) use replay::estimate;
@@ -39,6 +40,8 @@ pub struct RunInfo {
     pub missed_ticks: u64,
     /// The cache model's geometry ("size/ways/line" per level), when it ran.
     pub cache_model: Option<String>,
+    /// A row for every freed block even when every block is recorded.
+    pub keep_blocks: bool,
 }
 
 fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
@@ -226,6 +229,7 @@ fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> V
                 usage: usage.map(kernel_usage),
                 untracked: true,
                 stacks_unwound: Default::default(),
+                heap_peak: None,
             }
         })
         .collect()
@@ -272,9 +276,16 @@ pub fn finalize(
         .min()
         .unwrap_or(0);
 
+    // Access samples are attributed to blocks: every block keeps its row.
+    let access_sampled =
+        images.iter().any(|l| l.instrumented) || raw_dir.join(crate::record::PERF_DATA).exists();
+    let keep_blocks = run.keep_blocks || access_sampled;
     let mut sinks = Sinks {
         allocations: TableWriter::create(dir)?,
+        site_timeline: TableWriter::create(dir)?,
         samples: TableWriter::create(dir)?,
+        keep_blocks,
+        tick_ns: run.interval_ms.max(1) * 1_000_000,
         model_cost: match (
             &run.cache_model,
             profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)),
@@ -295,6 +306,7 @@ pub fn finalize(
     let (mut listed, mut listed_pcs) = (HashSet::new(), HashSet::new());
     let mut modules_rows = Vec::new();
     let mut statics = Vec::new();
+    let mut sites = Vec::new();
     let mut processes = Vec::new();
     let mut losses = Losses {
         missed_ticks: run.missed_ticks,
@@ -407,7 +419,9 @@ pub fn finalize(
                 cached_rules: log.stacks_walked[raw::walked_by::CACHED_RULES],
                 libgcc: log.stacks_walked[raw::walked_by::LIBGCC],
             },
+            heap_peak: built.heap_peak,
         });
+        sites.extend(built.sites);
         regions.extend(built.regions);
         threads.extend(built.threads);
         tags.extend(built.tags);
@@ -429,6 +443,7 @@ pub fn finalize(
         last_time = last_time.max(perf.last_ns);
     }
     sinks.allocations.finish()?;
+    sinks.site_timeline.finish()?;
     sinks.samples.finish()?;
     timeline.sort_by_key(|p| (p.pid, p.time_ns));
     last_time = last_time.max(timeline.last().map_or(0, |p| p.time_ns));
@@ -460,6 +475,7 @@ pub fn finalize(
                 .to_string(),
             max_frames: settings.max_frames,
             cache_model: run.cache_model.clone().unwrap_or_default(),
+            keep_blocks,
             access_period: perf.as_ref().map_or(settings.access_period, |p| p.period),
             sample_loads: settings.access_filter & raw::access_filter::LOADS != 0,
             sample_stores: settings.access_filter & raw::access_filter::STORES != 0,
@@ -473,6 +489,7 @@ pub fn finalize(
         processes,
         losses,
     };
+    profile::write_table(dir, &sites)?;
     profile::write_table(dir, &frames)?;
     profile::write_table(dir, &locations)?;
     profile::write_table(dir, &regions)?;

@@ -8,8 +8,10 @@ use super::image::{Definitions, ImageHeader, Merged};
 use super::timeline_point;
 use crate::mappings::Mappings;
 
+use super::sites::{HeapSites, LiveBlock};
 use memlens_profile::{
-    AccessSample, Allocation, Region, TableWriter, TagRange, ThreadRow, TimelinePoint,
+    AccessSample, Allocation, HeapPeak, HeapSite, Region, SiteLivePoint, TableWriter, TagRange,
+    ThreadRow, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, RawRecord};
 use rustc_hash::FxHashMap;
@@ -26,6 +28,9 @@ pub(super) struct Built {
     /// Code addresses of the samples.
     pub pcs: BTreeSet<u64>,
     pub unmatched_frees: u64,
+    pub sites: Vec<HeapSite>,
+    /// The process heap's peak when every block was recorded.
+    pub heap_peak: Option<HeapPeak>,
 }
 
 /// Whether a block was sampled, and the blocks and bytes it stands for.
@@ -43,9 +48,16 @@ pub(crate) fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
 /// Where one image's streamed rows go.
 pub(super) struct Sinks {
     pub allocations: TableWriter<Allocation>,
+    pub site_timeline: TableWriter<SiteLivePoint>,
     pub samples: TableWriter<AccessSample>,
     /// Calibrated ns of each modelled level code (cache model runs only).
     pub model_cost: [Option<f64>; 8],
+    /// Every freed block gets a row, even when `sites` sums them all: the
+    /// user asked (`--keep-blocks`), or access samples are attributed to
+    /// blocks.
+    pub keep_blocks: bool,
+    /// Ticks of the sites' timeline.
+    pub tick_ns: u64,
 }
 
 /// Replays one image's events in time order: allocation rows and samples go to
@@ -58,10 +70,13 @@ pub(super) fn replay(
     sinks: &mut Sinks,
     progress: &dyn Fn(u64),
 ) -> Built {
+    let every_block = log.settings.sample_rate == 1;
     let mut image = Replay {
         log,
         defs,
         t0,
+        heap_sites: HeapSites::new(log.pid, every_block, sinks.tick_ns),
+        every_block,
         sinks,
         built: Built::default(),
         live_heap: FxHashMap::default(),
@@ -91,7 +106,10 @@ struct Replay<'a> {
     built: Built,
     /// Hashed with Fx: millions of blocks pass through when every block is
     /// recorded, and the row order of still-live blocks stays the same run to run.
-    live_heap: FxHashMap<u64, Allocation>,
+    live_heap: FxHashMap<u64, LiveBlock>,
+    heap_sites: HeapSites,
+    /// Every block was recorded (`--sample-rate 1`).
+    every_block: bool,
     maps: Mappings,
     /// Per thread (and for the process's phases, [`scope`]), the indices of
     /// its open regions, innermost last.
@@ -102,6 +120,14 @@ struct Replay<'a> {
     /// Per thread: (start, end) and its totals (final, or as last published).
     thread_times: BTreeMap<u32, (Option<u64>, Option<u64>)>,
     final_totals: BTreeMap<u32, (raw::ThreadTotals, bool)>,
+}
+
+/// A string the image defined, or its id where the definition was lost.
+fn name(defs: &Definitions, id: u64) -> String {
+    defs.strings
+        .get(&id)
+        .cloned()
+        .unwrap_or_else(|| format!("#{id:x}"))
 }
 
 /// The key of a thread's open regions, or of the process's open phases.
@@ -119,11 +145,7 @@ impl Replay<'_> {
     }
 
     fn name(&self, id: u64) -> String {
-        self.defs
-            .strings
-            .get(&id)
-            .cloned()
-            .unwrap_or_else(|| format!("#{id:x}"))
+        name(self.defs, id)
     }
 
     /// A finished allocation row, to the sink.
@@ -136,9 +158,14 @@ impl Replay<'_> {
 
     /// One record, by its kind; a payload too short for its kind is skipped.
     fn record(&mut self, tid: u32, rec: &RawRecord<'_>) -> Option<()> {
+        if let Some(t) = super::image::record_time(rec) {
+            let defs = self.defs;
+            let name = |id| defs.strings.get(&id).cloned();
+            (self.heap_sites).advance(self.rel(t), &mut self.sinks.site_timeline, name);
+        }
         match rec.tag {
             tag::ALLOC => self.alloc(tid, &rec.payload()?),
-            tag::FREE => self.free(&rec.payload()?),
+            tag::FREE => self.free(tid, &rec.payload()?),
             tag::MMAP => self.mmap(tid, &rec.payload()?),
             tag::MREMAP => self.mremap(tid, &rec.payload()?),
             tag::MUNMAP => self.munmap(&rec.payload()?),
@@ -161,43 +188,77 @@ impl Replay<'_> {
     fn alloc(&mut self, tid: u32, a: &raw::Alloc) {
         let (sampled, est_count, est_bytes) =
             estimate(a.size, a.flags, self.log.settings.sample_rate);
-        let row = Allocation {
-            pid: self.log.pid,
+        let at = self.rel(a.time);
+        let block = LiveBlock {
             tid,
-            kind: alloc_kind::NAMES
-                .get(a.kind as usize)
-                .unwrap_or(&"malloc")
-                .to_string(),
-            address: a.ptr,
+            kind: a.kind,
             size: a.size,
-            usable_size: a.usable,
-            alloc_ns: self.rel(a.time),
-            free_ns: None,
-            stack_id: a.stack,
+            usable: a.usable,
+            alloc_ns: at,
+            stack: a.stack,
+            group: a.group,
             sampled,
             est_count,
             est_bytes,
-            group: (a.group != 0).then(|| self.name(a.group)),
-            prot: None,
-            map_flags: None,
-            fd: None,
+            site: self.heap_sites.site_of(a.stack, a.group),
         };
-        if let Some(mut old) = self.live_heap.insert(a.ptr, row) {
+        if let Some(old) = self.live_heap.insert(a.ptr, block) {
             // Its free was not seen (the block was freed before the hook
             // could record it): it ended when its address was reused.
-            old.free_ns = Some(self.rel(a.time));
-            Self::emit(&mut self.built, &mut self.sinks.allocations, old);
+            self.block_ended(a.ptr, old, None, at);
+        }
+        self.heap_sites.allocated(a.ptr, &block);
+    }
+
+    fn free(&mut self, tid: u32, f: &raw::Free) {
+        let at = self.rel(f.time);
+        match self.live_heap.remove(&f.ptr) {
+            Some(block) => self.block_ended(f.ptr, block, Some(tid), at),
+            None => self.built.unmatched_frees += 1,
         }
     }
 
-    fn free(&mut self, f: &raw::Free) {
-        match self.live_heap.remove(&f.ptr) {
-            Some(mut row) => {
-                row.free_ns = Some(self.rel(f.time));
-                Self::emit(&mut self.built, &mut self.sinks.allocations, row);
-            }
-            None => self.built.unmatched_frees += 1,
+    /// A heap block's row, ended at `free_ns` (None: live at the end).
+    fn heap_row(
+        log: &ImageHeader,
+        defs: &Definitions,
+        ptr: u64,
+        b: &LiveBlock,
+        free_ns: Option<u64>,
+    ) -> Allocation {
+        Allocation {
+            pid: log.pid,
+            tid: b.tid,
+            kind: alloc_kind::NAMES
+                .get(b.kind as usize)
+                .unwrap_or(&"malloc")
+                .to_string(),
+            address: ptr,
+            size: b.size,
+            usable_size: b.usable,
+            alloc_ns: b.alloc_ns,
+            free_ns,
+            stack_id: b.stack,
+            sampled: b.sampled,
+            est_count: b.est_count,
+            est_bytes: b.est_bytes,
+            group: (b.group != 0).then(|| name(defs, b.group)),
+            prot: None,
+            map_flags: None,
+            fd: None,
         }
+    }
+
+    /// A freed block: its site hears of it, and it gets a row unless the
+    /// site's sums stand for it (every block recorded, a small one, rows not
+    /// asked for).
+    fn block_ended(&mut self, ptr: u64, b: LiveBlock, tid: Option<u32>, at: u64) {
+        self.heap_sites.freed(ptr, &b, tid, at);
+        if self.every_block && !self.sinks.keep_blocks && b.size < self.log.settings.min_size {
+            return;
+        }
+        let row = Self::heap_row(self.log, self.defs, ptr, &b, Some(at));
+        Self::emit(&mut self.built, &mut self.sinks.allocations, row);
     }
 
     fn mmap(&mut self, tid: u32, m: &raw::Mmap) {
@@ -430,11 +491,31 @@ impl Replay<'_> {
                 final_counts: *done,
             });
         }
-        let still_live = self
-            .live_heap
-            .into_values()
-            .chain(self.maps.into_rows())
-            .chain(self.open_stacks.into_values());
+        let defs = self.defs;
+        let name = |id| defs.strings.get(&id).cloned();
+        let end = self.rel(defs.last_ns);
+        let (sites, peak) = self.heap_sites.finish(
+            end,
+            self.live_heap.values(),
+            &mut self.sinks.site_timeline,
+            name,
+        );
+        for s in &sites {
+            if s.stack_id != 0 {
+                self.built.stack_ids.insert(s.stack_id);
+            }
+        }
+        self.built.sites = sites;
+        self.built.heap_peak = self.every_block.then_some(HeapPeak {
+            requested_bytes: peak.requested as u64,
+            usable_bytes: peak.usable as u64,
+            time_ns: peak.time_ns,
+        });
+        for (ptr, b) in std::mem::take(&mut self.live_heap) {
+            let row = Self::heap_row(self.log, defs, ptr, &b, None);
+            Self::emit(&mut self.built, &mut self.sinks.allocations, row);
+        }
+        let still_live = (self.maps.into_rows()).chain(self.open_stacks.into_values());
         for row in still_live {
             Self::emit(&mut self.built, &mut self.sinks.allocations, row);
         }

@@ -234,11 +234,15 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
             ("heap_live".into(), "measured: exact per-thread counters of every malloc/free (usable sizes)".into()),
             (
                 "objects".into(),
-                format!(
-                    "measured for blocks >= {} and mmaps; sampled and scaled (1 per {} allocated on average) below",
-                    human_bytes(m.settings.min_size as f64),
-                    human_bytes(m.settings.sample_rate as f64)
-                ),
+                if m.settings.sample_rate == 1 {
+                    "measured: every block recorded with its call stack, summed by site as the events replay (requested bytes; temporary allocations, bytes at the peak and leaks exact)".into()
+                } else {
+                    format!(
+                        "measured for blocks >= {} and mmaps; sampled and scaled (1 per {} allocated on average) below (record with --leaks for every block)",
+                        human_bytes(m.settings.min_size as f64),
+                        human_bytes(m.settings.sample_rate as f64)
+                    )
+                },
             ),
             ("call stacks".into(), stacks_provenance(m)),
             ("statics".into(), "ELF symbol tables of the program and its libraries, with load bias".into()),

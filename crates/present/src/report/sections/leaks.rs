@@ -1,19 +1,55 @@
 //! Heap still live when each process ended, and the sites that left it.
 
 use crate::format::human_bytes;
-use crate::report::model::Section;
+use crate::report::model::{Column, Section, Table};
 use crate::report::Report;
+use memlens_analysis::Provenance;
 
 pub fn section(r: &Report) -> Option<Section> {
     let mut s = Section::new("leaks", "Leaks at exit");
     for l in &r.leaks.heap_live_at_exit {
         s = s.note(format!(
-            "pid {}: {} of heap still live (exact)",
+            "pid {}: {} of heap still live (exact, usable bytes)",
             l.pid,
             human_bytes(l.bytes as f64)
         ));
     }
-    let table = super::objects::table(&r.leaks.sites, |o| o.leaked_bytes, "leaked")
-        .or_else("no recorded block was left unfreed");
-    Some(s.table(table))
+    let exact_total = |pid: u32| {
+        (r.leaks.heap_live_at_exit.iter())
+            .find(|l| l.pid == pid)
+            .map(|l| l.bytes as f64)
+    };
+    let mut table = Table::new(vec![
+        Column::number("leaked"),
+        Column::number("blocks"),
+        Column::number("allocs"),
+        Column::text("site").at_most(100),
+    ]);
+    let mut sampled = false;
+    for o in &r.leaks.sites {
+        let (est, bytes) = if o.provenance == Provenance::SampledScaled {
+            sampled = true;
+            // Scaled up from a few sampled blocks, a site's estimate can
+            // exceed what the process held in all: never shown above it.
+            let cap = exact_total(o.pid).unwrap_or(f64::INFINITY);
+            ("~", o.leaked_bytes.min(cap))
+        } else {
+            ("", o.leaked_bytes)
+        };
+        let pid = if o.pid != 0 {
+            format!("  [pid {}]", o.pid)
+        } else {
+            String::new()
+        };
+        table.push(vec![
+            format!("{est}{}", human_bytes(bytes)),
+            format!("{est}{:.0}", o.leaked_blocks),
+            format!("{est}{:.0}", o.allocations),
+            format!("{}{pid}", o.name),
+        ]);
+    }
+    if sampled {
+        s = s.note("~: estimated from byte-sampled blocks; `memlens record --leaks` records every block for exact sites, blocks and bytes");
+    }
+    Some(s.table(table.or_else("no recorded block was left unfreed")))
 }

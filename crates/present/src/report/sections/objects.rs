@@ -23,20 +23,29 @@ pub fn by_allocated(r: &Report) -> Option<Section> {
     Some(Section::new("allocated", "Top data objects by bytes allocated").table(table))
 }
 
-/// Objects with one figure of theirs, their kind, allocations and lifetime.
+/// Objects with one figure of theirs, their kind, allocations and lifetime;
+/// heaptrack's temporary allocations and bytes at the heap's peak where
+/// every block was recorded.
 pub(super) fn table(
     objects: &[DataObject],
     value: impl Fn(&DataObject) -> f64,
     what: &str,
 ) -> Table {
-    let mut t = Table::new(vec![
+    let block_by_block = objects.iter().any(|o| o.temporary.is_some());
+    let mut columns = vec![
         Column::number(what),
         Column::text("kind"),
         Column::number("allocs"),
+    ];
+    if block_by_block {
+        columns.extend([Column::number("temporary"), Column::number("at peak")]);
+    }
+    columns.extend([
         Column::number("first"),
         Column::number("last"),
         Column::text("object").at_most(80),
     ]);
+    let mut t = Table::new(columns);
     for o in objects {
         let est = if o.provenance == Provenance::SampledScaled {
             "~"
@@ -48,14 +57,21 @@ pub(super) fn table(
         } else {
             String::new()
         };
-        t.push(vec![
+        let mut row = vec![
             format!("{est}{}", human_bytes(value(o))),
             o.kind.name().to_string(),
             format!("{est}{:.0}", o.allocations),
+        ];
+        if block_by_block {
+            row.push(o.temporary.map_or_else(String::new, |t| t.to_string()));
+            row.push(o.bytes_at_peak.map_or_else(String::new, human_bytes));
+        }
+        row.extend([
             format!("{:.3}s", o.first_ns as f64 / 1e9),
             format!("{:.3}s", o.last_ns as f64 / 1e9),
             format!("{}{pid}", o.name),
         ]);
+        t.push(row);
     }
     t
 }

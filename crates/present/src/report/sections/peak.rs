@@ -7,12 +7,22 @@ use crate::report::Report;
 
 pub fn section(r: &Report) -> Option<Section> {
     let pk = &r.peak;
-    let heap = if pk.heap_measured {
+    let heap = if pk.heap_exact {
         format!(
-            "{} live at {} (pid {})",
+            "{} requested ({} usable) live at {} (pid {}); exact: every block replayed",
             human_bytes(pk.heap_bytes as f64),
+            human_bytes(pk.heap_usable_bytes.unwrap_or(0) as f64),
             seconds(pk.heap_time_ns),
             pk.heap_pid
+        )
+    } else if pk.heap_measured {
+        format!(
+            "{} live at {} (pid {}), usable bytes read every {} ms; between two reads at most {} (record with --sample-rate 1 for the exact peak)",
+            human_bytes(pk.heap_bytes as f64),
+            seconds(pk.heap_time_ns),
+            pk.heap_pid,
+            r.summary.settings.interval_ms,
+            human_bytes(pk.heap_bound_bytes as f64),
         )
     } else {
         "not measured: memlens' runtime ran in no process (static or setuid programs)".into()

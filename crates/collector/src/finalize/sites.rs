@@ -1,0 +1,317 @@
+//! Heap sites while replaying: every recorded block adds to its site (its
+//! stack and group), so a site's totals, temporaries, peak and leaks cost
+//! memory per site, not per block, and blocks need no rows of their own
+//! (heaptrack's per-call-site measures, computed as heaptrack_analyze does:
+//! in one pass over the events in time order).
+//!
+//! Bytes at the process's peak: each new peak would need every site's live
+//! bytes copied; instead a site takes its snapshot lazily, when it next
+//! changes after a peak (its live bytes then are still those at that peak).
+
+use memlens_profile::{HeapSite, SiteLivePoint, TableWriter};
+use rustc_hash::FxHashMap;
+
+/// A block live in the replay: what its row and its site need.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LiveBlock {
+    pub tid: u32,
+    pub kind: u8,
+    pub size: u64,
+    pub usable: u64,
+    pub alloc_ns: u64,
+    pub stack: u64,
+    pub group: u64,
+    pub sampled: bool,
+    pub est_count: f64,
+    pub est_bytes: f64,
+    pub site: u32,
+}
+
+#[derive(Default)]
+struct Site {
+    stack: u64,
+    group: u64,
+    allocations: f64,
+    bytes: f64,
+    usable_bytes: f64,
+    temporary: u64,
+    live: f64,
+    peak: f64,
+    /// Live bytes at the process peak numbered `snapshot_peak`.
+    snapshot: f64,
+    snapshot_peak: u64,
+    first_ns: u64,
+    last_ns: u64,
+    sampled: bool,
+    /// Most bytes live since the site's last timeline point, and whether it
+    /// changed since.
+    max_since_point: f64,
+    changed: bool,
+}
+
+/// The process heap's peak in requested bytes (estimated when sampled).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Peak {
+    pub requested: f64,
+    /// Usable bytes live at that moment.
+    pub usable: f64,
+    pub time_ns: u64,
+}
+
+pub(super) struct HeapSites {
+    pid: u32,
+    index: FxHashMap<(u64, u64), u32>,
+    sites: Vec<Site>,
+    live: f64,
+    live_usable: f64,
+    peak: Peak,
+    /// Numbers the process peaks: a site's snapshot of an earlier one is stale.
+    peaks: u64,
+    /// Each thread's last allocation, to tell temporaries.
+    last_alloc: FxHashMap<u32, u64>,
+    /// Every block was recorded: temporaries can be told.
+    every_block: bool,
+    tick_ns: u64,
+    next_tick: u64,
+}
+
+impl HeapSites {
+    pub fn new(pid: u32, every_block: bool, tick_ns: u64) -> HeapSites {
+        HeapSites {
+            pid,
+            index: FxHashMap::default(),
+            sites: Vec::new(),
+            live: 0.0,
+            live_usable: 0.0,
+            peak: Peak::default(),
+            peaks: 0,
+            last_alloc: FxHashMap::default(),
+            every_block,
+            tick_ns: tick_ns.max(1),
+            next_tick: tick_ns.max(1),
+        }
+    }
+
+    /// The site of a stack and group.
+    pub fn site_of(&mut self, stack: u64, group: u64) -> u32 {
+        let sites = &mut self.sites;
+        *self.index.entry((stack, group)).or_insert_with(|| {
+            sites.push(Site {
+                stack,
+                group,
+                first_ns: u64::MAX,
+                ..Site::default()
+            });
+            (sites.len() - 1) as u32
+        })
+    }
+
+    /// Takes the site's snapshot of the latest peak if it has not yet: its
+    /// bytes are about to change.
+    fn before_change(&mut self, site: u32) {
+        let s = &mut self.sites[site as usize];
+        if s.snapshot_peak != self.peaks {
+            s.snapshot = s.live;
+            s.snapshot_peak = self.peaks;
+        }
+    }
+
+    pub fn allocated(&mut self, ptr: u64, b: &LiveBlock) {
+        self.before_change(b.site);
+        let s = &mut self.sites[b.site as usize];
+        s.allocations += b.est_count;
+        s.bytes += b.est_bytes;
+        s.usable_bytes += b.usable as f64 * b.est_count;
+        s.live += b.est_bytes;
+        s.peak = s.peak.max(s.live);
+        s.max_since_point = s.max_since_point.max(s.live);
+        s.changed = true;
+        s.first_ns = s.first_ns.min(b.alloc_ns);
+        s.last_ns = s.last_ns.max(b.alloc_ns);
+        s.sampled |= b.sampled;
+        self.live += b.est_bytes;
+        self.live_usable += b.usable as f64 * b.est_count;
+        if self.live > self.peak.requested {
+            self.peaks += 1;
+            self.peak = Peak {
+                requested: self.live,
+                usable: self.live_usable,
+                time_ns: b.alloc_ns,
+            };
+        }
+        self.last_alloc.insert(b.tid, ptr);
+    }
+
+    /// A block freed by thread `tid` at `at` (or found ended by its
+    /// address's reuse: `tid` None).
+    pub fn freed(&mut self, ptr: u64, b: &LiveBlock, tid: Option<u32>, at: u64) {
+        self.before_change(b.site);
+        let temporary = tid == Some(b.tid) && self.last_alloc.get(&b.tid) == Some(&ptr);
+        let s = &mut self.sites[b.site as usize];
+        s.temporary += u64::from(temporary);
+        s.live = (s.live - b.est_bytes).max(0.0);
+        s.changed = true;
+        s.last_ns = s.last_ns.max(at);
+        self.live = (self.live - b.est_bytes).max(0.0);
+        self.live_usable = (self.live_usable - b.usable as f64 * b.est_count).max(0.0);
+    }
+
+    /// Writes a timeline point for each site changed since its last one at
+    /// the first tick of the interval at or before `now` not yet written
+    /// (nothing changes between that tick and `now`).
+    pub fn advance(
+        &mut self,
+        now: u64,
+        out: &mut TableWriter<SiteLivePoint>,
+        group: impl Fn(u64) -> Option<String>,
+    ) {
+        if now >= self.next_tick {
+            self.points(self.next_tick, out, &group);
+            self.next_tick = (now / self.tick_ns + 1) * self.tick_ns;
+        }
+    }
+
+    fn points(
+        &mut self,
+        at: u64,
+        out: &mut TableWriter<SiteLivePoint>,
+        group: &impl Fn(u64) -> Option<String>,
+    ) {
+        for s in self.sites.iter_mut().filter(|s| s.changed) {
+            out.push(SiteLivePoint {
+                pid: self.pid,
+                stack_id: s.stack,
+                group: (s.group != 0).then(|| group(s.group)).flatten(),
+                time_ns: at,
+                live_bytes: s.live,
+                max_bytes: s.max_since_point.max(s.live),
+            });
+            s.changed = false;
+            s.max_since_point = s.live;
+        }
+    }
+
+    /// The sites' rows, with `leaked` (the blocks live at the end), the last
+    /// timeline points at `end`, and the process peak.
+    pub fn finish<'a>(
+        &mut self,
+        end: u64,
+        leaked: impl Iterator<Item = &'a LiveBlock>,
+        out: &mut TableWriter<SiteLivePoint>,
+        group: impl Fn(u64) -> Option<String>,
+    ) -> (Vec<HeapSite>, Peak) {
+        self.points(end, out, &group);
+        let mut leaks = vec![(0.0, 0.0); self.sites.len()];
+        for b in leaked {
+            let l = &mut leaks[b.site as usize];
+            l.0 += b.est_count;
+            l.1 += b.est_bytes;
+        }
+        let peaks = self.peaks;
+        let rows = std::mem::take(&mut self.sites)
+            .into_iter()
+            .zip(leaks)
+            .map(|(s, (leaked, leaked_bytes))| HeapSite {
+                pid: self.pid,
+                stack_id: s.stack,
+                group: (s.group != 0).then(|| group(s.group)).flatten(),
+                allocations: s.allocations,
+                bytes: s.bytes,
+                usable_bytes: s.usable_bytes,
+                temporary: self.every_block.then_some(s.temporary),
+                peak_bytes: s.peak,
+                bytes_at_peak: if s.snapshot_peak == peaks {
+                    s.snapshot
+                } else {
+                    s.live
+                },
+                leaked,
+                leaked_bytes,
+                first_ns: s.first_ns.min(s.last_ns),
+                last_ns: s.last_ns,
+                sampled: s.sampled,
+            })
+            .collect();
+        (rows, self.peak)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Random allocations and frees over five sites: each site's bytes at
+    /// the peak, peak and temporaries against a brute-force replay.
+    #[test]
+    fn lazy_snapshots_give_every_sites_bytes_at_the_peak() {
+        let dir = std::env::temp_dir().join(format!("memlens-sites-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut out = TableWriter::<SiteLivePoint>::create(&dir).unwrap();
+        let mut sites = HeapSites::new(1, true, 1_000);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut live: Vec<(u64, LiveBlock)> = Vec::new();
+        let (mut best, mut at_best, mut peaks) = (0.0, [0.0f64; 5], [0.0f64; 5]);
+        let mut temporaries = [0u64; 5];
+        let mut last_alloc = None;
+        for t in 0..20_000u64 {
+            if live.is_empty() || next() % 3 != 0 {
+                let site_index = next() % 5;
+                let site = sites.site_of(site_index + 1, 0);
+                let size = 1 + next() % 1000;
+                let block = LiveBlock {
+                    tid: 7,
+                    kind: 0,
+                    size,
+                    usable: size,
+                    alloc_ns: t,
+                    stack: site_index + 1,
+                    group: 0,
+                    sampled: false,
+                    est_count: 1.0,
+                    est_bytes: size as f64,
+                    site,
+                };
+                sites.advance(t, &mut out, |_| None);
+                sites.allocated(t, &block);
+                live.push((t, block));
+                last_alloc = Some(t);
+            } else {
+                let (ptr, block) = live.swap_remove((next() % live.len() as u64) as usize);
+                sites.advance(t, &mut out, |_| None);
+                sites.freed(ptr, &block, Some(7), t);
+                if last_alloc == Some(ptr) {
+                    temporaries[block.site as usize] += 1;
+                }
+            }
+            let mut per_site = [0.0f64; 5];
+            for (_, b) in &live {
+                per_site[b.site as usize] += b.est_bytes;
+            }
+            for (p, now) in peaks.iter_mut().zip(per_site) {
+                *p = f64::max(*p, now);
+            }
+            let total: f64 = per_site.iter().sum();
+            if total > best {
+                (best, at_best) = (total, per_site);
+            }
+        }
+        let (rows, peak) = sites.finish(20_000, live.iter().map(|(_, b)| b), &mut out, |_| None);
+        out.finish().unwrap();
+        assert_eq!(peak.requested, best);
+        for row in &rows {
+            let i = (row.stack_id - 1) as usize;
+            let site = sites.index[&(row.stack_id, 0)] as usize;
+            assert_eq!(row.bytes_at_peak, at_best[site], "site {i}");
+            assert_eq!(row.peak_bytes, peaks[site], "site {i}");
+            assert_eq!(row.temporary, Some(temporaries[site]), "site {i}");
+        }
+        assert_eq!(rows.iter().map(|r| r.bytes_at_peak).sum::<f64>(), best);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
