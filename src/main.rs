@@ -263,6 +263,15 @@ struct ReportArgs {
     /// Phase bins of the folded region.
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
     fold_bins: u64,
+    /// Show this many frames of each listed object's call stack under it
+    /// (JSON always lists them all).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    stacks: usize,
+    /// Functions that allocate for their callers, beyond libc/libstdc++,
+    /// CPython's and Rust's allocation layers: a frame whose function name
+    /// contains PATTERN is never a site (repeat, or separate with commas).
+    #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
+    skip_frames: Vec<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -791,8 +800,10 @@ fn report(args: ReportArgs) -> Result<i32> {
     if let Some(only) = only {
         p.restrict(only).map_err(anyhow::Error::msg)?;
     }
+    p.skip_frames.patterns = args.skip_frames.clone();
     let options = memlens_present::ReportOptions {
         top: args.top,
+        stacks: args.stacks,
         fold: args.fold.clone(),
         fold_detect: args.fold_detect,
         fold_bins: args.fold_bins as usize,

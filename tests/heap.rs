@@ -117,6 +117,37 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
         "{text}"
     );
     assert!(text.contains("exact: every block replayed"), "{text}");
+    // JSON lists each object's whole stack; the text shows --stacks frames
+    // of it from the site out; a wrapper the user names is no site.
+    let frames: Vec<&str> = r["leaks"]["sites"][1]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        frames.contains(&"xmalloc (heap_measures.c:22)"),
+        "{frames:?}"
+    );
+    assert!(frames.iter().any(|f| f.starts_with("main (")), "{frames:?}");
+    let text = Command::new(memlens())
+        .args(["report", "--stacks", "2", "--skip-frames", "xmalloc"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let leak_c = text
+        .lines()
+        .position(|l| l.contains("700 B") && l.contains("leak_c (heap_measures.c:38)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let under: Vec<&str> = text
+        .lines()
+        .skip(leak_c + 1)
+        .take(2)
+        .map(str::trim)
+        .collect();
+    assert_eq!(under[0], "at leak_c (heap_measures.c:38)", "{text}");
+    assert!(under[1].starts_with("at main (heap_measures.c:"), "{text}");
 
     // The same run's peers: dhat's totals and peak, heaptrack's temporaries
     // and leaks.
@@ -188,4 +219,27 @@ fn keep_blocks_writes_every_row_and_the_same_sums() {
     assert_eq!(heap.len() as f64, blocks);
     let bytes: u64 = heap.iter().map(|a| a.size).sum();
     assert_eq!(bytes as f64, sites.iter().map(|s| s.bytes).sum::<f64>());
+}
+
+#[test]
+fn cpython_sites_are_named_past_its_allocators() {
+    // Every object the interpreter allocates goes through pymalloc: the
+    // sites are the interpreter's code that asked, not its allocator.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let script = "d = [{'k': str(i), 'v': [i] * 3} for i in range(20000)]";
+    assert_ran(&record(&p, &["--leaks"], &["python3", "-c", script]));
+    let r = report_json(&p);
+    let names = names(&r["objects_by_allocated"]);
+    assert!(!names.is_empty());
+    for name in &names {
+        for layer in [
+            "_PyObject_Malloc",
+            "PyMem_",
+            "_PyObject_ArenaMmap",
+            "new_arena",
+        ] {
+            assert!(!name.starts_with(layer), "{name} in {names:?}");
+        }
+    }
 }

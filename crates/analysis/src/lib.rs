@@ -63,6 +63,9 @@ pub struct Profile {
     pub threads: Vec<ThreadRow>,
     /// Set by [`Profile::restrict`]: the view is of one process or thread.
     pub only: Option<Only>,
+    /// Frames that are not allocation sites beyond the defaults
+    /// (`--skip-frames`).
+    pub skip_frames: profile::SkipFrames,
 }
 
 /// The part of a profile a view keeps.
@@ -108,6 +111,7 @@ impl Profile {
             counters: profile::read_table(dir)?,
             threads: profile::read_table(dir)?,
             only: None,
+            skip_frames: Default::default(),
             calibration: profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)).ok(),
             samples: if with_samples {
                 profile::read_table(dir)?
@@ -190,7 +194,7 @@ impl Profile {
     }
 }
 
-/// Where an object was allocated (see [`memlens_profile::site_frame`]).
+/// Where an object was allocated (see [`memlens_profile::SkipFrames::site`]).
 #[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
 pub struct Site {
     pub function: String,
@@ -200,8 +204,8 @@ pub struct Site {
 }
 
 impl Site {
-    pub fn from_frames(frames: &[Frame]) -> Option<Site> {
-        let f = memlens_profile::site_frame(frames)?;
+    pub fn from_frames(frames: &[Frame], skip: &profile::SkipFrames) -> Option<Site> {
+        let f = skip.site(frames)?;
         Some(Site {
             function: f.function.clone(),
             file: f.file.clone(),

@@ -75,6 +75,9 @@ pub struct DataObject {
     /// Address range (for statics, tags, and single-block objects).
     pub address: Option<u64>,
     pub stack_id: u64,
+    /// The allocation's whole call stack, innermost frame first, as
+    /// `function (file:line)`: filled in for the objects a report lists.
+    pub frames: Vec<String>,
 }
 
 /// The per-object sweep of live bytes over time.
@@ -171,7 +174,8 @@ impl Found {
         if let Some(&i) = self.index.get(&key) {
             return i;
         }
-        let site = (p.stacks.get(&(key.0, stack_id))).and_then(|f| Site::from_frames(f));
+        let site =
+            (p.stacks.get(&(key.0, stack_id))).and_then(|f| Site::from_frames(f, &p.skip_frames));
         let name = match key.1 {
             ObjectKind::Group | ObjectKind::Stack => key.2.clone(),
             _ => site
@@ -196,6 +200,7 @@ impl Found {
             provenance: Provenance::Measured,
             address: None,
             stack_id,
+            frames: Vec::new(),
         });
         self.events.push(Vec::new());
         self.index.insert(key, self.objects.len() - 1);
@@ -342,6 +347,7 @@ pub fn data_objects(p: &Profile) -> Objects {
         provenance,
         address: Some(address),
         stack_id: 0,
+        frames: Vec::new(),
     };
     let mut of_tag = Vec::with_capacity(p.tags.len());
     for t in &p.tags {
@@ -410,24 +416,28 @@ fn site_series(
     (out, single_peak.unwrap_or(peak))
 }
 
-/// Callers shown at most to tell apart the sites of one allocating function.
+/// Callers looked through at most to tell apart the sites of one function.
 const MAX_CALLERS: usize = 8;
 
-/// Heap objects whose sites have the same name (a wrapper such as `xmalloc`
-/// allocating for many callers) are named with their callers, as few as
-/// tell them apart: "xmalloc (x.c:7) ← parse (p.c:40)".
+/// Heap objects and mappings whose sites have the same name (a wrapper such
+/// as `xmalloc` allocating for many callers) are named with the caller that
+/// tells each apart, the nearest that does: "xmalloc (x.c:7) ← parse (p.c:40)",
+/// or "… ←" over the callers they share.
 fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
-    let mut by_name: FxHashMap<(u32, String), Vec<usize>> = FxHashMap::default();
+    let mut by_name: FxHashMap<(u32, ObjectKind, String), Vec<usize>> = FxHashMap::default();
     for (i, o) in objects.iter().enumerate() {
-        if o.kind == ObjectKind::Heap && o.site.is_some() {
-            by_name.entry((o.pid, o.name.clone())).or_default().push(i);
+        if matches!(o.kind, ObjectKind::Heap | ObjectKind::Mmap) && o.site.is_some() {
+            by_name
+                .entry((o.pid, o.kind, o.name.clone()))
+                .or_default()
+                .push(i);
         }
     }
     let callers = |o: &DataObject| -> Vec<String> {
         let Some(frames) = p.stacks.get(&(o.pid, o.stack_id)) else {
             return Vec::new();
         };
-        let Some(site) = memlens_profile::site_frame(frames) else {
+        let Some(site) = p.skip_frames.site(frames) else {
             return Vec::new();
         };
         (frames.iter())
@@ -439,18 +449,33 @@ fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
     };
     for same in by_name.into_values().filter(|v| v.len() > 1) {
         let chains: Vec<Vec<String>> = same.iter().map(|&i| callers(&objects[i])).collect();
-        let depth = (1..=MAX_CALLERS)
-            .find(|&d| {
-                let mut names: Vec<&[String]> =
-                    chains.iter().map(|c| &c[..d.min(c.len())]).collect();
-                names.sort_unstable();
-                names.windows(2).all(|w| w[0] != w[1])
+        let prefix = |c: &[String], d: usize| c[..d.min(c.len())].to_vec();
+        let names: Vec<String> = chains
+            .iter()
+            .map(|chain| {
+                // The fewest callers no other site of the name shares.
+                let depth = (1..=chain.len())
+                    .find(|&d| {
+                        let mine = prefix(chain, d);
+                        chains.iter().filter(|c| prefix(c, d) == mine).count() == 1
+                    })
+                    .unwrap_or(chain.len());
+                match depth {
+                    0 => String::new(),
+                    1 => format!(" ← {}", chain[0]),
+                    d => format!(" ← … ← {}", chain[d - 1]),
+                }
             })
-            .unwrap_or(MAX_CALLERS);
-        for (&i, chain) in same.iter().zip(&chains) {
-            for caller in chain.iter().take(depth) {
-                objects[i].name = format!("{} ← {caller}", objects[i].name);
-            }
+            .collect();
+        for ((&i, chain), suffix) in same.iter().zip(&chains).zip(&names) {
+            // Two sites told apart at different depths can end at the same
+            // caller: they show every caller up to it.
+            let suffix = if names.iter().filter(|n| *n == suffix).count() > 1 {
+                chain.iter().map(|c| format!(" ← {c}")).collect::<String>()
+            } else {
+                suffix.clone()
+            };
+            objects[i].name.push_str(&suffix);
         }
     }
 }

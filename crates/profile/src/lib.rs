@@ -605,10 +605,40 @@ pub fn code_label(function: &str, file: &str, line: u32, module: &str) -> String
     }
 }
 
-/// Where a stack (innermost frame first) allocated: the first frame outside the
-/// C and C++ runtime libraries, so `operator new` and `strdup` show their caller.
-pub fn site_frame(frames: &[Frame]) -> Option<&Frame> {
-    let is_runtime = |f: &Frame| {
+/// Functions that allocate on behalf of their callers in the runtimes
+/// programs are built on, as (module name part, function name prefix): a
+/// site is never named after them. CPython's object and memory allocators
+/// and its arenas (in the interpreter or libpython), and Rust's global
+/// allocator entry points and standard library (its collections grow where
+/// the program calls them, as libstdc++'s do for C++).
+const ALLOCATION_LAYERS: [(&str, &str); 14] = [
+    ("python", "_PyObject_Malloc"),
+    ("python", "PyObject_Malloc"),
+    ("python", "_PyObject_Calloc"),
+    ("python", "_PyObject_Realloc"),
+    ("python", "PyMem_"),
+    ("python", "_PyMem_"),
+    ("python", "pymalloc_"),
+    ("python", "_PyObject_Arena"),
+    ("python", "new_arena"),
+    ("python", "allocate_from_new_pool"),
+    ("", "__rust_"),
+    ("", "__rdl_"),
+    ("", "alloc::"),
+    ("", "std::"),
+];
+
+/// Which frames of a stack are not its allocation site: the C and C++
+/// runtime libraries, code inlined from system headers, the allocation
+/// layers of CPython and Rust, and the user's own (`--skip-frames`: a
+/// function whose name contains one of the patterns).
+#[derive(Clone, Debug, Default)]
+pub struct SkipFrames {
+    pub patterns: Vec<String>,
+}
+
+impl SkipFrames {
+    fn is_runtime(f: &Frame) -> bool {
         [
             "libc.so",
             "libstdc++.so",
@@ -619,15 +649,35 @@ pub fn site_frame(frames: &[Frame]) -> Option<&Frame> {
         ]
         .iter()
         .any(|m| f.module.starts_with(m))
-    };
-    // Code inlined from system headers (std::vector internals) is not the site.
-    let is_system_header =
-        |f: &Frame| f.file.starts_with("/usr/include") || f.file.starts_with("/usr/lib");
-    frames
-        .iter()
-        .find(|f| !is_runtime(f) && !is_system_header(f))
-        .or_else(|| frames.iter().find(|f| !is_runtime(f)))
-        .or(frames.first())
+    }
+
+    /// The frame allocates for its caller: not a site.
+    pub fn skips(&self, f: &Frame) -> bool {
+        let function = f.function.trim_start_matches('<');
+        Self::is_runtime(f)
+            // Code inlined from system headers (std::vector internals).
+            || f.file.starts_with("/usr/include")
+            || f.file.starts_with("/usr/lib")
+            || (ALLOCATION_LAYERS.iter())
+                .any(|(module, prefix)| f.module.contains(module) && function.starts_with(prefix))
+            || self.patterns.iter().any(|p| f.function.contains(p.as_str()))
+    }
+
+    /// Where a stack (innermost frame first) allocated: the first frame not
+    /// skipped, so `operator new`, `strdup` and `PyObject_Malloc` show their
+    /// caller; failing that the first outside the runtime libraries.
+    pub fn site<'a>(&self, frames: &'a [Frame]) -> Option<&'a Frame> {
+        frames
+            .iter()
+            .find(|f| !self.skips(f))
+            .or_else(|| frames.iter().find(|f| !Self::is_runtime(f)))
+            .or(frames.first())
+    }
+}
+
+/// The allocation site of a stack with the default frames skipped.
+pub fn site_frame(frames: &[Frame]) -> Option<&Frame> {
+    SkipFrames::default().site(frames)
 }
 
 #[cfg(test)]

@@ -52,6 +52,9 @@ pub struct Report {
     pub losses: Losses,
     /// How each kind of figure was obtained.
     pub provenance: Vec<(String, String)>,
+    /// Frames of each object's stack the text shows (`--stacks`).
+    #[serde(skip)]
+    pub stacks_shown: usize,
 }
 
 #[derive(Serialize)]
@@ -104,6 +107,8 @@ pub struct ReportOptions {
     /// Fold by the period found in the samples instead of a region.
     pub fold_detect: bool,
     pub fold_bins: usize,
+    /// Frames of each listed object's call stack the text shows under it.
+    pub stacks: usize,
 }
 
 impl ReportOptions {
@@ -119,6 +124,7 @@ impl Default for ReportOptions {
             fold: None,
             fold_detect: false,
             fold_bins: 20,
+            stacks: 0,
         }
     }
 }
@@ -147,9 +153,16 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
     let top = options.top;
     let all = analysis::data_objects(p);
     let objects = &all.list;
+    // Listed objects carry their whole stacks.
     let pick = |idx: Vec<usize>| {
         idx.into_iter()
-            .map(|i| objects[i].clone())
+            .map(|i| {
+                let mut o = objects[i].clone();
+                o.frames = (p.stacks.get(&(o.pid, o.stack_id)).into_iter().flatten())
+                    .map(|f| analysis::code_label(&f.function, &f.file, f.line, &f.module))
+                    .collect();
+                o
+            })
             .collect::<Vec<_>>()
     };
     // Thread stacks are reserved address space, mostly not resident: they are
@@ -223,6 +236,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
         reuse: analysis::reuse_distances(p, &all, top).into(),
         folding: analysis::fold(p, &all, options.fold_by(), options.fold_bins, false).into(),
         losses: m.losses.clone(),
+        stacks_shown: options.stacks,
         provenance: if m.has(Backend::PerfDataImport) {
             vec![
                 ("capacity".into(), "not recorded: an imported perf.data holds samples, not allocations or RSS".into()),

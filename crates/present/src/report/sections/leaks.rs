@@ -23,7 +23,7 @@ pub fn section(r: &Report) -> Option<Section> {
         Column::number("leaked"),
         Column::number("blocks"),
         Column::number("allocs"),
-        Column::text("site").at_most(100),
+        Column::text("site").at_most(110),
     ]);
     let mut sampled = false;
     for o in &r.leaks.sites {
@@ -41,12 +41,13 @@ pub fn section(r: &Report) -> Option<Section> {
         } else {
             String::new()
         };
-        table.push(vec![
+        let row = vec![
             format!("{est}{}", human_bytes(bytes)),
             format!("{est}{:.0}", o.leaked_blocks),
             format!("{est}{:.0}", o.allocations),
             format!("{}{pid}", o.name),
-        ]);
+        ];
+        table.push(super::objects::with_frames(r, row.into(), o));
     }
     if sampled {
         s = s.note("~: estimated from byte-sampled blocks; `memlens record --leaks` records every block for exact sites, blocks and bytes");

@@ -1,12 +1,12 @@
 //! The largest data objects: by peak live bytes and by bytes allocated.
 
 use crate::format::human_bytes;
-use crate::report::model::{Column, Section, Table};
+use crate::report::model::{Column, Row, Section, Table};
 use crate::report::Report;
 use memlens_analysis::{DataObject, Provenance};
 
 pub fn by_peak(r: &Report) -> Option<Section> {
-    let table = table(&r.objects_by_peak, |o| o.peak_bytes, "peak").footer(format!(
+    let table = table(r, &r.objects_by_peak, |o| o.peak_bytes, "peak").footer(format!(
         "+ {} thread stacks, {} reserved",
         r.thread_stacks.threads,
         human_bytes(r.thread_stacks.reserved_bytes)
@@ -19,14 +19,21 @@ pub fn by_peak(r: &Report) -> Option<Section> {
 }
 
 pub fn by_allocated(r: &Report) -> Option<Section> {
-    let table = table(&r.objects_by_allocated, |o| o.allocated_bytes, "allocated");
+    let table = table(
+        r,
+        &r.objects_by_allocated,
+        |o| o.allocated_bytes,
+        "allocated",
+    );
     Some(Section::new("allocated", "Top data objects by bytes allocated").table(table))
 }
 
 /// Objects with one figure of theirs, their kind, allocations and lifetime;
 /// heaptrack's temporary allocations and bytes at the heap's peak where
-/// every block was recorded.
+/// every block was recorded; `--stacks N` frames of each object's stack
+/// under it.
 pub(super) fn table(
+    r: &Report,
     objects: &[DataObject],
     value: impl Fn(&DataObject) -> f64,
     what: &str,
@@ -43,7 +50,7 @@ pub(super) fn table(
     columns.extend([
         Column::number("first"),
         Column::number("last"),
-        Column::text("object").at_most(80),
+        Column::text("object").at_most(110),
     ]);
     let mut t = Table::new(columns);
     for o in objects {
@@ -71,7 +78,20 @@ pub(super) fn table(
             format!("{:.3}s", o.last_ns as f64 / 1e9),
             format!("{}{pid}", o.name),
         ]);
-        t.push(row);
+        t.push(with_frames(r, row.into(), o));
     }
     t
+}
+
+/// A row with `--stacks` frames of its object's call stack under it, from
+/// its site outwards (the allocator's own frames below it are left out).
+pub(super) fn with_frames(r: &Report, mut row: Row, o: &DataObject) -> Row {
+    let site = o.site.as_ref().map(|s| s.label());
+    let from_site = (o.frames.iter())
+        .position(|f| Some(f) == site.as_ref())
+        .unwrap_or(0);
+    for f in o.frames.iter().skip(from_site).take(r.stacks_shown) {
+        row = row.detail(format!("  at {f}"));
+    }
+    row
 }
