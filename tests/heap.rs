@@ -243,3 +243,47 @@ fn cpython_sites_are_named_past_its_allocators() {
         }
     }
 }
+
+#[test]
+fn blocks_from_before_the_runtime_do_not_hide_the_live_heap() {
+    // The library's constructor runs before the preloaded runtime's and
+    // allocates 8 MiB that main frees: the counters see that free but not
+    // its allocation. main then holds 4 MiB for 100 ms.
+    let dir = tempdir();
+    let d = dir.path();
+    let src = root().join("tests/programs");
+    let gcc = |args: &[&str]| {
+        let st = Command::new("gcc")
+            .args(args)
+            .current_dir(d)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{args:?}");
+    };
+    let lib = src.join("early_lib.c");
+    gcc(&[
+        "-O1",
+        "-shared",
+        "-fPIC",
+        lib.to_str().unwrap(),
+        "-o",
+        "libearly_lib.so",
+    ]);
+    let main = src.join("early_block.c");
+    gcc(&[
+        "-O1",
+        main.to_str().unwrap(),
+        "-L.",
+        "-learly_lib",
+        "-Wl,-rpath,$ORIGIN",
+        "-o",
+        "early_block",
+    ]);
+    let p = d.join("p");
+    assert_ran(&record(&p, &[], &[d.join("early_block").to_str().unwrap()]));
+    let timeline: Vec<memlens_profile::TimelinePoint> = memlens_profile::read_table(&p).unwrap();
+    let before = timeline.iter().map(|t| t.heap_before_start).max().unwrap();
+    assert!((8 * MIB..9 * MIB).contains(&before), "{before}");
+    let live = timeline.iter().map(|t| t.heap_live).max().unwrap();
+    assert!((4 * MIB..4 * MIB + 64 * 1024).contains(&live), "{live}");
+}

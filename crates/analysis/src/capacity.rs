@@ -29,6 +29,9 @@ pub struct Peak {
     pub heap_bound_bytes: u64,
     /// The runtime ran in at least one process: the heap figures are measured.
     pub heap_measured: bool,
+    /// Heap glibc held when the runtime started (the loader's and earlier
+    /// constructors' blocks), counted in the live heap: the most of any process.
+    pub heap_before_start: u64,
     pub samples: usize,
 }
 
@@ -52,6 +55,7 @@ pub fn peak(p: &Profile) -> Peak {
             .map_or(0, |n| n.heap_alloc_bytes.saturating_sub(t.heap_alloc_bytes));
         out.heap_bound_bytes = out.heap_bound_bytes.max(t.heap_live + allocated_until_next);
         *totals.entry(t.time_ns).or_default() += t.rss;
+        out.heap_before_start = out.heap_before_start.max(t.heap_before_start);
     }
     out.total_rss_bytes = totals.values().copied().max().unwrap_or(0);
     let exact = (p.meta.processes.iter())

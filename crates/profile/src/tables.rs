@@ -290,8 +290,12 @@ table! {
         file: u64,
         shmem: u64,
         swap: u64,
-        /// Live heap bytes (usable sizes), exact, from the runtime's counters.
+        /// Live heap bytes (usable sizes) from the runtime's exact counters,
+        /// plus `heap_before_start`.
         heap_live: u64,
+        /// What glibc's allocator held when the runtime started (its own
+        /// count: blocks of the loader and of constructors that ran first).
+        heap_before_start: u64,
         heap_alloc_bytes: u64,
         heap_free_bytes: u64,
         heap_allocs: u64,

@@ -186,6 +186,11 @@ pub struct FileHeader {
     /// What went wrong in this process that makes parts of its log incomplete:
     /// bits of [`fault`].
     pub faults: AtomicU32,
+    /// Heap bytes glibc's allocator held when the runtime started (its own
+    /// count, `mallinfo2`): blocks of the dynamic loader and library
+    /// constructors, whose frees the counters see while their allocations
+    /// came before them.
+    pub heap_before_start: AtomicU64,
     pub slots: [ThreadSlot; THREAD_SLOTS],
 }
 
@@ -531,12 +536,15 @@ pub struct Timeline {
     pub stores: u64,
     /// Bytes resident per NUMA node for the first 4 nodes (u64::MAX: not sampled).
     pub numa: [u64; 4],
+    /// [`FileHeader::heap_before_start`].
+    pub heap_before_start: u64,
 }
 
 impl Timeline {
-    /// Heap bytes live at the reading (exact counters: allocated - freed).
+    /// Heap bytes live at the reading: what the allocator held when the
+    /// runtime started, plus the exact counters' allocated - freed.
     pub fn heap_live(&self) -> u64 {
-        self.heap_alloc_bytes.saturating_sub(self.heap_free_bytes)
+        (self.heap_before_start + self.heap_alloc_bytes).saturating_sub(self.heap_free_bytes)
     }
 }
 
@@ -857,6 +865,9 @@ impl FileHeader {
         ) = self.totals();
         (t.bytes_read, t.bytes_written, t.loads, t.stores) =
             AccessCounters::traffic(&self.access_totals());
+        t.heap_before_start = self
+            .heap_before_start
+            .load(core::sync::atomic::Ordering::Relaxed);
     }
 
     /// Each live thread with a slot of its own and its access counts as last

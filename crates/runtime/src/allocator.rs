@@ -62,6 +62,11 @@ static GLIBC: AtomicBool = AtomicBool::new(true);
 /// `malloc_usable_size`); else the exact heap counters cannot be kept.
 static SIZES_KNOWN: AtomicBool = AtomicBool::new(true);
 
+/// The allocator is glibc's.
+pub fn is_glibc() -> bool {
+    GLIBC.load(Ordering::Relaxed)
+}
+
 /// Looks every definition up (once; other threads wait for the first).
 pub fn resolve() {
     if STATE.load(Ordering::Acquire) == RESOLVED {

@@ -91,6 +91,12 @@ extern "C" fn init() {
             set_errno(saved_errno);
             return;
         }
+        if let (true, Some(h)) = (allocator::is_glibc(), log::header()) {
+            // What the loader and constructors before us allocated: their
+            // frees are counted, their allocations were not.
+            let m = libc::mallinfo2();
+            (h.heap_before_start).store((m.uordblks + m.hblkhd) as u64, Ordering::Relaxed);
+        }
         STATE.store(READY, Ordering::Release);
         record_allocator_faults();
         record_modules_from_here();

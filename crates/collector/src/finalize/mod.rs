@@ -55,6 +55,7 @@ fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
         shmem: t.shmem,
         swap: t.swap,
         heap_live: t.heap_live(),
+        heap_before_start: t.heap_before_start,
         heap_alloc_bytes: t.heap_alloc_bytes,
         heap_free_bytes: t.heap_free_bytes,
         heap_allocs: t.heap_allocs,

@@ -27,6 +27,14 @@ pub fn section(r: &Report) -> Option<Section> {
     } else {
         "not measured: memlens' runtime ran in no process (static or setuid programs)".into()
     };
+    let heap = if pk.heap_before_start > 0 && !pk.heap_exact {
+        format!(
+            "{heap}; counts {} held before memlens' runtime started (glibc's count)",
+            human_bytes(pk.heap_before_start as f64)
+        )
+    } else {
+        heap
+    };
     let table = Table::key_value([
         (
             "resident".into(),
