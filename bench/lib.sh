@@ -40,3 +40,11 @@ interleaved_medians() {
 ratio() {
     printf '%.2f' "$(echo "$1 / $2" | bc -l)"
 }
+
+# peak_mib CMD...: runs the command once (output discarded) and prints the
+# largest resident set, MiB, of it and every process it waited for.
+peak_mib() {
+    python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$@"
+}

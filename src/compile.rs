@@ -234,7 +234,7 @@ fn target_runtime(runtime: &Path, arch: &str) -> Result<PathBuf> {
     if arch == std::env::consts::ARCH || std::env::var_os("MEMLENS_RUNTIME").is_some() {
         return Ok(runtime.to_path_buf());
     }
-    let name = "libmemlens_runtime.so";
+    let name = memlens_profile::RUNTIME_FILE;
     let dir = runtime.parent().unwrap_or(Path::new("."));
     let profile = dir.file_name().unwrap_or_default();
     let candidates = [

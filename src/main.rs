@@ -524,11 +524,12 @@ fn runtime_path() -> PathBuf {
     }
     let exe = std::env::current_exe().unwrap_or_default();
     let dir = exe.parent().unwrap_or(Path::new("."));
-    let beside = dir.join("libmemlens_runtime.so");
+    let beside = dir.join(memlens_profile::RUNTIME_FILE);
     if beside.exists() {
         return beside;
     }
-    dir.join("../lib/memlens/libmemlens_runtime.so")
+    dir.join("../lib/memlens")
+        .join(memlens_profile::RUNTIME_FILE)
 }
 
 fn mpi_rank() -> Option<u32> {

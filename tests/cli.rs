@@ -52,7 +52,7 @@ fn the_main_job_runs_and_shows_what_the_readme_says() {
     );
     assert!(row(phases, "process ").ends_with(", exit 0"));
     assert!(
-        phases.contains("1.0 MiB of heap still live (exact)"),
+        phases.contains("1.0 MiB of heap still live (exact, usable bytes)"),
         "{phases}"
     );
     // stream.c: exact bytes per region (N = 2 M doubles, 10 runs of each

@@ -284,6 +284,12 @@ fn blocks_from_before_the_runtime_do_not_hide_the_live_heap() {
     let timeline: Vec<memlens_profile::TimelinePoint> = memlens_profile::read_table(&p).unwrap();
     let before = timeline.iter().map(|t| t.heap_before_start).max().unwrap();
     assert!((8 * MIB..9 * MIB).contains(&before), "{before}");
-    let live = timeline.iter().map(|t| t.heap_live).max().unwrap();
-    assert!((4 * MIB..4 * MIB + 64 * 1024).contains(&live), "{live}");
+    // While main holds its 4 MiB (about ten ticks) the live heap reads
+    // 4 MiB, not 0: the constructor's 8 MiB freed count against the 8 MiB
+    // glibc held when the runtime started.
+    let holding = (timeline.iter())
+        .filter(|t| (4 * MIB..4 * MIB + 64 * 1024).contains(&t.heap_live))
+        .count();
+    let live: Vec<u64> = timeline.iter().map(|t| t.heap_live).collect();
+    assert!(holding >= 3, "{live:?}");
 }

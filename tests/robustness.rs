@@ -448,3 +448,31 @@ fn static_programs_are_sampled_from_proc_and_keep_their_status() {
     );
     assert!(rows[0]["rss"].as_f64().unwrap() > 10.0e6, "{rows:?}");
 }
+
+#[test]
+fn a_grandchild_returning_from_main_has_its_status() {
+    // glibc passes main's return value to exit from inside libc, where no
+    // interposed exit sees it; the runtime wraps main instead. The shell is
+    // memlens' child, the program its child (as cc1 under gcc).
+    let dir = tempdir();
+    let src = dir.path().join("r3.c");
+    std::fs::write(&src, "int main(void) { return 3; }\n").unwrap();
+    let exe = dir.path().join("r3");
+    let st = std::process::Command::new("gcc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = dir.path().join("p");
+    let script = format!("{}; exit 0", exe.display());
+    assert_ran(&record(&p, &[], &["sh", "-c", &script]));
+    let r = report_json(&p);
+    let procs = processes(&r);
+    let grandchild = procs
+        .iter()
+        .find(|x| x["exe"].as_str().unwrap().ends_with("/r3"))
+        .unwrap_or_else(|| panic!("{procs:?}"));
+    assert_eq!(grandchild["exit_code"], 3, "{procs:?}");
+}

@@ -118,6 +118,10 @@ impl Symbolizer {
         let mut rows = Vec::new();
         for &addr in addrs {
             for (module, function, file, line, inlined) in self.frames(modules, addr, true) {
+                // The runtime's wrapper of main sits between main and libc.
+                if module == memlens_profile::RUNTIME_FILE {
+                    continue;
+                }
                 rows.push(Frame {
                     pid,
                     stack_id,

@@ -52,6 +52,10 @@ pub enum ProfileError {
 
 pub type Result<T> = std::result::Result<T, ProfileError>;
 
+/// The file name of memlens' runtime library: its code and variables are
+/// never the program's (no frame of a stack, no static object).
+pub const RUNTIME_FILE: &str = "libmemlens_runtime.so";
+
 /// Makes the profile directory `dir`, private to its user (mode 0700) like
 /// perf.data; an existing one must be the user's own, so that nobody else's
 /// links or files inside can redirect what memlens writes.

@@ -44,6 +44,68 @@ pub unsafe extern "C" fn exit(status: c_int) -> ! {
     core::hint::unreachable_unchecked()
 }
 
+type Main = unsafe extern "C" fn(c_int, *mut *mut i8, *mut *mut i8) -> c_int;
+type StartMain = unsafe extern "C" fn(
+    Main,
+    c_int,
+    *mut *mut i8,
+    *mut c_void,
+    *mut c_void,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+
+static REAL_START_MAIN: AtomicU64 = AtomicU64::new(0);
+static PROGRAM_MAIN: AtomicU64 = AtomicU64::new(0);
+
+/// The program's main, whose return value glibc passes to its own `exit`
+/// from inside libc, where no interposed `exit` sees it: kept for the fini
+/// record.
+unsafe extern "C" fn main_returning_status(
+    argc: c_int,
+    argv: *mut *mut i8,
+    envp: *mut *mut i8,
+) -> c_int {
+    let main: Main = core::mem::transmute(PROGRAM_MAIN.load(Ordering::Acquire) as usize);
+    let status = main(argc, argv, envp);
+    EXIT_STATUS.store(status & 0xff, Ordering::Relaxed);
+    status
+}
+
+/// Starts the program with its main wrapped (see [`main_returning_status`]),
+/// so a process that is not memlens' child (a compiler's cc1 under its
+/// driver) has a known status when it returns from main.
+///
+/// # Safety
+/// glibc's `__libc_start_main` contract: called once, by the program's `_start`.
+#[no_mangle]
+pub unsafe extern "C" fn __libc_start_main(
+    main: Main,
+    argc: c_int,
+    argv: *mut *mut i8,
+    init: *mut c_void,
+    fini: *mut c_void,
+    rtld_fini: *mut c_void,
+    stack_end: *mut c_void,
+) -> c_int {
+    let real = next_definition(&REAL_START_MAIN, c"__libc_start_main");
+    if real == 0 {
+        // No glibc underneath: nothing to wrap, nothing to start.
+        libc::abort();
+    }
+    let real: StartMain = core::mem::transmute(real as usize);
+    PROGRAM_MAIN.store(main as usize as u64, Ordering::Release);
+    real(
+        main_returning_status,
+        argc,
+        argv,
+        init,
+        fini,
+        rtld_fini,
+        stack_end,
+    )
+}
+
 /// `_exit` skips the fini handlers: record the exit here.
 ///
 /// # Safety

@@ -368,7 +368,7 @@ pub fn finalize(
                 load_ns: time.saturating_sub(t0),
             });
             // The runtime's own variables are not the program's data.
-            if seen_paths.insert(m.path.clone()) && !m.path.ends_with("libmemlens_runtime.so") {
+            if seen_paths.insert(m.path.clone()) && !m.path.ends_with(profile::RUNTIME_FILE) {
                 statics.extend(symbols::static_objects(log.pid, m));
             }
         }
