@@ -293,3 +293,71 @@ fn blocks_from_before_the_runtime_do_not_hide_the_live_heap() {
     let live: Vec<u64> = timeline.iter().map(|t| t.heap_live).collect();
     assert!(holding >= 3, "{live:?}");
 }
+
+#[test]
+fn code_no_symbol_covers_is_named_by_module_and_offset() {
+    // A stripped library keeps only its exported symbols: the static
+    // function that allocates lies past an exported one's end, and must not
+    // be named after it.
+    let dir = tempdir();
+    let d = dir.path();
+    let src = root().join("tests/programs");
+    let run = |cmd: &str, args: &[&str]| {
+        let st = Command::new(cmd)
+            .args(args)
+            .current_dir(d)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{cmd} {args:?}");
+    };
+    let lib = src.join("stripped_lib.c");
+    run(
+        "gcc",
+        &[
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-fno-omit-frame-pointer",
+            lib.to_str().unwrap(),
+            "-o",
+            "libstripped.so",
+        ],
+    );
+    run("strip", &["--strip-unneeded", "libstripped.so"]);
+    let main = src.join("stripped_main.c");
+    run(
+        "gcc",
+        &[
+            "-O1",
+            main.to_str().unwrap(),
+            "-L.",
+            "-lstripped",
+            "-Wl,-rpath,$ORIGIN",
+            "-o",
+            "stripped",
+        ],
+    );
+    let p = d.join("p");
+    assert_ran(&record(
+        &p,
+        &["--unwind", "fp"],
+        &[d.join("stripped").to_str().unwrap()],
+    ));
+    let r = report_json(&p);
+    let site = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["allocated_bytes"].as_f64() == Some(500_000.0))
+        .unwrap_or_else(|| panic!("{:#}", r["objects_by_allocated"]));
+    let name = site["name"].as_str().unwrap();
+    assert!(name.starts_with("libstripped.so+0x"), "{name}");
+    let frames: Vec<&str> = site["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        frames.contains(&"exported_entry [libstripped.so]"),
+        "{frames:?}"
+    );
+}

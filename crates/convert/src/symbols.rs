@@ -19,6 +19,45 @@ pub struct LoadedModule {
 #[derive(Default)]
 pub struct Symbolizer {
     loaders: HashMap<String, Option<addr2line::Loader>>,
+    functions: HashMap<String, FunctionSymbols>,
+}
+
+/// A module's function symbols with their extents (`.symtab` and `.dynsym`),
+/// sorted by address.
+#[derive(Default)]
+struct FunctionSymbols(Vec<(u64, u64, String)>);
+
+impl FunctionSymbols {
+    fn read(path: &str) -> FunctionSymbols {
+        let Ok(data) = std::fs::read(path) else {
+            return FunctionSymbols::default();
+        };
+        let Ok(file) = object::File::parse(&*data) else {
+            return FunctionSymbols::default();
+        };
+        let mut v: Vec<(u64, u64, String)> = (file.symbols())
+            .chain(file.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0 && s.is_definition())
+            .filter_map(|s| {
+                Some((
+                    s.address(),
+                    s.address() + s.size(),
+                    s.name().ok()?.to_string(),
+                ))
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup_by_key(|s| s.0);
+        FunctionSymbols(v)
+    }
+
+    /// The function whose extent holds `addr`: a stripped library's static
+    /// function is not the exported one before it.
+    fn containing(&self, addr: u64) -> Option<&str> {
+        let i = self.0.partition_point(|s| s.0 <= addr);
+        let (_, end, name) = self.0.get(i.checked_sub(1)?)?;
+        (addr < *end).then_some(name.as_str())
+    }
 }
 
 impl Symbolizer {
@@ -70,10 +109,15 @@ impl Symbolizer {
             last.4 = false; // the outermost of an inline chain is the real frame
         }
         if out.is_empty() || out.iter().all(|f| f.1.is_empty()) {
-            let name = loader
-                .find_symbol(probe)
+            // Without debug information: the symbol whose extent holds the
+            // address, else the module and offset (as perf prints them).
+            let symbols = (self.functions)
+                .entry(m.path.clone())
+                .or_insert_with(|| FunctionSymbols::read(&m.path));
+            let name = symbols
+                .containing(probe)
                 .map(demangle)
-                .unwrap_or_else(|| format!("{addr:#x}"));
+                .unwrap_or_else(|| format!("{module}+{probe:#x}"));
             let (file, line) = out.first().map(|f| (f.2.clone(), f.3)).unwrap_or_default();
             out = vec![(module, name, file, line, false)];
         }

@@ -603,6 +603,8 @@ macro_rules! table {
 pub fn code_label(function: &str, file: &str, line: u32, module: &str) -> String {
     let file = file.rsplit('/').next().unwrap_or(file);
     match (file, line) {
+        // Code no symbol covers is named module+offset already.
+        ("", _) if function.starts_with(module) => function.to_string(),
         ("", _) => format!("{function} [{module}]"),
         (file, 0) => format!("{function} ({file}, lines merged)"),
         (file, line) => format!("{function} ({file}:{line})"),
