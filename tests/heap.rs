@@ -361,3 +361,74 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
         "{frames:?}"
     );
 }
+
+/// The largest resident set, MiB, of a command and of the processes it
+/// waited for.
+fn peak_mib(cmd: &mut Command) -> u64 {
+    let child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: waits for our own child; rusage is plain data.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    usage.ru_maxrss as u64 / 1024
+}
+
+#[test]
+fn every_block_memory_is_bounded_by_live_blocks_not_calls() {
+    // 6 million malloc/free calls, nothing live at once: a raw log of about
+    // 250 MB, read back by commands that hold a small part of it.
+    let dir = tempdir();
+    let d = dir.path();
+    let exe = d.join("malloc_heavy");
+    let st = Command::new("gcc")
+        .args(["-O2", "-g"])
+        .arg(root().join("bench/malloc_heavy.c"))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = d.join("p");
+    let exe = exe.to_str().unwrap();
+    let record_peak = peak_mib(
+        Command::new(memlens())
+            .env("MEMLENS_RUNTIME", runtime())
+            .args(["record", "--leaks", "--keep-raw", "-o"])
+            .arg(&p)
+            .args(["--", exe, "3000000", "0"]),
+    );
+    let raw: u64 = std::fs::read_dir(p.join("raw"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(raw > 200 << 20, "raw log {raw} bytes");
+    let sites: Vec<HeapSite> = memlens_profile::read_table(&p).unwrap();
+    let calls: f64 = sites.iter().map(|s| s.allocations).sum();
+    assert!(calls >= 3_000_000.0, "{calls}");
+    std::fs::remove_file(p.join("meta.json")).unwrap();
+    let finalize_peak = peak_mib(Command::new(memlens()).arg("finalize").arg(&p));
+    let report_peak = peak_mib(Command::new(memlens()).arg("report").arg(&p));
+    let html = d.join("r.html");
+    let html_peak = peak_mib(
+        Command::new(memlens())
+            .arg("report")
+            .arg(&p)
+            .arg("--html")
+            .arg(&html),
+    );
+    eprintln!(
+        "raw {} MiB; peak MiB: record {record_peak}, finalize {finalize_peak}, report {report_peak}, html {html_peak}",
+        raw >> 20
+    );
+    assert!(record_peak < 150, "record {record_peak} MiB");
+    assert!(finalize_peak < 100, "finalize {finalize_peak} MiB");
+    assert!(
+        report_peak < 100 && html_peak < 100,
+        "{report_peak} {html_peak}"
+    );
+}
