@@ -11,6 +11,52 @@ use std::process::Command;
 
 const MIB: u64 = 1 << 20;
 
+/// A listed object's call stack, innermost frame first.
+fn frames_of(object: &serde_json::Value) -> Vec<&str> {
+    object["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect()
+}
+
+/// Builds tests/programs/`lib` as lib`name`.so (position-independent, with
+/// `lib_flags`) and tests/programs/`main` linked with it as `name`, in
+/// `dir`; returns the program's path.
+fn program_with_library(
+    dir: &Path,
+    lib: &str,
+    lib_flags: &[&str],
+    main: &str,
+    name: &str,
+) -> std::path::PathBuf {
+    let src = root().join("tests/programs");
+    let gcc = |args: &[&str]| {
+        let st = Command::new("gcc")
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "gcc {args:?}");
+    };
+    let (lib, main) = (src.join(lib), src.join(main));
+    let so = format!("lib{name}.so");
+    let shared = ["-O1", "-shared", "-fPIC", lib.to_str().unwrap(), "-o", &so];
+    gcc(&[&shared[..], lib_flags].concat());
+    let link = format!("-l{name}");
+    gcc(&[
+        "-O1",
+        main.to_str().unwrap(),
+        "-L.",
+        &link,
+        "-Wl,-rpath,$ORIGIN",
+        "-o",
+        name,
+    ]);
+    dir.join(name)
+}
+
 /// The site whose stack holds `function`, alone.
 fn site_in<'a>(p: &Path, sites: &'a [HeapSite], function: &str) -> &'a HeapSite {
     let stacks = sql_json(
@@ -119,12 +165,7 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
     assert!(text.contains("exact: every block replayed"), "{text}");
     // JSON lists each object's whole stack; the text shows --stacks frames
     // of it from the site out; a wrapper the user names is no site.
-    let frames: Vec<&str> = r["leaks"]["sites"][1]["frames"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
+    let frames = frames_of(&r["leaks"]["sites"][1]);
     assert!(
         frames.contains(&"xmalloc (heap_measures.c:22)"),
         "{frames:?}"
@@ -251,36 +292,9 @@ fn blocks_from_before_the_runtime_do_not_hide_the_live_heap() {
     // its allocation. main then holds 4 MiB for 100 ms.
     let dir = tempdir();
     let d = dir.path();
-    let src = root().join("tests/programs");
-    let gcc = |args: &[&str]| {
-        let st = Command::new("gcc")
-            .args(args)
-            .current_dir(d)
-            .status()
-            .unwrap();
-        assert!(st.success(), "{args:?}");
-    };
-    let lib = src.join("early_lib.c");
-    gcc(&[
-        "-O1",
-        "-shared",
-        "-fPIC",
-        lib.to_str().unwrap(),
-        "-o",
-        "libearly_lib.so",
-    ]);
-    let main = src.join("early_block.c");
-    gcc(&[
-        "-O1",
-        main.to_str().unwrap(),
-        "-L.",
-        "-learly_lib",
-        "-Wl,-rpath,$ORIGIN",
-        "-o",
-        "early_block",
-    ]);
+    let exe = program_with_library(d, "early_lib.c", &[], "early_block.c", "early_block");
     let p = d.join("p");
-    assert_ran(&record(&p, &[], &[d.join("early_block").to_str().unwrap()]));
+    assert_ran(&record(&p, &[], &[exe.to_str().unwrap()]));
     let timeline: Vec<memlens_profile::TimelinePoint> = memlens_profile::read_table(&p).unwrap();
     let before = timeline.iter().map(|t| t.heap_before_start).max().unwrap();
     assert!((8 * MIB..9 * MIB).contains(&before), "{before}");
@@ -301,48 +315,21 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
     // be named after it.
     let dir = tempdir();
     let d = dir.path();
-    let src = root().join("tests/programs");
-    let run = |cmd: &str, args: &[&str]| {
-        let st = Command::new(cmd)
-            .args(args)
-            .current_dir(d)
-            .status()
-            .unwrap();
-        assert!(st.success(), "{cmd} {args:?}");
-    };
-    let lib = src.join("stripped_lib.c");
-    run(
-        "gcc",
-        &[
-            "-O1",
-            "-fPIC",
-            "-shared",
-            "-fno-omit-frame-pointer",
-            lib.to_str().unwrap(),
-            "-o",
-            "libstripped.so",
-        ],
+    let exe = program_with_library(
+        d,
+        "stripped_lib.c",
+        &["-fno-omit-frame-pointer"],
+        "stripped_main.c",
+        "stripped",
     );
-    run("strip", &["--strip-unneeded", "libstripped.so"]);
-    let main = src.join("stripped_main.c");
-    run(
-        "gcc",
-        &[
-            "-O1",
-            main.to_str().unwrap(),
-            "-L.",
-            "-lstripped",
-            "-Wl,-rpath,$ORIGIN",
-            "-o",
-            "stripped",
-        ],
-    );
+    let st = Command::new("strip")
+        .args(["--strip-unneeded", "libstripped.so"])
+        .current_dir(d)
+        .status()
+        .unwrap();
+    assert!(st.success());
     let p = d.join("p");
-    assert_ran(&record(
-        &p,
-        &["--unwind", "fp"],
-        &[d.join("stripped").to_str().unwrap()],
-    ));
+    assert_ran(&record(&p, &["--unwind", "fp"], &[exe.to_str().unwrap()]));
     let r = report_json(&p);
     let site = objects(&r, "objects_by_allocated")
         .into_iter()
@@ -350,12 +337,7 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
         .unwrap_or_else(|| panic!("{:#}", r["objects_by_allocated"]));
     let name = site["name"].as_str().unwrap();
     assert!(name.starts_with("libstripped.so+0x"), "{name}");
-    let frames: Vec<&str> = site["frames"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
+    let frames = frames_of(&site);
     assert!(
         frames.contains(&"exported_entry [libstripped.so]"),
         "{frames:?}"
