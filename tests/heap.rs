@@ -346,6 +346,8 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
 
 /// The largest resident set, MiB, of a command and of the processes it
 /// waited for.
+// The child is reaped by wait4, which gives its resource usage.
+#[allow(clippy::zombie_processes)]
 fn peak_mib(cmd: &mut Command) -> u64 {
     let child = cmd
         .stdout(std::process::Stdio::null())
