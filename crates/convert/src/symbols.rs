@@ -60,11 +60,26 @@ impl FunctionSymbols {
     }
 }
 
+/// Where a module's debug information lies: the separate debug file its
+/// build id names under `/usr/lib/debug/.build-id/` (Debian's -dbg and
+/// -dbgsym packages), else the module itself.
+fn debug_file(path: &str) -> String {
+    let separate = (|| {
+        let data = std::fs::read(path).ok()?;
+        let id = object::File::parse(&*data).ok()?.build_id().ok()??;
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let (dir, rest) = hex.split_at_checked(2)?;
+        let debug = format!("/usr/lib/debug/.build-id/{dir}/{rest}.debug");
+        Path::new(&debug).exists().then_some(debug)
+    })();
+    separate.unwrap_or_else(|| path.to_string())
+}
+
 impl Symbolizer {
     fn loader(&mut self, path: &str) -> Option<&addr2line::Loader> {
         self.loaders
             .entry(path.to_string())
-            .or_insert_with(|| addr2line::Loader::new(path).ok())
+            .or_insert_with(|| addr2line::Loader::new(debug_file(path)).ok())
             .as_ref()
     }
 
@@ -113,7 +128,7 @@ impl Symbolizer {
             // address, else the module and offset (as perf prints them).
             let symbols = (self.functions)
                 .entry(m.path.clone())
-                .or_insert_with(|| FunctionSymbols::read(&m.path));
+                .or_insert_with(|| FunctionSymbols::read(&debug_file(&m.path)));
             let name = symbols
                 .containing(probe)
                 .map(demangle)
