@@ -139,7 +139,8 @@ pub struct ThreadStacks {
 pub struct Leaks {
     /// Exact live heap bytes each process held at its last sample.
     pub heap_live_at_exit: Vec<PidBytes>,
-    /// Allocation sites with blocks never freed (large, sampled or grouped blocks).
+    /// Allocation sites with blocks never freed (every block when all were
+    /// recorded; else large, sampled or grouped ones).
     pub sites: Vec<DataObject>,
 }
 
