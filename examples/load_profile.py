@@ -24,12 +24,12 @@ def main():
     profile = pathlib.Path(sys.argv[1])
     meta = json.loads((profile / "meta.json").read_text())
 
-    # Allocation sites: est_bytes is exact for recorded blocks and scaled for
-    # sampled ones (the `sampled` column says which).
-    allocations = table(profile, "allocations")
+    # Heap allocation sites, every recorded block summed by stack: exact when
+    # every block was recorded, sampled blocks scaled otherwise (the `sampled`
+    # column says which).
+    heap_sites = table(profile, "sites")
     stacks = table(profile, "stacks")
-    heap = allocations[allocations.kind != "stack"]
-    by_site = heap.groupby(["pid", "stack_id"]).est_bytes.sum().nlargest(5)
+    by_site = heap_sites.groupby(["pid", "stack_id"]).bytes.sum().nlargest(5)
     sites = []
     for (pid, stack_id), est_bytes in by_site.items():
         frames = stacks[(stacks.pid == pid) & (stacks.stack_id == stack_id)].sort_values("depth")
