@@ -323,7 +323,7 @@ impl LiveObjects {
                     self.modules.push(module);
                 }
             }
-            tag::ALLOC => events.extend(rec.payload().map(Event::Alloc)),
+            tag::ALLOC | tag::SMALL_ALLOC => events.extend(rec.alloc().map(Event::Alloc)),
             tag::FREE => events.extend(rec.payload().map(Event::Free)),
             tag::MMAP => events.extend(rec.payload().map(Event::Mmap)),
             tag::MUNMAP => events.extend(rec.payload().map(Event::Munmap)),

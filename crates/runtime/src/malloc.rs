@@ -48,7 +48,7 @@ fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
     let usable = allocator::usable_size(ptr) as u64;
     count(st, 0, usable);
     let p = ptr as u64;
-    if track::maybe_tracked(p) && track::remove(p) {
+    if track::take(p) {
         let ev = raw::Free {
             time: sys::now_ns(),
             ptr: p,
@@ -63,7 +63,7 @@ fn on_free_dead(ptr: *mut c_void) {
     let usable = allocator::usable_size(ptr) as u64;
     count_dead(0, usable);
     let p = ptr as u64;
-    if track::maybe_tracked(p) && track::remove(p) {
+    if track::take(p) {
         let ev = raw::Free {
             time: sys::now_ns(),
             ptr: p,
@@ -156,12 +156,12 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         return q;
     };
     let old_usable = allocator::usable_size(p) as u64;
-    let was_tracked = track::maybe_tracked(p as u64) && track::remove(p as u64);
+    let was_tracked = track::take(p as u64);
     let q = allocator::realloc(p, size);
     if q.is_null() && size != 0 {
         // Failed: the old block is untouched.
         if was_tracked {
-            track::insert(p as u64);
+            track::add(p as u64);
         }
         leave(st);
         return q;

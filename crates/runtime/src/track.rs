@@ -34,14 +34,34 @@ fn bucket(ptr: u64) -> usize {
     (hash(ptr) >> (64 - FILTER_BITS)) as usize
 }
 
+/// With every block recorded the table is not kept: every free carries an
+/// event and the finalizer pairs them (a block from before the runtime
+/// started comes out as an unmatched free), where the table would cost a lock
+/// per call.
+#[inline(always)]
+fn every_block() -> bool {
+    crate::init::settings().sample_rate == 1
+}
+
+/// A block carrying an event is freed: true if its free must carry one too.
+#[inline(always)]
+pub fn take(ptr: u64) -> bool {
+    every_block() || (maybe_tracked(ptr) && remove(ptr))
+}
+
+/// A block carries an event; false if the table cannot grow (the caller counts it).
+#[inline(always)]
+pub fn add(ptr: u64) -> bool {
+    every_block() || insert(ptr)
+}
+
 /// Cheap, lock-free: false means certainly not tracked.
 #[inline(always)]
-pub fn maybe_tracked(ptr: u64) -> bool {
+fn maybe_tracked(ptr: u64) -> bool {
     FILTER[bucket(ptr)].load(Ordering::Relaxed) != 0
 }
 
-/// Adds a pointer; false if the table cannot grow (the caller counts it).
-pub fn insert(ptr: u64) -> bool {
+fn insert(ptr: u64) -> bool {
     LOCK.lock();
     // SAFETY: TABLE is only touched under LOCK.
     let ok = unsafe { table_insert(&mut *core::ptr::addr_of_mut!(TABLE), ptr) };
@@ -58,7 +78,7 @@ pub fn insert(ptr: u64) -> bool {
 }
 
 /// Removes a pointer; true if it was tracked.
-pub fn remove(ptr: u64) -> bool {
+fn remove(ptr: u64) -> bool {
     LOCK.lock();
     // SAFETY: TABLE is only touched under LOCK.
     let found = unsafe { table_remove(&mut *core::ptr::addr_of_mut!(TABLE), ptr) };

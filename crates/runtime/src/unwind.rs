@@ -8,6 +8,7 @@ mod rules;
 
 use crate::thread::ThreadState;
 use core::ffi::c_void;
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
 use memlens_rawlog::{unwinder, walked_by};
 
@@ -28,7 +29,7 @@ fn is_self(ip: u64) -> bool {
 /// Fills `out` with return addresses, innermost first; returns the count, and
 /// counts the stack under the unwinder that walked it.
 #[inline(never)]
-pub fn capture(st: &ThreadState, method: u32, out: &mut [u64]) -> usize {
+pub fn capture(st: &ThreadState, method: u32, out: &mut [MaybeUninit<u64>]) -> usize {
     let (n, by) = match method {
         #[cfg(target_arch = "x86_64")]
         unwinder::DWARF => match rules::capture(st, out) {
@@ -72,7 +73,7 @@ pub fn return_address() -> u64 {
     unsafe { *((fp + 8) as *const u64) }
 }
 
-fn frame_pointers(st: &ThreadState, out: &mut [u64]) -> usize {
+fn frame_pointers(st: &ThreadState, out: &mut [MaybeUninit<u64>]) -> usize {
     let (lo, hi) = (st.stack_lo, st.stack_hi);
     let mut fp = frame_address();
     let mut n = 0;
@@ -88,7 +89,7 @@ fn frame_pointers(st: &ThreadState, out: &mut [u64]) -> usize {
             break;
         }
         if !is_self(ret) {
-            out[n] = ret;
+            out[n].write(ret);
             n += 1;
         }
         if next <= fp {
@@ -112,7 +113,7 @@ extern "C" {
 }
 
 struct DwarfOut<'a> {
-    out: &'a mut [u64],
+    out: &'a mut [MaybeUninit<u64>],
     n: usize,
 }
 
@@ -126,7 +127,7 @@ extern "C" fn dwarf_frame(ctx: *mut UnwindContext, arg: *mut c_void) -> i32 {
         return URC_END_OF_STACK;
     }
     if !is_self(ip) {
-        acc.out[acc.n] = ip;
+        acc.out[acc.n].write(ip);
         acc.n += 1;
     }
     if acc.n == acc.out.len() {
@@ -136,7 +137,7 @@ extern "C" fn dwarf_frame(ctx: *mut UnwindContext, arg: *mut c_void) -> i32 {
     }
 }
 
-fn dwarf(out: &mut [u64]) -> usize {
+fn dwarf(out: &mut [MaybeUninit<u64>]) -> usize {
     let mut acc = DwarfOut { out, n: 0 };
     // SAFETY: the callback only writes within `acc.out`.
     unsafe { _Unwind_Backtrace(dwarf_frame, &mut acc as *mut DwarfOut as *mut c_void) };

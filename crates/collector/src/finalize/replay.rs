@@ -164,7 +164,7 @@ impl Replay<'_> {
             (self.heap_sites).advance(self.rel(t), &mut self.sinks.site_timeline, name);
         }
         match rec.tag {
-            tag::ALLOC => self.alloc(tid, &rec.payload()?),
+            tag::ALLOC | tag::SMALL_ALLOC => self.alloc(tid, &rec.alloc()?),
             tag::FREE => self.free(tid, &rec.payload()?),
             tag::MMAP => self.mmap(tid, &rec.payload()?),
             tag::MREMAP => self.mremap(tid, &rec.payload()?),
@@ -186,8 +186,7 @@ impl Replay<'_> {
     }
 
     fn alloc(&mut self, tid: u32, a: &raw::Alloc) {
-        let (sampled, est_count, est_bytes) =
-            estimate(a.size, a.flags, self.log.settings.sample_rate);
+        let (sampled, est_count, _) = estimate(a.size, a.flags, self.log.settings.sample_rate);
         let at = self.rel(a.time);
         let block = LiveBlock {
             tid,
@@ -195,11 +194,8 @@ impl Replay<'_> {
             size: a.size,
             usable: a.usable,
             alloc_ns: at,
-            stack: a.stack,
-            group: a.group,
             sampled,
-            est_count,
-            est_bytes,
+            weight: est_count as f32,
             site: self.heap_sites.site_of(a.stack, a.group),
         };
         if let Some(old) = self.live_heap.insert(a.ptr, block) {
@@ -222,10 +218,12 @@ impl Replay<'_> {
     fn heap_row(
         log: &ImageHeader,
         defs: &Definitions,
+        sites: &HeapSites,
         ptr: u64,
         b: &LiveBlock,
         free_ns: Option<u64>,
     ) -> Allocation {
+        let (stack, group) = sites.key(b.site);
         Allocation {
             pid: log.pid,
             tid: b.tid,
@@ -238,11 +236,11 @@ impl Replay<'_> {
             usable_size: b.usable,
             alloc_ns: b.alloc_ns,
             free_ns,
-            stack_id: b.stack,
+            stack_id: stack,
             sampled: b.sampled,
-            est_count: b.est_count,
-            est_bytes: b.est_bytes,
-            group: (b.group != 0).then(|| name(defs, b.group)),
+            est_count: b.est_count(),
+            est_bytes: b.est_bytes(),
+            group: (group != 0).then(|| name(defs, group)),
             prot: None,
             map_flags: None,
             fd: None,
@@ -257,7 +255,7 @@ impl Replay<'_> {
         if self.every_block && !self.sinks.keep_blocks && b.size < self.log.settings.min_size {
             return;
         }
-        let row = Self::heap_row(self.log, self.defs, ptr, &b, Some(at));
+        let row = Self::heap_row(self.log, self.defs, &self.heap_sites, ptr, &b, Some(at));
         Self::emit(&mut self.built, &mut self.sinks.allocations, row);
     }
 
@@ -512,7 +510,7 @@ impl Replay<'_> {
             time_ns: peak.time_ns,
         });
         for (ptr, b) in std::mem::take(&mut self.live_heap) {
-            let row = Self::heap_row(self.log, defs, ptr, &b, None);
+            let row = Self::heap_row(self.log, defs, &self.heap_sites, ptr, &b, None);
             Self::emit(&mut self.built, &mut self.sinks.allocations, row);
         }
         let still_live = (self.maps.into_rows()).chain(self.open_stacks.into_values());

@@ -11,20 +11,29 @@
 use memlens_profile::{HeapSite, SiteLivePoint, TableWriter};
 use rustc_hash::FxHashMap;
 
-/// A block live in the replay: what its row and its site need.
+/// A block live in the replay: what its row and its site need, kept small
+/// (the replay holds one per live block; its stack and group are its site's).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct LiveBlock {
-    pub tid: u32,
-    pub kind: u8,
     pub size: u64,
     pub usable: u64,
     pub alloc_ns: u64,
-    pub stack: u64,
-    pub group: u64,
-    pub sampled: bool,
-    pub est_count: f64,
-    pub est_bytes: f64,
     pub site: u32,
+    pub tid: u32,
+    /// Blocks this one stands for: 1 unless sampled (1/p, see `estimate`).
+    pub weight: f32,
+    pub kind: u8,
+    pub sampled: bool,
+}
+
+impl LiveBlock {
+    pub fn est_count(&self) -> f64 {
+        self.weight as f64
+    }
+
+    pub fn est_bytes(&self) -> f64 {
+        self.size as f64 * self.weight as f64
+    }
 }
 
 #[derive(Default)]
@@ -106,6 +115,12 @@ impl HeapSites {
         })
     }
 
+    /// A site's stack and group.
+    pub fn key(&self, site: u32) -> (u64, u64) {
+        let s = &self.sites[site as usize];
+        (s.stack, s.group)
+    }
+
     /// Takes the site's snapshot of the latest peak if it has not yet: its
     /// bytes are about to change.
     fn before_change(&mut self, site: u32) {
@@ -119,18 +134,18 @@ impl HeapSites {
     pub fn allocated(&mut self, ptr: u64, b: &LiveBlock) {
         self.before_change(b.site);
         let s = &mut self.sites[b.site as usize];
-        s.allocations += b.est_count;
-        s.bytes += b.est_bytes;
-        s.usable_bytes += b.usable as f64 * b.est_count;
-        s.live += b.est_bytes;
+        s.allocations += b.est_count();
+        s.bytes += b.est_bytes();
+        s.usable_bytes += b.usable as f64 * b.est_count();
+        s.live += b.est_bytes();
         s.peak = s.peak.max(s.live);
         s.max_since_point = s.max_since_point.max(s.live);
         s.changed = true;
         s.first_ns = s.first_ns.min(b.alloc_ns);
         s.last_ns = s.last_ns.max(b.alloc_ns);
         s.sampled |= b.sampled;
-        self.live += b.est_bytes;
-        self.live_usable += b.usable as f64 * b.est_count;
+        self.live += b.est_bytes();
+        self.live_usable += b.usable as f64 * b.est_count();
         if self.live > self.peak.requested {
             self.peaks += 1;
             self.peak = Peak {
@@ -149,11 +164,11 @@ impl HeapSites {
         let temporary = tid == Some(b.tid) && self.last_alloc.get(&b.tid) == Some(&ptr);
         let s = &mut self.sites[b.site as usize];
         s.temporary += u64::from(temporary);
-        s.live = (s.live - b.est_bytes).max(0.0);
+        s.live = (s.live - b.est_bytes()).max(0.0);
         s.changed = true;
         s.last_ns = s.last_ns.max(at);
-        self.live = (self.live - b.est_bytes).max(0.0);
-        self.live_usable = (self.live_usable - b.usable as f64 * b.est_count).max(0.0);
+        self.live = (self.live - b.est_bytes()).max(0.0);
+        self.live_usable = (self.live_usable - b.usable as f64 * b.est_count()).max(0.0);
     }
 
     /// Writes a timeline point for each site changed since its last one at
@@ -204,12 +219,11 @@ impl HeapSites {
         let mut leaks = vec![(0.0, 0.0); self.sites.len()];
         for b in leaked {
             let l = &mut leaks[b.site as usize];
-            l.0 += b.est_count;
-            l.1 += b.est_bytes;
+            l.0 += b.est_count();
+            l.1 += b.est_bytes();
         }
         let peaks = self.peaks;
-        let rows = std::mem::take(&mut self.sites)
-            .into_iter()
+        let rows = (self.sites.iter())
             .zip(leaks)
             .map(|(s, (leaked, leaked_bytes))| HeapSite {
                 pid: self.pid,
@@ -270,11 +284,8 @@ mod tests {
                     size,
                     usable: size,
                     alloc_ns: t,
-                    stack: site_index + 1,
-                    group: 0,
                     sampled: false,
-                    est_count: 1.0,
-                    est_bytes: size as f64,
+                    weight: 1.0,
                     site,
                 };
                 sites.advance(t, &mut out, |_| None);
@@ -291,7 +302,7 @@ mod tests {
             }
             let mut per_site = [0.0f64; 5];
             for (_, b) in &live {
-                per_site[b.site as usize] += b.est_bytes;
+                per_site[b.site as usize] += b.est_bytes();
             }
             for (p, now) in peaks.iter_mut().zip(per_site) {
                 *p = f64::max(*p, now);

@@ -14,6 +14,7 @@
 
 use crate::thread::ThreadState;
 use core::ffi::c_void;
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EndianSlice, NativeEndian, Pointer, Register,
@@ -111,7 +112,7 @@ pub fn forget() {
 
 /// Fills `out` with return addresses, innermost first, skipping the runtime's own
 /// frames; None when libgcc must unwind this stack instead.
-pub fn capture(st: &ThreadState, out: &mut [u64]) -> Option<usize> {
+pub fn capture(st: &ThreadState, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
     // Every read lies between this frame and the top of the thread's stack.
     let lo = super::frame_address();
     let hi = st.stack_hi;
@@ -144,7 +145,7 @@ pub fn capture(st: &ThreadState, out: &mut [u64]) -> Option<usize> {
     };
     let mut n = 0;
     while n < out.len() && ip != 0 {
-        out[n] = ip;
+        out[n].write(ip);
         n += 1;
         // A return address follows its call: look up the call's own address.
         match step_for(ip - 1) {
