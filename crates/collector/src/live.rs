@@ -13,6 +13,7 @@ use crate::tail::LogTail;
 use memlens_convert::symbols::{LoadedModule, Symbolizer};
 use memlens_profile::{code_label, site_frame, Allocation};
 use memlens_rawlog::{self as raw, tag, RawRecord};
+use rustc_hash::FxHashMap;
 use std::collections::hash_map::{Entry, HashMap};
 use std::fs::File;
 use std::io::{IsTerminal, Write};
@@ -166,9 +167,13 @@ impl Live {
                 }
             };
             let (tail, objects) = entry;
-            let mut events = Vec::new();
+            // One buffer for every update: a fresh one each time would cost
+            // its pages again (millions of events a tick when every block is
+            // recorded).
+            let mut events = std::mem::take(&mut objects.queued);
             tail.read_new(&mut |rec| objects.take(rec, &mut events));
-            objects.apply(events);
+            objects.apply(&mut events);
+            objects.queued = events;
         }
     }
 
@@ -287,12 +292,14 @@ impl Held {
 struct LiveObjects {
     sample_rate: u64,
     /// Live heap blocks: address -> (stack, estimated bytes, estimated count).
-    heap: HashMap<u64, (u64, f64, f64)>,
-    heap_by_stack: HashMap<u64, Held>,
+    heap: FxHashMap<u64, (u64, f64, f64)>,
+    heap_by_stack: FxHashMap<u64, Held>,
     maps: Mappings,
     /// Frees seen before their block's allocation (another thread's log was
     /// read first): address -> time, kept for one more update.
-    early_frees: HashMap<u64, (u64, bool)>,
+    early_frees: FxHashMap<u64, (u64, bool)>,
+    /// The events of an update, in time order (emptied by each).
+    queued: Vec<Event>,
     stacks: HashMap<u64, Vec<u64>>,
     modules: Vec<LoadedModule>,
 }
@@ -301,10 +308,11 @@ impl LiveObjects {
     fn new(sample_rate: u64) -> LiveObjects {
         LiveObjects {
             sample_rate,
-            heap: HashMap::new(),
-            heap_by_stack: HashMap::new(),
+            heap: FxHashMap::default(),
+            heap_by_stack: FxHashMap::default(),
             maps: Mappings::default(),
-            early_frees: HashMap::new(),
+            early_frees: FxHashMap::default(),
+            queued: Vec::new(),
             stacks: HashMap::new(),
             modules: Vec::new(),
         }
@@ -332,12 +340,12 @@ impl LiveObjects {
         }
     }
 
-    fn apply(&mut self, mut events: Vec<Event>) {
+    fn apply(&mut self, events: &mut Vec<Event>) {
         // Frees left over from the update before had their chance.
         self.early_frees
             .retain(|_, (_, fresh)| std::mem::take(fresh));
         events.sort_by_key(Event::time);
-        for event in events {
+        for event in events.drain(..) {
             match event {
                 Event::Alloc(a) => {
                     if self.early_frees.get(&a.ptr).is_some_and(|f| f.0 >= a.time) {
