@@ -428,7 +428,7 @@ fn compile_with(
         let runtime = target_runtime(runtime, &arch)?;
         let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
             bail!(
-                "runtime library not found at {}; build it with `cargo build --release` or set MEMLENS_RUNTIME",
+                "runtime library not found at {}: point MEMLENS_RUNTIME at an existing file, or unset it to use the runtime built into memlens",
                 runtime.display()
             );
         };
@@ -456,7 +456,7 @@ fn compile_with(
 pub fn rustflags(runtime: &Path) -> Result<String> {
     let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
         bail!(
-            "runtime library not found at {}; build it with `cargo build --release` or set MEMLENS_RUNTIME",
+            "runtime library not found at {}: point MEMLENS_RUNTIME at an existing file, or unset it to use the runtime built into memlens",
             runtime.display()
         );
     };

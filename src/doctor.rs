@@ -5,7 +5,7 @@
 use crate::compile;
 use memlens_collector::perf::backends::{self, Kind, Options};
 use memlens_collector::perf::counters;
-use std::path::Path;
+use std::path::PathBuf;
 
 /// One check's outcome: `Ok(detail)` or `Err((reason, fix))`.
 type Check = Result<String, (String, String)>;
@@ -23,7 +23,7 @@ fn line(out: &mut String, name: &str, check: &Check) {
     }
 }
 
-pub fn report(runtime: &Path) -> String {
+pub fn report(runtime: anyhow::Result<PathBuf>) -> String {
     let mut out = String::new();
     let kernel = memlens_collector::sysinfo::kernel();
     let paranoid = backends::paranoid();
@@ -70,13 +70,17 @@ pub fn report(runtime: &Path) -> String {
     );
 
     out.push_str("\nACCESS SAMPLING BACKENDS\n");
-    let sancov: Check = match (compile::find_clang(false), runtime.is_file()) {
-        (_, false) => Err((
-            format!("runtime library missing at {}", runtime.display()),
-            "build it with `cargo build --release` or set MEMLENS_RUNTIME".into(),
+    let runtime = runtime.and_then(|r| match r.is_file() {
+        true => Ok(r),
+        false => anyhow::bail!("runtime library missing at {}", r.display()),
+    });
+    let sancov: Check = match (compile::find_clang(false), runtime) {
+        (_, Err(e)) => Err((
+            format!("{e:#}"),
+            "set MEMLENS_RUNTIME to the runtime library".into(),
         )),
         (Err(e), _) => Err((e.to_string(), "apt-get install clang-16 lld-16".into())),
-        (Ok(clang), true) => Ok(match compile::find_lld(&clang) {
+        (Ok(clang), Ok(_)) => Ok(match compile::find_lld(&clang) {
             Some(_) => format!(
                 "{} with ld.lld: `memlens cc` inlines the fast path",
                 clang.display()

@@ -4,6 +4,7 @@
 mod compile;
 mod doctor;
 mod progress;
+mod runtime;
 mod sql;
 
 use anyhow::{bail, Context, Result};
@@ -466,11 +467,11 @@ fn run(cli: Cli) -> Result<i32> {
             eprintln!("memlens: wrote {}", output.display());
             Ok(0)
         }
-        Command::Cc { args } => compile::compile(false, args, &runtime_path()),
-        Command::Cxx { args } => compile::compile(true, args, &runtime_path()),
-        Command::Fc { args } => compile::compile_fortran(args, &runtime_path()),
+        Command::Cc { args } => compile::compile(false, args, &runtime::path()?),
+        Command::Cxx { args } => compile::compile(true, args, &runtime::path()?),
+        Command::Fc { args } => compile::compile_fortran(args, &runtime::path()?),
         Command::Rustflags => {
-            println!("{}", compile::rustflags(&runtime_path())?);
+            println!("{}", compile::rustflags(&runtime::path()?)?);
             Ok(0)
         }
         Command::Import {
@@ -494,7 +495,7 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Doctor => {
-            print!("{}", doctor::report(&runtime_path()));
+            print!("{}", doctor::report(runtime::path()));
             Ok(0)
         }
         Command::Calibrate {
@@ -515,21 +516,6 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
-}
-
-/// The runtime library: MEMLENS_RUNTIME, else next to this binary, else ../lib/memlens.
-fn runtime_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("MEMLENS_RUNTIME") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().unwrap_or_default();
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let beside = dir.join(memlens_profile::RUNTIME_FILE);
-    if beside.exists() {
-        return beside;
-    }
-    dir.join("../lib/memlens")
-        .join(memlens_profile::RUNTIME_FILE)
 }
 
 fn mpi_rank() -> Option<u32> {
@@ -565,7 +551,7 @@ fn record(args: RecordArgs) -> Result<i32> {
     let cfg = memlens_collector::RecordConfig {
         command: args.command,
         out_dir,
-        runtime: runtime_path(),
+        runtime: runtime::path()?,
         interval_ms: args.interval,
         min_size: args.min_size,
         sample_rate: args.sample_rate.or(args.leaks.then_some(1)),

@@ -190,6 +190,72 @@ fn fails_with(args: &[&str], needle: &str) {
     );
 }
 
+/// A binary on its own (copied, or installed by `cargo install`) records with
+/// the runtime built into it, written once to a private per-user cache; a
+/// cache directory others can write is refused for the next candidate.
+#[test]
+fn a_copied_binary_records_with_its_embedded_runtime() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let bin = dir.path().join("bin/memlens");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(memlens(), &bin).unwrap();
+    let (cache, tmp) = (dir.path().join("cache"), dir.path().join("tmp"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let record_alone = |prof: &str| {
+        let out = output_within(
+            Command::new(&bin)
+                .env_remove("MEMLENS_RUNTIME")
+                .env("XDG_CACHE_HOME", &cache)
+                .env("TMPDIR", &tmp)
+                .args(["record", "--leaks", "-o"])
+                .arg(dir.path().join(prof))
+                .arg("--")
+                .arg(program("heap_measures")),
+        );
+        assert_ran(&out);
+        // Every block recorded: the heap's peak, exact (over 100 MiB).
+        let meta = memlens_profile::Meta::read(&dir.path().join(prof)).unwrap();
+        let peak = meta.processes[0]
+            .heap_peak
+            .clone()
+            .expect("every block replayed");
+        assert!(peak.requested_bytes > 100 << 20, "{peak:?}");
+        peak.requested_bytes
+    };
+    let cached = |base: &std::path::Path| -> Vec<std::path::PathBuf> {
+        let Ok(entries) = std::fs::read_dir(base) else {
+            return Vec::new();
+        };
+        entries
+            .map(|e| e.unwrap().path().join("libmemlens_runtime.so"))
+            .filter(|p| p.is_file())
+            .collect()
+    };
+    let peak = record_alone("first");
+    let written = cached(&cache.join("memlens"));
+    assert_eq!(written.len(), 1, "{written:?}");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&cache.join("memlens")), 0o700);
+    assert_eq!(mode(written[0].parent().unwrap()), 0o700);
+    // The same file serves the next run.
+    let before = std::fs::metadata(&written[0]).unwrap().modified().unwrap();
+    assert_eq!(record_alone("second"), peak);
+    assert_eq!(
+        std::fs::metadata(&written[0]).unwrap().modified().unwrap(),
+        before
+    );
+    // A cache others could write into is not used: the runtime goes to TMPDIR.
+    std::fs::set_permissions(
+        cache.join("memlens"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    record_alone("third");
+    let uid = unsafe { libc::getuid() };
+    assert_eq!(cached(&tmp.join(format!("memlens-{uid}"))).len(), 1);
+}
+
 #[test]
 fn bad_input_gets_a_clear_error() {
     let dir = tempdir();

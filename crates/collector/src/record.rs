@@ -206,7 +206,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     let plan = choose_backend(cfg, &program_path)?;
     if !cfg.runtime.is_file() {
         return Err(Error::Usage(format!(
-            "runtime library not found at {}; build it with `cargo build --release` or set MEMLENS_RUNTIME",
+            "runtime library not found at {}: point MEMLENS_RUNTIME at an existing file, or unset it to use the runtime built into memlens",
             cfg.runtime.display()
         )));
     }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the release binary (the runtime embedded in it) and packs it with
+# the annotation headers and the documentation:
+#   dist/memlens-<version>-<arch>-linux.tar.gz
+# Unpack anywhere and run bin/memlens; nothing else needs installing.
+# Usage: bash scripts/release.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --locked -p memlens
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+name="memlens-$version-$(uname -m)-linux"
+stage="dist/$name"
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/include" "$stage/share/doc/memlens" "$stage/share/memlens/fortran"
+cp target/release/memlens "$stage/bin/"
+cp include/memlens.h "$stage/include/"
+cp fortran/memlens.f90 fortran/memlens_f.c "$stage/share/memlens/fortran/"
+cp README.md "$stage/share/doc/memlens/"
+cp -r docs "$stage/share/doc/memlens/"
+tar -C dist -czf "dist/$name.tar.gz" "$name"
+rm -rf "$stage"
+echo "dist/$name.tar.gz ($(du -h "dist/$name.tar.gz" | cut -f1))"
