@@ -113,7 +113,8 @@ enum Command {
     /// modules, statics.
     Sql(sql::SqlArgs),
     /// Write a profile's tables, or a query's result, as CSV, JSON or Parquet
-    /// (or its samples as Arm spe-parser's CSV).
+    /// (or its samples as Arm spe-parser's CSV, or its stacks as collapsed
+    /// stacks or a speedscope file).
     Export(sql::ExportArgs),
 }
 
@@ -761,7 +762,7 @@ fn profile_parts(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Loads one profile, or all profiles in subdirectories (MPI ranks) merged.
-fn load(dir: &Path) -> Result<Profile> {
+pub(crate) fn load(dir: &Path) -> Result<Profile> {
     let parts = profile_parts(dir)?;
     if let [one] = parts.as_slice() {
         if one == dir {

@@ -1,8 +1,10 @@
 //! `memlens sql` and `memlens export`: the profile's tables through the
-//! embedded SQL engine, to the terminal or to CSV, JSON and Parquet files.
+//! embedded SQL engine, to the terminal or to CSV, JSON and Parquet files;
+//! its stacks as collapsed stacks or a speedscope file.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use memlens_present::{Measure, Stacks};
 use memlens_sql::{Engine, Format};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -44,6 +46,42 @@ pub struct ExportArgs {
     /// a directory for several tables (one file each).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// What the stacks of `collapsed` and `speedscope` weigh.
+    #[arg(long, value_enum, default_value_t = Weight::AllocSpace)]
+    weight: Weight,
+}
+
+/// The measures a stack export can weigh (`memlens_present::Measure`).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Weight {
+    /// Heap blocks and mappings allocated.
+    AllocObjects,
+    /// Bytes allocated.
+    AllocSpace,
+    /// Bytes live at the heap's peak.
+    InuseSpace,
+    /// Heap blocks live at exit.
+    LeakedObjects,
+    /// Heap bytes live at exit.
+    LeakedSpace,
+    /// Access samples (instrumented or hardware-sampled runs).
+    Samples,
+    /// Estimated accesses: samples times the sampling period.
+    Accesses,
+}
+
+impl From<Weight> for Measure {
+    fn from(w: Weight) -> Measure {
+        match w {
+            Weight::AllocObjects => Measure::AllocObjects,
+            Weight::AllocSpace => Measure::AllocSpace,
+            Weight::InuseSpace => Measure::InuseSpace,
+            Weight::LeakedObjects => Measure::LeakedObjects,
+            Weight::LeakedSpace => Measure::LeakedSpace,
+            Weight::Samples => Measure::AccessSamples,
+            Weight::Accesses => Measure::Accesses,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -53,6 +91,10 @@ enum ExportFormat {
     Parquet,
     /// Arm spe-parser's load/store CSV columns, of the samples.
     SpeParser,
+    /// Collapsed stacks (flamegraph.pl, inferno): `root;...;leaf weight`.
+    Collapsed,
+    /// speedscope's JSON file format (https://www.speedscope.app).
+    Speedscope,
 }
 
 pub fn sql(args: SqlArgs) -> Result<i32> {
@@ -72,6 +114,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
     let parts = crate::profile_parts(&args.dir)?;
     let format = match args.format {
         ExportFormat::SpeParser => return export_spe_parser(&args, &parts),
+        ExportFormat::Collapsed | ExportFormat::Speedscope => return export_stacks(&args),
         ExportFormat::Csv => Format::Csv,
         ExportFormat::Json => Format::Json,
         ExportFormat::Parquet => Format::Parquet,
@@ -143,6 +186,42 @@ fn export_spe_parser(args: &ExportArgs, parts: &[PathBuf]) -> Result<i32> {
     out.flush().context("writing the samples")?;
     if let Some(path) = &args.output {
         eprintln!("memlens: wrote {rows} samples to {}", path.display());
+    }
+    Ok(0)
+}
+
+/// The profile's stacks weighed by `--weight`, for other tools.
+fn export_stacks(args: &ExportArgs) -> Result<i32> {
+    if args.sql.is_some() || !args.table.is_empty() {
+        bail!("--format collapsed and speedscope write stacks, not tables: drop --table and --sql");
+    }
+    let profile = crate::load(&args.dir)?;
+    let measure = Measure::from(args.weight);
+    let stacks = Stacks::of(&profile, measure).map_err(|e| anyhow::anyhow!(e))?;
+    let mut out = match &args.output {
+        Some(path) => create(path)?,
+        None => stdout(),
+    };
+    let written = match args.format {
+        ExportFormat::Speedscope => {
+            let name = args.dir.display().to_string();
+            let file = memlens_present::speedscope(&stacks, measure, &name);
+            serde_json::to_writer(&mut out, &file)?;
+            file["profiles"][0]["samples"]
+                .as_array()
+                .map_or(0, Vec::len)
+        }
+        _ => {
+            let lines = memlens_present::collapsed(&stacks, measure);
+            for line in &lines {
+                writeln!(out, "{line}")?;
+            }
+            lines.len()
+        }
+    };
+    out.flush().context("writing the stacks")?;
+    if let Some(path) = &args.output {
+        eprintln!("memlens: wrote {written} stacks to {}", path.display());
     }
     Ok(0)
 }

@@ -379,6 +379,100 @@ fn flame_graphs_weigh_allocated_bytes_and_sampled_accesses() {
     assert!(svg.contains("[main (stream.c:35)]") && svg.contains("load at main (stream.c:"));
 }
 
+/// Stacks for other tools, weighed by heap measures with known values: the
+/// three callers of the leaking wrapper with 300, 500 and 700 bytes.
+#[test]
+fn stacks_export_as_collapsed_and_speedscope_with_known_weights() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--leaks"], &[&program("heap_measures")]));
+    let export = |format: &str, weight: &str| {
+        let out = output_within(
+            Command::new(memlens())
+                .args(["export", "--format", format, "--weight", weight])
+                .arg(&p),
+        );
+        assert_ran(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let leaked = export("collapsed", "leaked-space");
+    let leaf = |caller: &str| {
+        let line = (leaked.lines())
+            .find(|l| l.contains(&format!(";{caller} (heap_measures.c:")))
+            .unwrap_or_else(|| panic!("no stack through {caller}: {leaked}"));
+        let (stack, weight) = line.rsplit_once(' ').unwrap();
+        assert!(stack.ends_with(";xmalloc (heap_measures.c:22)"), "{line}");
+        assert!(
+            stack.starts_with("main (heap_measures.c:")
+                || stack.contains(";main (heap_measures.c:"),
+            "{line}"
+        );
+        weight.parse::<u64>().unwrap()
+    };
+    assert_eq!(
+        [leaf("leak_a"), leaf("leak_b"), leaf("leak_c")],
+        [300, 500, 700]
+    );
+    // inferno reads them: its flame graph's root is their sum.
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(
+        &mut inferno::flamegraph::Options::default(),
+        leaked.lines(),
+        &mut svg,
+    )
+    .unwrap();
+    let total: u64 = (leaked.lines())
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(flame_total(&String::from_utf8(svg).unwrap()), total);
+
+    // speedscope: every sample a list of frames, root first, its weight the
+    // site's; allocated bytes add up to the sites' table.
+    let file: serde_json::Value =
+        serde_json::from_str(&export("speedscope", "alloc-space")).unwrap();
+    let frames = file["shared"]["frames"].as_array().unwrap();
+    let profile = &file["profiles"][0];
+    assert_eq!(
+        (profile["type"].as_str(), profile["unit"].as_str()),
+        (Some("sampled"), Some("bytes"))
+    );
+    let (samples, weights) = (
+        profile["samples"].as_array().unwrap(),
+        profile["weights"].as_array().unwrap(),
+    );
+    assert_eq!(samples.len(), weights.len());
+    let sites: Vec<memlens_profile::HeapSite> = memlens_profile::read_table(&p).unwrap();
+    let bytes: u64 = sites.iter().map(|s| s.bytes.round() as u64).sum();
+    let weighed: u64 = weights.iter().map(|w| w.as_u64().unwrap()).sum();
+    assert_eq!(weighed, bytes + mapped_bytes(&p));
+    assert_eq!(profile["endValue"].as_u64(), Some(weighed));
+    let temporaries = samples
+        .iter()
+        .zip(weights)
+        .find(|(s, _)| {
+            let names: Vec<&str> = (s.as_array().unwrap().iter())
+                .map(|i| {
+                    frames[i.as_u64().unwrap() as usize]["name"]
+                        .as_str()
+                        .unwrap()
+                })
+                .collect();
+            let main = names.iter().position(|n| *n == "main");
+            main.is_some() && names.last() == Some(&"temporaries")
+        })
+        .expect("the temporaries' stack, main before it");
+    assert_eq!(temporaries.1.as_u64(), Some(400_000));
+}
+
+/// Bytes of the profile's mappings (their rows).
+fn mapped_bytes(p: &Path) -> u64 {
+    let rows: Vec<memlens_profile::Allocation> = memlens_profile::read_table(p).unwrap();
+    (rows.iter())
+        .filter(|a| a.kind == "mmap")
+        .map(|a| a.est_bytes.round() as u64)
+        .sum()
+}
+
 #[test]
 fn live_view_prints_capacity_and_exact_bandwidth_while_the_program_runs() {
     let dir = tempdir();

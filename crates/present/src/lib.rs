@@ -4,15 +4,18 @@
 mod calibration;
 mod csv;
 mod diff;
+mod export;
 mod flame;
 mod format;
 mod live;
 mod plot;
 mod report;
+mod stacks;
 
 pub use calibration::render_calibration;
 pub use csv::{report_csv, CSV_TABLES};
 pub use diff::{diff, render_diff, Diff};
+pub use export::{collapsed, speedscope};
 pub use flame::{plot_flame, Flame};
 pub use format::{human_bytes, seconds};
 pub use live::render_live;
@@ -23,3 +26,4 @@ pub use plot::{
 pub use report::{
     build_report, render_html, render_json, render_text, report_value, Report, ReportOptions,
 };
+pub use stacks::{Measure, Stacks};

@@ -1,0 +1,210 @@
+//! A profile as weighted call stacks, the shape flame graphs and other
+//! profilers' formats share: allocation stacks weighed by heaptrack's and
+//! pprof's heap measures, and access samples under their object's allocation
+//! stack, the object, then the access's calling context (DrCCTProf's
+//! data-centric tree).
+
+use memlens_analysis::{self as analysis, Profile};
+use memlens_profile::code_label;
+use std::collections::HashMap;
+
+/// One frame of an exported stack: code, or a node memlens adds (an object,
+/// an access kind), which has no file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    pub function: String,
+    pub file: String,
+    pub line: u32,
+    pub module: String,
+}
+
+impl Node {
+    fn added(name: String) -> Node {
+        Node {
+            function: name,
+            file: String::new(),
+            line: 0,
+            module: String::new(),
+        }
+    }
+
+    /// The frame as the report names it: `function (file:line)`.
+    pub fn label(&self) -> String {
+        code_label(&self.function, &self.file, self.line, &self.module)
+    }
+}
+
+/// A stack, root first, with one value per measure of its [`Stacks`].
+pub struct Weighted {
+    pub stack: Vec<Node>,
+    pub values: Vec<f64>,
+}
+
+/// What a stack is weighed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// Blocks allocated (heap blocks and mappings).
+    AllocObjects,
+    /// Bytes allocated.
+    AllocSpace,
+    /// Bytes live at the process's heap peak (heap blocks).
+    InuseSpace,
+    /// Blocks live at exit (heap blocks).
+    LeakedObjects,
+    /// Bytes live at exit (heap blocks).
+    LeakedSpace,
+    /// Access samples.
+    AccessSamples,
+    /// Accesses: samples times the sampling period.
+    Accesses,
+}
+
+impl Measure {
+    pub const ALLOCATION: [Measure; 5] = [
+        Measure::AllocObjects,
+        Measure::AllocSpace,
+        Measure::InuseSpace,
+        Measure::LeakedObjects,
+        Measure::LeakedSpace,
+    ];
+    pub const ACCESS: [Measure; 2] = [Measure::AccessSamples, Measure::Accesses];
+
+    /// pprof's sample type and unit names (Go's heap profiles use the first four).
+    pub fn name_and_unit(self) -> (&'static str, &'static str) {
+        match self {
+            Measure::AllocObjects => ("alloc_objects", "count"),
+            Measure::AllocSpace => ("alloc_space", "bytes"),
+            Measure::InuseSpace => ("inuse_space", "bytes"),
+            Measure::LeakedObjects => ("leaked_objects", "count"),
+            Measure::LeakedSpace => ("leaked_space", "bytes"),
+            Measure::AccessSamples => ("samples", "count"),
+            Measure::Accesses => ("accesses", "count"),
+        }
+    }
+
+    /// How the figures were obtained, for a title.
+    pub fn how(self) -> &'static str {
+        match self {
+            Measure::AccessSamples => "sampled",
+            Measure::Accesses => "sampled and scaled",
+            _ => "measured; byte-sampled blocks scaled",
+        }
+    }
+}
+
+/// The profile's stacks, each weighed by every measure of one family.
+pub struct Stacks {
+    pub measures: Vec<Measure>,
+    pub rows: Vec<Weighted>,
+}
+
+impl Stacks {
+    /// Allocation stacks when `measure` is one of [`Measure::ALLOCATION`],
+    /// access stacks otherwise (an error when the profile has no samples).
+    pub fn of(p: &Profile, measure: Measure) -> Result<Stacks, String> {
+        if Measure::ALLOCATION.contains(&measure) {
+            Ok(allocation_stacks(p))
+        } else {
+            access_stacks(p)
+        }
+    }
+
+    /// Which of `measures` a measure is.
+    pub fn index(&self, measure: Measure) -> usize {
+        self.measures
+            .iter()
+            .position(|&m| m == measure)
+            .unwrap_or_default()
+    }
+}
+
+fn stack_of(p: &Profile, pid: u32, id: u64) -> Vec<Node> {
+    p.stacks.get(&(pid, id)).map_or_else(Vec::new, |frames| {
+        (frames.iter().rev())
+            .map(|f| Node {
+                function: f.function.clone(),
+                file: f.file.clone(),
+                line: f.line,
+                module: f.module.clone(),
+            })
+            .collect()
+    })
+}
+
+/// Heap sites by their sums, mappings by their rows.
+fn allocation_stacks(p: &Profile) -> Stacks {
+    let mut rows = Vec::new();
+    let mut push = |pid, stack_id, what: &str, values: Vec<f64>| {
+        let mut stack = stack_of(p, pid, stack_id);
+        if stack.is_empty() {
+            stack.push(Node::added(format!("[{what} without a recorded stack]")));
+        }
+        rows.push(Weighted { stack, values });
+    };
+    for s in &p.sites {
+        let values = vec![
+            s.allocations,
+            s.bytes,
+            s.bytes_at_peak,
+            s.leaked,
+            s.leaked_bytes,
+        ];
+        push(s.pid, s.stack_id, "heap block", values);
+    }
+    for a in p.allocations.iter().filter(|a| a.kind == "mmap") {
+        let values = vec![a.est_count, a.est_bytes, 0.0, 0.0, 0.0];
+        push(a.pid, a.stack_id, "mapping", values);
+    }
+    Stacks {
+        measures: Measure::ALLOCATION.to_vec(),
+        rows,
+    }
+}
+
+/// Each sample under its object's allocation stack, the object, and the
+/// access's calling context (its last frame the access itself).
+fn access_stacks(p: &Profile) -> Result<Stacks, String> {
+    if p.samples.is_empty() {
+        return Err(
+            "this profile has no access samples: build the program with `memlens cc` and record it again"
+                .into(),
+        );
+    }
+    let objects = analysis::data_objects(p);
+    let period = p.meta.settings.access_period.max(1) as f64;
+    let mut rows: Vec<Weighted> = Vec::new();
+    // Samples of one stack add up: memory goes with distinct stacks.
+    let mut index: HashMap<Vec<Node>, usize> = HashMap::new();
+    analysis::attribute(p, &objects, |i, hit, _| {
+        let s = &p.samples[i];
+        let mut stack = match hit {
+            Some(h) => {
+                let o = &objects.list[h.object];
+                let mut f = stack_of(p, o.pid, o.stack_id);
+                f.push(Node::added(format!("[{}]", o.name)));
+                f
+            }
+            None => vec![Node::added("[unknown object]".into())],
+        };
+        let mut context = stack_of(p, s.pid, s.stack_id);
+        let site = context
+            .pop()
+            .map_or_else(|| analysis::location_label(p, s.pid, s.pc), |n| n.label());
+        stack.extend(context);
+        let kind = if s.is_store { "store at" } else { "load at" };
+        stack.push(Node::added(format!("{kind} {site}")));
+        let at = *index.entry(stack).or_insert_with_key(|stack| {
+            rows.push(Weighted {
+                stack: stack.clone(),
+                values: vec![0.0; 2],
+            });
+            rows.len() - 1
+        });
+        rows[at].values[0] += 1.0;
+        rows[at].values[1] += period;
+    });
+    Ok(Stacks {
+        measures: Measure::ACCESS.to_vec(),
+        rows,
+    })
+}
