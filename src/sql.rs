@@ -95,6 +95,9 @@ enum ExportFormat {
     Collapsed,
     /// speedscope's JSON file format (https://www.speedscope.app).
     Speedscope,
+    /// pprof's gzipped profile.proto (`go tool pprof`), every measure of
+    /// the family a sample type, `--weight` the default one.
+    Pprof,
 }
 
 pub fn sql(args: SqlArgs) -> Result<i32> {
@@ -114,7 +117,9 @@ pub fn export(args: ExportArgs) -> Result<i32> {
     let parts = crate::profile_parts(&args.dir)?;
     let format = match args.format {
         ExportFormat::SpeParser => return export_spe_parser(&args, &parts),
-        ExportFormat::Collapsed | ExportFormat::Speedscope => return export_stacks(&args),
+        ExportFormat::Collapsed | ExportFormat::Speedscope | ExportFormat::Pprof => {
+            return export_stacks(&args)
+        }
         ExportFormat::Csv => Format::Csv,
         ExportFormat::Json => Format::Json,
         ExportFormat::Parquet => Format::Parquet,
@@ -193,16 +198,37 @@ fn export_spe_parser(args: &ExportArgs, parts: &[PathBuf]) -> Result<i32> {
 /// The profile's stacks weighed by `--weight`, for other tools.
 fn export_stacks(args: &ExportArgs) -> Result<i32> {
     if args.sql.is_some() || !args.table.is_empty() {
-        bail!("--format collapsed and speedscope write stacks, not tables: drop --table and --sql");
+        bail!("--format collapsed, speedscope and pprof write stacks, not tables: drop --table and --sql");
     }
     let profile = crate::load(&args.dir)?;
     let measure = Measure::from(args.weight);
     let stacks = Stacks::of(&profile, measure).map_err(|e| anyhow::anyhow!(e))?;
+    if args.format == ExportFormat::Pprof
+        && args.output.is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stdout())
+    {
+        bail!("pprof files are binary: give -o FILE.pb.gz (or redirect standard output)");
+    }
     let mut out = match &args.output {
         Some(path) => create(path)?,
         None => stdout(),
     };
     let written = match args.format {
+        ExportFormat::Pprof => {
+            let how = |m: Measure| format!("{}: {}", m.name_and_unit().0, m.how());
+            let comments: Vec<String> = std::iter::once(format!(
+                "memlens {} profile of {}",
+                env!("CARGO_PKG_VERSION"),
+                profile.meta.command.join(" ")
+            ))
+            .chain(stacks.measures.iter().map(|&m| how(m)))
+            .collect();
+            let duration = profile.meta.clock.duration_ns as i64;
+            out.write_all(&memlens_present::pprof(
+                &stacks, measure, duration, &comments,
+            )?)?;
+            stacks.rows.len()
+        }
         ExportFormat::Speedscope => {
             let name = args.dir.display().to_string();
             let file = memlens_present::speedscope(&stacks, measure, &name);

@@ -464,6 +464,61 @@ fn stacks_export_as_collapsed_and_speedscope_with_known_weights() {
     assert_eq!(temporaries.1.as_u64(), Some(400_000));
 }
 
+/// pprof's own reader, `go tool pprof`, reads the export: each leaking
+/// caller's trace under the wrapper with its exact leaked bytes, and every
+/// heap measure a sample type.
+#[test]
+fn stacks_export_as_pprof_read_by_go_tool_pprof() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--leaks"], &[&program("heap_measures")]));
+    let file = dir.path().join("heap.pb.gz");
+    assert_ran(&output_within(
+        Command::new(memlens())
+            .args([
+                "export",
+                "--format",
+                "pprof",
+                "--weight",
+                "leaked-space",
+                "-o",
+            ])
+            .arg(&file)
+            .arg(&p),
+    ));
+    let pprof = |args: &[&str]| {
+        let out = output_within(
+            Command::new("go")
+                .args(["tool", "pprof"])
+                .args(args)
+                .arg(&file),
+        );
+        assert_ran(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let traces = pprof(&["-traces"]);
+    assert!(traces.contains("Type: leaked_space"), "{traces}");
+    // Each trace: its value and leaf on the first line, callers below.
+    let leak = |caller: &str| -> Option<String> {
+        traces.split("-----------+").find_map(|block| {
+            let lines: Vec<&str> = block.lines().skip(1).map(str::trim).collect();
+            let (value, leaf) = lines.first()?.split_once(char::is_whitespace)?;
+            (leaf.trim() == "xmalloc" && lines.get(1) == Some(&caller)).then(|| value.to_string())
+        })
+    };
+    assert_eq!(leak("leak_a").as_deref(), Some("300B"), "{traces}");
+    assert_eq!(leak("leak_b").as_deref(), Some("500B"), "{traces}");
+    assert_eq!(leak("leak_c").as_deref(), Some("700B"), "{traces}");
+    let types = pprof(&["-sample_index=alloc_objects", "-top", "-nodecount=3"]);
+    assert!(types.contains("Type: alloc_objects"), "{types}");
+    assert!(
+        types
+            .lines()
+            .any(|l| l.contains("temporaries") && l.trim_start().starts_with("10000 ")),
+        "10000 temporaries allocated: {types}"
+    );
+}
+
 /// Bytes of the profile's mappings (their rows).
 fn mapped_bytes(p: &Path) -> u64 {
     let rows: Vec<memlens_profile::Allocation> = memlens_profile::read_table(p).unwrap();

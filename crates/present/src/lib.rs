@@ -9,6 +9,7 @@ mod flame;
 mod format;
 mod live;
 mod plot;
+mod pprof;
 mod report;
 mod stacks;
 
@@ -23,6 +24,7 @@ pub use plot::{
     plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_scatter, Image,
     PlotError,
 };
+pub use pprof::pprof;
 pub use report::{
     build_report, render_html, render_json, render_text, report_value, Report, ReportOptions,
 };
