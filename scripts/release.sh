@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release binary (the runtime embedded in it) and packs it with
-# the annotation headers and the documentation:
+# its manual page, shell completions, the annotation headers and the
+# documentation:
 #   dist/memlens-<version>-<arch>-linux.tar.gz
 # Unpack anywhere and run bin/memlens; nothing else needs installing.
 # Usage: bash scripts/release.sh
@@ -13,6 +14,11 @@ stage="dist/$name"
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/include" "$stage/share/doc/memlens" "$stage/share/memlens/fortran"
 cp target/release/memlens "$stage/bin/"
+mkdir -p "$stage/share/man/man1" "$stage/share/bash-completion/completions" "$stage/share/zsh/site-functions" "$stage/share/fish/vendor_completions.d"
+target/release/memlens man > "$stage/share/man/man1/memlens.1"
+target/release/memlens completions bash > "$stage/share/bash-completion/completions/memlens"
+target/release/memlens completions zsh > "$stage/share/zsh/site-functions/_memlens"
+target/release/memlens completions fish > "$stage/share/fish/vendor_completions.d/memlens.fish"
 cp include/memlens.h "$stage/include/"
 cp fortran/memlens.f90 fortran/memlens_f.c "$stage/share/memlens/fortran/"
 cp README.md "$stage/share/doc/memlens/"

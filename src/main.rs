@@ -68,6 +68,14 @@ enum Command {
     },
     /// What this machine can do: perf events, PMU, each sampling backend, clang.
     Doctor,
+    /// Print a shell's completion script (e.g. `memlens completions bash >
+    /// /etc/bash_completion.d/memlens`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff: `memlens man > memlens.1; man ./memlens.1`).
+    Man,
     /// Measure load latency by working-set size (pointer chase, as lat_mem_rd)
     /// and streaming bandwidth (as bw_mem): the per-level latencies the cache
     /// model uses.
@@ -194,8 +202,9 @@ struct RecordArgs {
     /// Keep the raw event logs next to the tables.
     #[arg(long)]
     keep_raw: bool,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The program and its arguments (after `--`, or after memlens' own
+    /// options: everything from the program on is the program's).
+    #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 
@@ -354,12 +363,42 @@ fn main() {
     // A closed pipe (memlens report | head) ends quietly, as ripgrep does.
     // SAFETY: restoring the default disposition before any output.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; a wrong flag is memlens' own failure.
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { exit::FAILED } else { 0 });
+        }
+    };
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("memlens: {e:#}");
-            std::process::exit(2);
+            std::process::exit(exit::of(&e));
+        }
+    }
+}
+
+/// memlens' own exit statuses, as `env` and `timeout` use them, so that a
+/// recorded program's own status (passed through) stays distinct.
+mod exit {
+    use memlens_collector::Error;
+
+    /// memlens itself failed: bad input, a wrong flag, an unreadable profile.
+    pub const FAILED: i32 = 125;
+    /// The program exists but cannot be run.
+    pub const CANNOT_RUN: i32 = 126;
+    /// The program was not found.
+    pub const NOT_FOUND: i32 = 127;
+
+    pub fn of(e: &anyhow::Error) -> i32 {
+        match e.downcast_ref::<Error>() {
+            Some(Error::CannotRun {
+                not_found: true, ..
+            }) => NOT_FOUND,
+            Some(Error::CannotRun { .. }) => CANNOT_RUN,
+            _ => FAILED,
         }
     }
 }
@@ -497,6 +536,16 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Doctor => {
             print!("{}", doctor::report(runtime::path()));
+            Ok(0)
+        }
+        Command::Completions { shell } => {
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cli, "memlens", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man => {
+            let cli = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cli).render(&mut std::io::stdout())?;
             Ok(0)
         }
         Command::Calibrate {

@@ -256,6 +256,31 @@ fn a_copied_binary_records_with_its_embedded_runtime() {
     assert_eq!(cached(&tmp.join(format!("memlens-{uid}"))).len(), 1);
 }
 
+/// Shell completions that the shell accepts, and a manual page man renders.
+#[test]
+fn completions_and_manual_page() {
+    let dir = tempdir();
+    let bash = dir.path().join("memlens.bash");
+    let out = output_within(Command::new(memlens()).args(["completions", "bash"]));
+    assert_ran(&out);
+    std::fs::write(&bash, &out.stdout).unwrap();
+    // Sourced, it completes memlens' subcommands.
+    let script = format!(
+        "source {}; COMP_WORDS=(memlens rep); COMP_CWORD=1; _memlens memlens rep memlens; echo ${{COMPREPLY[@]}}",
+        bash.display()
+    );
+    let out = output_within(Command::new("bash").arg("-c").arg(&script));
+    assert_ran(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "report");
+    let man = output_within(Command::new(memlens()).arg("man"));
+    assert_ran(&man);
+    let text = String::from_utf8_lossy(&man.stdout);
+    assert!(
+        text.contains(".TH memlens 1") && text.contains("record"),
+        "{text}"
+    );
+}
+
 #[test]
 fn bad_input_gets_a_clear_error() {
     let dir = tempdir();
@@ -279,6 +304,32 @@ fn bad_input_gets_a_clear_error() {
         "invalid value",
     );
     fails_with(&["record", "--bogus", "--", "true"], "unexpected argument");
+    // memlens' own failures exit as `env` does: 125, 126 not runnable, 127
+    // not found; the program's own status passes through.
+    let status = |args: &[&str]| {
+        let out = Command::new(memlens())
+            .env("MEMLENS_RUNTIME", runtime())
+            .args(args)
+            .output();
+        out.unwrap().status.code()
+    };
+    assert_eq!(
+        status(&["record", "-o", &o, "--", "no-such-program-xyz"]),
+        Some(127)
+    );
+    assert_eq!(
+        status(&["record", "-o", &o, "--", not_exec.to_str().unwrap()]),
+        Some(126)
+    );
+    assert_eq!(status(&["record", "--bogus", "--", "true"]), Some(125));
+    assert_eq!(status(&["report", "/no/such/dir"]), Some(125));
+    // Without `--`, the program and its own flags.
+    let elsewhere = tempdir();
+    let own = elsewhere.path().join("own").to_string_lossy().into_owned();
+    assert_eq!(
+        status(&["record", "-o", &own, "sh", "-c", "exit 2"]),
+        Some(2)
+    );
     fails_with(
         &["report", dir.path().to_str().unwrap()],
         "no memlens profile here",
@@ -536,10 +587,10 @@ fn corrupt_raw_logs_never_crash_the_finalizer() {
             let err = String::from_utf8_lossy(&out.stderr);
             let code = out.status.code().expect("memlens must not die of a signal");
             assert!(
-                code == 0 || code == 2,
+                code == 0 || code == 125,
                 "run {run} case {case}: exit {code}: {err}"
             );
-            if code == 2 {
+            if code == 125 {
                 assert_eq!(
                     err.trim().lines().count(),
                     1,

@@ -291,7 +291,7 @@ fn damaged_and_foreign_files_give_one_clear_error() {
     std::fs::write(&junk, b"this is not a perf.data file, just text\n").unwrap();
     let o = import(&junk, &dir.path().join("a"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(125));
     assert!(
         err.contains("not a perf.data file") && err.lines().count() == 1,
         "{err}"
@@ -303,7 +303,7 @@ fn damaged_and_foreign_files_give_one_clear_error() {
         &dir.path().join("b"),
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(125));
     assert!(err.contains("no load/store samples"), "{err}");
     assert!(
         !dir.path().join("b").exists(),
@@ -330,7 +330,7 @@ fn damaged_and_foreign_files_give_one_clear_error() {
         let err = String::from_utf8_lossy(&o.stderr);
         match o.status.code() {
             Some(0) => assert!(err.contains("imported"), "{cut}: {err}"),
-            Some(2) => assert!(err.starts_with("memlens: "), "{cut}: {err}"),
+            Some(125) => assert!(err.starts_with("memlens: "), "{cut}: {err}"),
             other => panic!("cut at {cut}: exit {other:?}: {err}"),
         }
     }
@@ -402,7 +402,7 @@ fn import_over_a_profile_refuses_or_replaces_it_whole() {
     assert!(out.join("counters.parquet").exists());
     let pebs = fixture("pebs-skx-loadlat/perf.data");
     let o = import(&pebs, &out);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(125));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("holds another run's data"), "{err}");
     let o = Command::new(memlens())

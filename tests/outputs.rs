@@ -72,7 +72,7 @@ fn scatter_and_bandwidth_plots() {
         .status
         .success());
     let out = plot("scatter", &plain, &dir.path().join("x.png"));
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("build the program with `memlens cc`"));
 }
 
@@ -579,7 +579,7 @@ fn sql_error(p: &std::path::Path, query: &str) -> String {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(125), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     err
 }

@@ -107,7 +107,7 @@ fn hardware_backends_absent_here_are_refused_with_reason_and_fix() {
             &["true"],
         );
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{backend}: {err}");
+        assert_eq!(o.status.code(), Some(125), "{backend}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(
             err.contains(&format!("the {backend} backend cannot run here")),

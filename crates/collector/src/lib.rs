@@ -27,6 +27,10 @@ pub enum Error {
     Profile(#[from] memlens_profile::ProfileError),
     #[error("{0}")]
     Usage(String),
+    /// The program to record cannot be run (exit 126, as `env` and
+    /// `timeout` do; 127 when `not_found`).
+    #[error("{message}")]
+    CannotRun { message: String, not_found: bool },
 }
 
 impl Error {

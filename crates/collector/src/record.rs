@@ -102,29 +102,37 @@ fn resolve_program(program: &OsString) -> Result<PathBuf> {
         })
     };
     let shown = p.display();
+    let cannot_run = |message: String, not_found| Error::CannotRun { message, not_found };
     let Some(path) = candidate else {
-        return Err(Error::Usage(format!(
-            "cannot run '{shown}': not found in PATH; give its path (e.g. ./{shown})"
-        )));
+        return Err(cannot_run(
+            format!("cannot run '{shown}': not found in PATH; give its path (e.g. ./{shown})"),
+            true,
+        ));
     };
     let meta = std::fs::metadata(&path).map_err(|_| {
-        Error::Usage(format!(
-            "cannot run '{}': no such file; check the path",
-            path.display()
-        ))
+        cannot_run(
+            format!(
+                "cannot run '{}': no such file; check the path",
+                path.display()
+            ),
+            true,
+        )
     })?;
     if !meta.is_file() {
-        return Err(Error::Usage(format!(
-            "cannot run '{}': not a regular file",
-            path.display()
-        )));
+        return Err(cannot_run(
+            format!("cannot run '{}': not a regular file", path.display()),
+            false,
+        ));
     }
     if meta.permissions().mode() & 0o111 == 0 {
-        return Err(Error::Usage(format!(
-            "cannot run '{}': not executable; run `chmod +x {}`",
-            path.display(),
-            path.display()
-        )));
+        return Err(cannot_run(
+            format!(
+                "cannot run '{}': not executable; run `chmod +x {}`",
+                path.display(),
+                path.display()
+            ),
+            false,
+        ));
     }
     Ok(path)
 }
