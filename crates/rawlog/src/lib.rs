@@ -1054,17 +1054,24 @@ mod tests {
         assert_eq!(parse_size(b"99999999999999999999"), None);
     }
 
-    #[test]
-    fn records_round_trip_and_stop_at_garbage() {
-        let mut buf = [0u8; 256];
-        let a = Alloc {
+    /// An allocation record with every field set.
+    fn an_alloc() -> Alloc {
+        Alloc {
             time: 7,
             ptr: 0x1000,
             size: 100,
             usable: 104,
             stack: 9,
+            kind: alloc_kind::CALLOC,
+            flags: alloc_flags::EXACT,
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_stop_at_garbage() {
+        let mut buf = [0u8; 256];
+        let a = an_alloc();
         // SAFETY: 256-byte buffer.
         let n1 = unsafe { encode(buf.as_mut_ptr(), buf.len(), tag::ALLOC, &a, &[]) }.unwrap();
         let def = StringDef {
@@ -1099,16 +1106,7 @@ mod tests {
 
     #[test]
     fn small_allocations_take_40_bytes_and_read_back_whole() {
-        let a = Alloc {
-            time: 7,
-            ptr: 0x1000,
-            size: 100,
-            usable: 104,
-            stack: 9,
-            kind: alloc_kind::CALLOC,
-            flags: alloc_flags::EXACT,
-            ..Default::default()
-        };
+        let a = an_alloc();
         let mut buf = [0u8; 64];
         let small = a.small().unwrap();
         // SAFETY: 64-byte buffer.
