@@ -462,6 +462,20 @@ fn stacks_export_as_collapsed_and_speedscope_with_known_weights() {
         })
         .expect("the temporaries' stack, main before it");
     assert_eq!(temporaries.1.as_u64(), Some(400_000));
+
+    // The report's ids are strings: 64-bit hashes lose digits as doubles.
+    let report = report_json(&p);
+    let ids: Vec<&serde_json::Value> = (report["objects_by_peak"].as_array().unwrap().iter())
+        .map(|o| &o["stack_id"])
+        .collect();
+    assert!(
+        ids.iter()
+            .all(|id| id.as_str().is_some_and(|s| s.parse::<u64>().is_ok())),
+        "{ids:?}"
+    );
+    assert!(ids
+        .iter()
+        .any(|id| id.as_str().unwrap().parse::<u64>().unwrap() > 1 << 53));
 }
 
 /// pprof's own reader, `go tool pprof`, reads the export: each leaking

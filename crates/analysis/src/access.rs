@@ -21,6 +21,7 @@ pub struct SourceLine {
 #[derive(Clone, Debug, Serialize)]
 pub struct AccessContext {
     /// In the `stacks` table.
+    #[serde(serialize_with = "crate::id_as_string")]
     pub stack_id: u64,
     /// `function (file:line)`, the access first, then its callers (inlined
     /// frames included).

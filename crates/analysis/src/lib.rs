@@ -38,6 +38,12 @@ use memlens_profile::{
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// A 64-bit id (a stack's hash) as a JSON string: readers that hold numbers
+/// as doubles (JavaScript, jq) would change any id above 2^53.
+pub fn id_as_string<S: serde::Serializer>(id: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
 #[derive(Default)]
 pub struct Profile {
     pub dir: PathBuf,

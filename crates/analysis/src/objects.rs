@@ -74,6 +74,7 @@ pub struct DataObject {
     pub provenance: Provenance,
     /// Address range (for statics, tags, and single-block objects).
     pub address: Option<u64>,
+    #[serde(serialize_with = "crate::id_as_string")]
     pub stack_id: u64,
     /// The allocation's whole call stack, innermost frame first, as
     /// `function (file:line)`: filled in for the objects a report lists.
