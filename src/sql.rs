@@ -204,7 +204,7 @@ fn export_stacks(args: &ExportArgs) -> Result<i32> {
     let measure = Measure::from(args.weight);
     let stacks = Stacks::of(&profile, measure).map_err(|e| anyhow::anyhow!(e))?;
     if args.format == ExportFormat::Pprof
-        && args.output.is_none()
+        && (args.output.as_deref()).is_none_or(|o| o == Path::new("-"))
         && std::io::IsTerminal::is_terminal(&std::io::stdout())
     {
         bail!("pprof files are binary: give -o FILE.pb.gz (or redirect standard output)");
@@ -252,7 +252,11 @@ fn export_stacks(args: &ExportArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The file `path`, or standard output for `-`.
 fn create(path: &Path) -> Result<Box<dyn Write + Send>> {
+    if path == Path::new("-") {
+        return Ok(stdout());
+    }
     let file =
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     Ok(Box::new(std::io::BufWriter::new(file)))

@@ -396,6 +396,21 @@ fn stacks_export_as_collapsed_and_speedscope_with_known_weights() {
         String::from_utf8(out.stdout).unwrap()
     };
     let leaked = export("collapsed", "leaked-space");
+    // `-o -` is standard output.
+    let dash = output_within(
+        Command::new(memlens())
+            .args([
+                "export",
+                "--format",
+                "collapsed",
+                "--weight",
+                "leaked-space",
+                "-o",
+                "-",
+            ])
+            .arg(&p),
+    );
+    assert_eq!(String::from_utf8_lossy(&dash.stdout), leaked);
     let leaf = |caller: &str| {
         let line = (leaked.lines())
             .find(|l| l.contains(&format!(";{caller} (heap_measures.c:")))
