@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use memlens_analysis::Profile;
 use memlens_collector::perf::backends::Kind;
 use memlens_collector::SamplerChoice;
+use memlens_rawlog::RuntimeSettings;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -139,10 +140,14 @@ struct RecordArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     interval: u64,
     /// Record every heap block of at least this many bytes with its call stack.
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", help = default_shown(
+        "Record every heap block of at least this many bytes with its call stack",
+        RuntimeSettings::DEFAULT.min_size))]
     min_size: Option<u64>,
     /// Sample smaller blocks: one per this many bytes allocated on average (0: none, 1: all).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", help = default_shown(
+        "Sample smaller blocks: one per this many bytes allocated on average (0: none, 1: all)",
+        RuntimeSettings::DEFAULT.sample_rate))]
     sample_rate: Option<u64>,
     /// Exact leak hunting, as heaptrack or valgrind do it: every block recorded
     /// with its call stack (--sample-rate 1); the report lists leaks by site
@@ -154,10 +159,13 @@ struct RecordArgs {
     #[arg(long)]
     keep_blocks: bool,
     /// Call-stack unwinder for recorded blocks.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help = default_shown(
+        "Call-stack unwinder for recorded blocks",
+        memlens_rawlog::unwinder::NAMES[RuntimeSettings::DEFAULT.unwinder as usize]))]
     unwind: Option<Unwinder>,
     /// Deepest call stack kept.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=128))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=128), help = default_shown(
+        "Deepest call stack kept", RuntimeSettings::DEFAULT.max_frames))]
     max_frames: Option<u32>,
     /// Where access samples come from: auto picks the instrumented build's own
     /// samples, else the best hardware sampler (PEBS, IBS, SPE), else none.
@@ -165,7 +173,9 @@ struct RecordArgs {
     backend: BackendArg,
     /// One access sample per this many accesses of a class (instrumented),
     /// sampled operations (PEBS, IBS, SPE) or page faults.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = default_shown(
+        "One access sample per this many accesses of a class (instrumented), sampled operations (PEBS, IBS, SPE) or page faults; hardware backends have their own default (docs/hardware.md)",
+        RuntimeSettings::DEFAULT.access_period))]
     period: Option<u64>,
     /// PEBS load-latency threshold / SPE minimum latency, in cycles.
     #[arg(long, value_name = "CYCLES", default_value_t = 0)]
@@ -378,6 +388,12 @@ fn main() {
             std::process::exit(exit::of(&e));
         }
     }
+}
+
+/// A flag's help with the runtime's default for it, which applies when the
+/// flag is not given (the runtime, not the CLI, holds the defaults).
+fn default_shown(help: &str, default: impl std::fmt::Display) -> String {
+    format!("{help} [default: {default}]")
 }
 
 /// memlens' own exit statuses, as `env` and `timeout` use them, so that a

@@ -131,6 +131,20 @@ pub struct RuntimeSettings {
     pub _pad: u32,
 }
 
+impl RuntimeSettings {
+    /// The runtime's settings when nothing is set: chosen by measurement
+    /// (`bench/`, docs/performance.md); `memlens record --help` shows them.
+    pub const DEFAULT: RuntimeSettings = RuntimeSettings {
+        min_size: 64 * 1024,
+        sample_rate: 512 * 1024,
+        max_frames: 64,
+        unwinder: unwinder::DWARF,
+        access_period: 4099,
+        access_filter: access_filter::LOADS | access_filter::STORES,
+        _pad: 0,
+    };
+}
+
 /// What the instrumented backend samples: bits of `RuntimeSettings::access_filter`.
 pub mod access_filter {
     pub const LOADS: u32 = 1;

@@ -12,23 +12,7 @@ use core::ffi::{c_char, CStr};
 use core::sync::atomic::Ordering;
 use memlens_rawlog::{self as raw, access_filter, tag, RuntimeSettings};
 
-static mut SETTINGS: RuntimeSettings = RuntimeSettings {
-    min_size: DEFAULT_MIN_SIZE,
-    sample_rate: DEFAULT_SAMPLE_RATE,
-    max_frames: 64,
-    unwinder: raw::unwinder::DWARF,
-    access_period: DEFAULT_ACCESS_PERIOD,
-    access_filter: access_filter::LOADS | access_filter::STORES,
-    _pad: 0,
-};
-
-/// Defaults chosen by measurement: see `bench/` and the README.
-pub const DEFAULT_MIN_SIZE: u64 = 64 * 1024;
-
-pub const DEFAULT_SAMPLE_RATE: u64 = 512 * 1024;
-
-/// One access sample per this many accesses of a class (instrumented code).
-pub const DEFAULT_ACCESS_PERIOD: u64 = 4099;
+static mut SETTINGS: RuntimeSettings = RuntimeSettings::DEFAULT;
 
 static mut DIR: [u8; 4096] = [0; 4096];
 
