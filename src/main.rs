@@ -113,7 +113,7 @@ enum Command {
         /// Profile directory to write [default: memlens.import.<file name>].
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Replace the profile already in that directory.
+        /// Remove the profile already in that directory instead of moving it to <DIR>.old.
         #[arg(long)]
         force: bool,
     },
@@ -132,8 +132,8 @@ struct RecordArgs {
     /// Profile directory (default: memlens.<program>.<pid>; under MPI, rank-<N> inside -o).
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// Replace the data of an earlier run in that directory (a profile, or the
-    /// raw logs of an interrupted record).
+    /// Remove the data of an earlier run in that directory (a profile, or the
+    /// raw logs of an interrupted record) instead of moving it to <DIR>.old.
     #[arg(long)]
     force: bool,
     /// Capacity sampling interval in milliseconds.

@@ -39,14 +39,35 @@ fn a_directory_holds_one_run() {
     let p = dir.path().join("p");
     assert_ran(&record(&p, &[], &[&program("torture"), "hold"]));
 
-    // A second record into it is refused, and the first profile is untouched.
+    // A second record into it keeps the first aside, whole, in p.old (as
+    // perf keeps perf.data.old), and says so.
     let again = record(&p, &[], &["true"]);
-    refused_with(&again, "holds another run's data");
-    assert!(stderr(&again).contains("--force"));
-    assert_eq!(report_json(&p)["summary"]["command"][1], "hold");
+    assert_ran(&again);
+    assert!(
+        stderr(&again).contains("p.old (--force replaces it instead)"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(
+        report_json(&p)["summary"]["command"],
+        serde_json::json!(["true"])
+    );
+    let old = dir.path().join("p.old");
+    assert_eq!(report_json(&old)["summary"]["command"][1], "hold");
+    // A third replaces p.old with the second; --force keeps nothing aside.
+    assert_ran(&record(&p, &[], &["echo", "third"]));
+    assert_eq!(
+        report_json(&old)["summary"]["command"],
+        serde_json::json!(["true"])
+    );
+    assert_ran(&record(&p, &["--force"], &["true"]));
+    assert_eq!(
+        report_json(&old)["summary"]["command"],
+        serde_json::json!(["true"])
+    );
 
     // The raw logs of a record killed before it finalized are not merged into
-    // the next run: refused, then replaced with --force.
+    // the next run: kept aside, where they still finalize.
     let killed = dir.path().join("killed");
     let mut rec = spawn_record(&killed, &[&program("torture"), "hold"]);
     // Killed once the program's log is there (it holds its blocks 200 ms).
@@ -60,17 +81,18 @@ fn a_directory_holds_one_run() {
     rec.wait().unwrap();
     assert!(logs() >= 2, "the collector's and the program's logs");
     std::thread::sleep(std::time::Duration::from_millis(400)); // the orphan ends
-    let out = record(&killed, &[], &["true"]);
-    assert!(
-        stderr(&out).contains("holds another run's data"),
-        "{}",
-        stderr(&out)
-    );
-    assert_ran(&record(&killed, &["--force"], &["true"]));
+    assert_ran(&record(&killed, &[], &["true"]));
     let r = report_json(&killed);
     assert_eq!(r["summary"]["command"], serde_json::json!(["true"]));
     let pids = r["summary"]["processes"].as_array().unwrap().len();
     assert_eq!(pids, 1, "only the new run's process");
+    let aside = dir.path().join("killed.old");
+    assert!(std::fs::read_dir(aside.join("raw")).unwrap().count() >= 2);
+    let r = report_json(&aside);
+    assert!(
+        !r["summary"]["processes"].as_array().unwrap().is_empty(),
+        "{r:#}"
+    );
 }
 
 #[test]

@@ -219,9 +219,12 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         )));
     }
     // One run per directory, written by one memlens at a time: a second
-    // record waits for nobody and mixes nothing; an interrupted run's raw logs
-    // are not merged into the next.
-    let lock = memlens_profile::claim_dir(&cfg.out_dir, cfg.force)?;
+    // record waits for nobody and mixes nothing; an earlier run (or an
+    // interrupted run's raw logs) is kept aside in <dir>.old.
+    let (lock, kept_aside) = memlens_profile::claim_dir(&cfg.out_dir, cfg.force)?;
+    if let Some(old) = kept_aside {
+        eprintln!("{}", memlens_profile::kept_aside_note(&cfg.out_dir, &old));
+    }
     let raw_dir = cfg.out_dir.join("raw");
     memlens_profile::create_private_dir(&raw_dir)?;
     let out_dir = std::fs::canonicalize(&cfg.out_dir).map_err(|e| Error::io(&cfg.out_dir, e))?;

@@ -50,7 +50,10 @@ pub fn import(file: &Path, out: &Path, force: bool) -> Result<ImportSummary, Imp
     let perf = PerfData::parse(&map).map_err(|e| not_perf(e.to_string()))?;
 
     let created = !out.exists();
-    let _lock = profile::claim_dir(out, force)?;
+    let (_lock, kept_aside) = profile::claim_dir(out, force)?;
+    if let Some(old) = kept_aside {
+        eprintln!("{}", profile::kept_aside_note(out, &old));
+    }
     // Rows stream to the table as they are decoded, times relative to the
     // first sample's.
     let start = first_time(&perf).unwrap_or(0);

@@ -40,8 +40,6 @@ pub enum ProfileError {
     NotOwned { path: PathBuf, owner: u32 },
     #[error("{0}: another memlens is writing this profile; wait for it, or choose another directory with -o")]
     Busy(PathBuf),
-    #[error("{0}: holds another run's data (a profile, or the raw logs of a record that was interrupted); choose another directory with -o, or replace it with --force")]
-    HoldsAnotherRun(PathBuf),
     #[error(
         "{0}: missing: the profile is incomplete; restore the file, or re-run `memlens record`"
     )]
@@ -124,18 +122,35 @@ pub fn lock_dir(dir: &Path, wait: bool) -> Result<DirLock> {
     Ok(DirLock { _file: file })
 }
 
-/// Takes `dir` for a new run: made private if new, locked, and cleared of an
-/// earlier run's data when `force` (refused otherwise).
-pub fn claim_dir(dir: &Path, force: bool) -> Result<DirLock> {
+/// Takes `dir` for a new run: made private if new and locked. An earlier
+/// run's data there is moved to `<dir>.old` (replacing what that held, as
+/// perf keeps perf.data.old), or removed when `force`; runs never mix.
+/// Returns the lock, and where the earlier run went.
+pub fn claim_dir(dir: &Path, force: bool) -> Result<(DirLock, Option<PathBuf>)> {
     create_private_dir(dir)?;
     let lock = lock_dir(dir, false)?;
-    if holds_run(dir) {
-        if !force {
-            return Err(ProfileError::HoldsAnotherRun(dir.to_path_buf()));
-        }
-        clear_run(dir)?;
+    if !holds_run(dir) {
+        return Ok((lock, None));
     }
-    Ok(lock)
+    if force {
+        clear_run(dir)?;
+        return Ok((lock, None));
+    }
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".old");
+    let old = dir.with_file_name(name);
+    create_private_dir(&old)?;
+    let _old_lock = lock_dir(&old, false)?;
+    clear_run(&old)?;
+    let raw = dir.join("raw");
+    let moving = run_files(dir)
+        .into_iter()
+        .chain(raw.exists().then_some(raw));
+    for from in moving {
+        let to = old.join(from.file_name().unwrap_or_default());
+        std::fs::rename(&from, &to).map_err(|source| ProfileError::Io { path: from, source })?;
+    }
+    Ok((lock, Some(old)))
 }
 
 /// The files of a run in a profile directory: its tables, meta.json and the
@@ -172,6 +187,15 @@ fn clear_run(dir: &Path) -> Result<()> {
         std::fs::remove_file(&f).map_err(io(f))?;
     }
     Ok(())
+}
+
+/// What a user is told when [`claim_dir`] kept an earlier run aside.
+pub fn kept_aside_note(dir: &Path, old: &Path) -> String {
+    format!(
+        "memlens: moved the earlier run in {} to {} (--force replaces it instead)",
+        dir.display(),
+        old.display()
+    )
 }
 
 /// Creates (or truncates) a file of the profile, readable by its user only.
