@@ -318,10 +318,34 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
     let exe = program_with_library(
         d,
         "stripped_lib.c",
-        &["-fno-omit-frame-pointer"],
+        &["-fno-omit-frame-pointer", "-g"],
         "stripped_main.c",
         "stripped",
     );
+    // Its debug information kept apart first, as a debuginfod client caches
+    // it: <cache>/<build id>/debuginfo.
+    let cache = d.join("debuginfod");
+    let notes = Command::new("readelf")
+        .args(["-n", "libstripped.so"])
+        .current_dir(d)
+        .output();
+    let notes = String::from_utf8(notes.unwrap().stdout).unwrap();
+    let build_id = notes
+        .split("Build ID: ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    std::fs::create_dir_all(cache.join(build_id)).unwrap();
+    let debuginfo = cache.join(build_id).join("debuginfo");
+    let st = Command::new("objcopy")
+        .args(["--only-keep-debug", "libstripped.so"])
+        .arg(&debuginfo)
+        .current_dir(d)
+        .status()
+        .unwrap();
+    assert!(st.success());
     let st = Command::new("strip")
         .args(["--strip-unneeded", "libstripped.so"])
         .current_dir(d)
@@ -341,6 +365,27 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
     assert!(
         frames.contains(&"exported_entry [libstripped.so]"),
         "{frames:?}"
+    );
+
+    // With the debuginfod cache, the same code has its names and lines.
+    let p = d.join("with-debuginfo");
+    let cache = cache.to_str().unwrap();
+    let out = record_with(
+        &[("DEBUGINFOD_CACHE_PATH", cache)],
+        &p,
+        &["--unwind", "fp"],
+        &[exe.to_str().unwrap()],
+    );
+    assert_ran(&out);
+    let r = report_json(&p);
+    let site = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["allocated_bytes"].as_f64() == Some(500_000.0))
+        .unwrap_or_else(|| panic!("{:#}", r["objects_by_allocated"]));
+    let name = site["name"].as_str().unwrap();
+    assert!(
+        name.starts_with("hidden_alloc (stripped_lib.c:6)"),
+        "{name}"
     );
 }
 

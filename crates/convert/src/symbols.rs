@@ -5,7 +5,7 @@
 use memlens_profile::{CodeLocation, Frame, StaticObject};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A loaded object as the runtime saw it.
 #[derive(Clone, Debug)]
@@ -62,17 +62,33 @@ impl FunctionSymbols {
 
 /// Where a module's debug information lies: the separate debug file its
 /// build id names under `/usr/lib/debug/.build-id/` (Debian's -dbg and
-/// -dbgsym packages), else the module itself.
+/// -dbgsym packages) or in a debuginfod client's cache
+/// (`$DEBUGINFOD_CACHE_PATH`, else `~/.cache/debuginfod_client`), else the
+/// module itself.
 fn debug_file(path: &str) -> String {
     let separate = (|| {
         let data = std::fs::read(path).ok()?;
         let id = object::File::parse(&*data).ok()?.build_id().ok()??;
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
         let (dir, rest) = hex.split_at_checked(2)?;
-        let debug = format!("/usr/lib/debug/.build-id/{dir}/{rest}.debug");
-        Path::new(&debug).exists().then_some(debug)
+        let env = |var| {
+            std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let debuginfod = env("DEBUGINFOD_CACHE_PATH").or_else(|| {
+            let cache = env("XDG_CACHE_HOME").or_else(|| Some(env("HOME")?.join(".cache")));
+            Some(cache?.join("debuginfod_client"))
+        });
+        let candidates = [
+            Some(PathBuf::from(format!(
+                "/usr/lib/debug/.build-id/{dir}/{rest}.debug"
+            ))),
+            debuginfod.map(|d| d.join(&hex).join("debuginfo")),
+        ];
+        candidates.into_iter().flatten().find(|c| c.is_file())
     })();
-    separate.unwrap_or_else(|| path.to_string())
+    separate.map_or_else(|| path.to_string(), |p| p.to_string_lossy().into_owned())
 }
 
 impl Symbolizer {
