@@ -6,6 +6,7 @@ mod doctor;
 mod progress;
 mod runtime;
 mod sql;
+mod validate;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -68,7 +69,21 @@ enum Command {
         dir: PathBuf,
     },
     /// What this machine can do: perf events, PMU, each sampling backend, clang.
-    Doctor,
+    Doctor {
+        /// Run a kernel with known accesses under every backend this machine
+        /// has and compare each one's per-object figures with the truth;
+        /// exits 1 if any is wrong.
+        #[arg(long)]
+        validate: bool,
+        /// Where --validate writes its verdict (JSON, for a bug report).
+        #[arg(
+            long,
+            value_name = "FILE",
+            default_value = "memlens-validate.json",
+            requires = "validate"
+        )]
+        output: PathBuf,
+    },
     /// Print a shell's completion script (e.g. `memlens completions bash >
     /// /etc/bash_completion.d/memlens`).
     Completions {
@@ -550,7 +565,10 @@ fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Command::Doctor => {
+        Command::Doctor { validate, output } => {
+            if validate {
+                return Ok(if validate::validate(&output)? { 0 } else { 1 });
+            }
             print!("{}", doctor::report(runtime::path()));
             Ok(0)
         }

@@ -256,6 +256,42 @@ fn a_copied_binary_records_with_its_embedded_runtime() {
     assert_eq!(cached(&tmp.join(format!("memlens-{uid}"))).len(), 1);
 }
 
+/// The validation kit: every backend this machine has (the instrumented
+/// build and page faults here) against a kernel with known accesses.
+#[test]
+fn doctor_validates_every_backend_against_known_accesses() {
+    let dir = tempdir();
+    let file = dir.path().join("validate.json");
+    let out = output_within(
+        Command::new(memlens())
+            .env("MEMLENS_RUNTIME", runtime())
+            .args(["doctor", "--validate", "--output"])
+            .arg(&file),
+    );
+    assert_ran(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("verdict: every figure within 10% of the truth"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(v["pass"], true);
+    let checks = v["checks"].as_array().unwrap();
+    for backend in ["software", "page-faults"] {
+        assert_eq!(
+            checks.iter().filter(|c| c["backend"] == backend).count(),
+            if backend == "software" { 6 } else { 3 },
+            "{v:#}"
+        );
+    }
+    // The exact page counts: 4, 8 and 16 MiB of 4 KiB pages.
+    let pages: Vec<f64> = (checks.iter())
+        .filter(|c| c["backend"] == "page-faults")
+        .map(|c| c["expected"].as_f64().unwrap())
+        .collect();
+    assert_eq!(pages, [1024.0, 2048.0, 4096.0]);
+}
+
 /// Shell completions that the shell accepts, and a manual page man renders.
 #[test]
 fn completions_and_manual_page() {
