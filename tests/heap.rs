@@ -352,13 +352,18 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
         .status()
         .unwrap();
     assert!(st.success());
-    let p = d.join("p");
-    assert_ran(&record(&p, &["--unwind", "fp"], &[exe.to_str().unwrap()]));
-    let r = report_json(&p);
-    let site = objects(&r, "objects_by_allocated")
-        .into_iter()
-        .find(|o| o["allocated_bytes"].as_f64() == Some(500_000.0))
-        .unwrap_or_else(|| panic!("{:#}", r["objects_by_allocated"]));
+    // The site of the 500 000 bytes the library allocates, recorded with `env`.
+    let site_of = |profile: &str, env: &[(&str, &str)]| {
+        let p = d.join(profile);
+        let out = record_with(env, &p, &["--unwind", "fp"], &[exe.to_str().unwrap()]);
+        assert_ran(&out);
+        let r = report_json(&p);
+        objects(&r, "objects_by_allocated")
+            .into_iter()
+            .find(|o| o["allocated_bytes"].as_f64() == Some(500_000.0))
+            .unwrap_or_else(|| panic!("{:#}", r["objects_by_allocated"]))
+    };
+    let site = site_of("p", &[]);
     let name = site["name"].as_str().unwrap();
     assert!(name.starts_with("libstripped.so+0x"), "{name}");
     let frames = frames_of(&site);
@@ -368,20 +373,10 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
     );
 
     // With the debuginfod cache, the same code has its names and lines.
-    let p = d.join("with-debuginfo");
-    let cache = cache.to_str().unwrap();
-    let out = record_with(
-        &[("DEBUGINFOD_CACHE_PATH", cache)],
-        &p,
-        &["--unwind", "fp"],
-        &[exe.to_str().unwrap()],
+    let site = site_of(
+        "with-debuginfo",
+        &[("DEBUGINFOD_CACHE_PATH", cache.to_str().unwrap())],
     );
-    assert_ran(&out);
-    let r = report_json(&p);
-    let site = objects(&r, "objects_by_allocated")
-        .into_iter()
-        .find(|o| o["allocated_bytes"].as_f64() == Some(500_000.0))
-        .unwrap_or_else(|| panic!("{:#}", r["objects_by_allocated"]));
     let name = site["name"].as_str().unwrap();
     assert!(
         name.starts_with("hidden_alloc (stripped_lib.c:6)"),
