@@ -65,7 +65,7 @@ fn site_in<'a>(p: &Path, sites: &'a [HeapSite], function: &str) -> &'a HeapSite 
     );
     let ids: Vec<u64> = stacks
         .iter()
-        .map(|s| s["stack_id"].as_u64().unwrap())
+        .map(|s| s["stack_id"].as_str().unwrap().parse::<u64>().unwrap())
         .collect();
     let found: Vec<&HeapSite> = sites.iter().filter(|s| ids.contains(&s.stack_id)).collect();
     assert_eq!(found.len(), 1, "{function}: {found:?}");
@@ -95,7 +95,7 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
             .iter()
             .filter(|s| {
                 ids.iter()
-                    .any(|i| i["stack_id"].as_u64() == Some(s.stack_id))
+                    .any(|i| i["stack_id"].as_str() == Some(s.stack_id.to_string().as_str()))
             })
             .filter(|s| s.allocations == 1000.0)
             .collect()

@@ -140,8 +140,31 @@ struct Json(
 );
 
 impl Sink for Json {
+    /// Id columns (`stack_id`: 64-bit hashes) are written as strings:
+    /// readers that hold numbers as doubles would change any above 2^53.
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        self.0.write(batch).map_err(output_error)
+        use datafusion::arrow::compute::cast;
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        let schema = batch.schema();
+        let is_id = |f: &Field| {
+            f.name().ends_with("_id") && matches!(f.data_type(), DataType::UInt64 | DataType::Int64)
+        };
+        if !schema.fields().iter().any(|f| is_id(f)) {
+            return self.0.write(batch).map_err(output_error);
+        }
+        let (mut fields, mut columns) = (Vec::new(), Vec::new());
+        for (f, column) in schema.fields().iter().zip(batch.columns()) {
+            if is_id(f) {
+                fields.push(Field::new(f.name(), DataType::Utf8, f.is_nullable()));
+                columns.push(cast(column, &DataType::Utf8).map_err(output_error)?);
+            } else {
+                fields.push(f.as_ref().clone());
+                columns.push(column.clone());
+            }
+        }
+        let batch = RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns)
+            .map_err(output_error)?;
+        self.0.write(&batch).map_err(output_error)
     }
 
     fn finish(mut self: Box<Self>) -> Result<()> {
