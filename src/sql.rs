@@ -8,6 +8,7 @@ use memlens_present::{Measure, Stacks};
 use memlens_sql::{Engine, Format};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(Args)]
 pub struct SqlArgs {
@@ -98,6 +99,10 @@ enum ExportFormat {
     /// pprof's gzipped profile.proto (`go tool pprof`), every measure of
     /// the family a sample type, `--weight` the default one.
     Pprof,
+    /// The Firefox Profiler's processed profile (https://profiler.firefox.com):
+    /// recorded blocks as allocation samples, access samples, regions as
+    /// markers, heap and resident set as memory tracks (`--weight` unused).
+    Firefox,
 }
 
 pub fn sql(args: SqlArgs) -> Result<i32> {
@@ -117,6 +122,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
     let parts = crate::profile_parts(&args.dir)?;
     let format = match args.format {
         ExportFormat::SpeParser => return export_spe_parser(&args, &parts),
+        ExportFormat::Firefox => return export_firefox(&args),
         ExportFormat::Collapsed | ExportFormat::Speedscope | ExportFormat::Pprof => {
             return export_stacks(&args)
         }
@@ -248,6 +254,53 @@ fn export_stacks(args: &ExportArgs) -> Result<i32> {
     out.flush().context("writing the stacks")?;
     if let Some(path) = &args.output {
         eprintln!("memlens: wrote {written} stacks to {}", path.display());
+    }
+    Ok(0)
+}
+
+fn export_firefox(args: &ExportArgs) -> Result<i32> {
+    if args.sql.is_some() || !args.table.is_empty() {
+        bail!("--format firefox writes the whole profile, not tables: drop --table and --sql");
+    }
+    let profile = crate::load(&args.dir)?;
+    // The tables count from a monotonic origin; meta.json is written when the
+    // run ends, so its time less the run's length dates the start.
+    let started = std::fs::metadata(args.dir.join("meta.json"))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|end| end.checked_sub(Duration::from_nanos(profile.meta.clock.duration_ns)))
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let (file, counts) = memlens_present::firefox(&profile, started);
+    let mut out = match &args.output {
+        Some(path) => create(path)?,
+        None => stdout(),
+    };
+    serde_json::to_writer(&mut out, &file)?;
+    out.flush().context("writing the Firefox profile")?;
+    // With every block recorded, small freed blocks have no row (the sites
+    // sum them): the allocation samples are then the live, large and
+    // accessed blocks only.
+    let heap_rows = (profile.allocations.iter())
+        .filter(|a| a.kind != "mmap")
+        .map(|a| a.est_count)
+        .sum::<f64>();
+    let heap_blocks = profile.sites.iter().map(|s| s.allocations).sum::<f64>();
+    if heap_rows < heap_blocks.round() {
+        eprintln!(
+            "memlens: {:.0} of {heap_blocks:.0} heap blocks have no row of their own and are not allocation samples: record with --keep-blocks to include each",
+            heap_blocks - heap_rows
+        );
+    }
+    if let Some(path) = &args.output {
+        eprintln!(
+            "memlens: wrote {} threads, {} allocations ({} freed), {} access samples and {} region markers to {}; open it at https://profiler.firefox.com",
+            counts.threads,
+            counts.allocations,
+            counts.frees,
+            counts.samples,
+            counts.markers,
+            path.display()
+        );
     }
     Ok(0)
 }

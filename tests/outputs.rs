@@ -548,6 +548,147 @@ fn stacks_export_as_pprof_read_by_go_tool_pprof() {
     );
 }
 
+/// The Firefox Profiler's processed format: every recorded block an
+/// allocation sample and its free a negative one, so what stays (the
+/// profiler's "retained memory") is each leaking caller's exact bytes;
+/// access samples on their threads under their object; regions as markers
+/// with their exact bytes.
+#[test]
+fn firefox_profile_with_allocations_samples_and_region_markers() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(
+        &p,
+        &["--leaks", "--keep-blocks"],
+        &[&program("heap_measures")],
+    ));
+    let (fx, stderr) = firefox_export(&p);
+    assert!(!stderr.contains("--keep-blocks"), "{stderr}");
+    let threads = fx["threads"].as_array().unwrap();
+    assert_eq!(threads[0]["isMainThread"], true);
+    let allocations = &threads[0]["nativeAllocations"];
+    let weights: Vec<i64> = json_column(allocations, "weight");
+    let addresses: Vec<i64> = json_column(allocations, "memoryAddress");
+    let stacks = allocations["stack"].as_array().unwrap();
+    let rows: Vec<memlens_profile::Allocation> = memlens_profile::read_table(&p).unwrap();
+    let freed = rows.iter().filter(|a| a.free_ns.is_some()).count();
+    assert_eq!(weights.len(), rows.len() + freed);
+    let allocated: i64 = weights.iter().filter(|&&w| w > 0).sum();
+    let row_bytes: f64 = rows.iter().map(|a| a.est_bytes).sum();
+    assert_eq!(allocated, row_bytes.round() as i64);
+    // Retained: allocations whose address was not freed after them.
+    let mut live: std::collections::HashMap<i64, usize> = Default::default();
+    for (i, (&w, &address)) in weights.iter().zip(&addresses).enumerate() {
+        if w > 0 {
+            live.insert(address, i);
+        } else {
+            live.remove(&address);
+        }
+    }
+    let retained_through = |caller: &str| -> i64 {
+        (live.values())
+            .filter(|&&i| {
+                let stack = stacks[i].as_u64().map(|s| fx_stack(&threads[0], s));
+                stack.is_some_and(|names| {
+                    names.iter().any(|n| n.starts_with(&format!("{caller} (")))
+                        && names.last().is_some_and(|n| n.starts_with("xmalloc ("))
+                })
+            })
+            .map(|&i| weights[i])
+            .sum()
+    };
+    assert_eq!(
+        ["leak_a", "leak_b", "leak_c"].map(retained_through),
+        [300, 500, 700]
+    );
+    // Without --keep-blocks, freed small blocks have no row: said.
+    let q = dir.path().join("q");
+    assert_ran(&record(&q, &["--leaks"], &[&program("heap_measures")]));
+    let (_, stderr) = firefox_export(&q);
+    assert!(stderr.contains("record with --keep-blocks"), "{stderr}");
+
+    // Access samples and region markers of an instrumented run.
+    let (_dir, s) = recorded_stream(&["-DN=200000L", "-DREPEAT=2"], &[]);
+    let (fx, _) = firefox_export(&s);
+    let threads = fx["threads"].as_array().unwrap();
+    let samples: Vec<memlens_profile::SampleCore> = memlens_profile::read_table(&s).unwrap();
+    let exported: u64 = (threads.iter())
+        .map(|t| t["samples"]["length"].as_u64().unwrap())
+        .sum();
+    assert_eq!(exported, samples.len() as u64);
+    assert!(exported > 0);
+    // Each sample's leaf is the access, under the object it hit.
+    let main = &threads[0];
+    let first = fx_stack(main, main["samples"]["stack"][0].as_u64().unwrap());
+    let leaf = first.last().unwrap();
+    assert!(
+        leaf.starts_with("load at ") || leaf.starts_with("store at "),
+        "{first:?}"
+    );
+    assert!(
+        first.iter().any(|n| n.starts_with('[')),
+        "no object in {first:?}"
+    );
+    let regions: Vec<memlens_profile::Region> = memlens_profile::read_table(&s).unwrap();
+    let markers = &main["markers"];
+    assert_eq!(markers["length"].as_u64(), Some(regions.len() as u64));
+    let strings = main["stringArray"].as_array().unwrap();
+    for (k, data) in markers["data"].as_array().unwrap().iter().enumerate() {
+        let name = strings[markers["name"][k].as_u64().unwrap() as usize]
+            .as_str()
+            .unwrap();
+        let bytes_read = data["bytesRead"].as_f64().unwrap();
+        assert!(bytes_read > 0.0, "{name}: no bytes");
+        assert!(
+            (regions.iter())
+                .any(|r| r.name == name && r.bytes_read.map(|b| b as f64) == Some(bytes_read)),
+            "marker {name} with {bytes_read} bytes read is no region"
+        );
+    }
+    assert!(fx["counters"].as_array().unwrap().len() >= 2);
+}
+
+/// `memlens export --format firefox` of a profile: the file and the messages.
+fn firefox_export(p: &Path) -> (serde_json::Value, String) {
+    let out = output_within(
+        Command::new(memlens())
+            .args(["export", "--format", "firefox"])
+            .arg(p),
+    );
+    assert_ran(&out);
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json_column(table: &serde_json::Value, column: &str) -> Vec<i64> {
+    (table[column].as_array().unwrap().iter())
+        .map(|v| v.as_i64().unwrap())
+        .collect()
+}
+
+/// A Firefox thread's stack `index` as its functions' names, root first.
+fn fx_stack(thread: &serde_json::Value, index: u64) -> Vec<String> {
+    let table = |t: &str, c: &str, i: u64| thread[t][c][i as usize].as_u64();
+    let mut names = Vec::new();
+    let mut at = Some(index);
+    while let Some(s) = at {
+        let frame = table("stackTable", "frame", s).unwrap();
+        let func = table("frameTable", "func", frame).unwrap();
+        let name = table("funcTable", "name", func).unwrap();
+        names.push(
+            thread["stringArray"][name as usize]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+        at = table("stackTable", "prefix", s);
+    }
+    names.reverse();
+    names
+}
+
 /// Bytes of the profile's mappings (their rows).
 fn mapped_bytes(p: &Path) -> u64 {
     let rows: Vec<memlens_profile::Allocation> = memlens_profile::read_table(p).unwrap();

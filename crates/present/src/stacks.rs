@@ -131,14 +131,20 @@ fn stack_of(p: &Profile, pid: u32, id: u64) -> Vec<Node> {
     })
 }
 
+/// An allocation's stack, root first; a stack-less one is named by `what`.
+pub fn allocation_stack(p: &Profile, pid: u32, stack_id: u64, what: &str) -> Vec<Node> {
+    let mut stack = stack_of(p, pid, stack_id);
+    if stack.is_empty() {
+        stack.push(Node::added(format!("[{what} without a recorded stack]")));
+    }
+    stack
+}
+
 /// Heap sites by their sums, mappings by their rows.
 fn allocation_stacks(p: &Profile) -> Stacks {
     let mut rows = Vec::new();
     let mut push = |pid, stack_id, what: &str, values: Vec<f64>| {
-        let mut stack = stack_of(p, pid, stack_id);
-        if stack.is_empty() {
-            stack.push(Node::added(format!("[{what} without a recorded stack]")));
-        }
+        let stack = allocation_stack(p, pid, stack_id, what);
         rows.push(Weighted { stack, values });
     };
     for s in &p.sites {
@@ -176,23 +182,7 @@ fn access_stacks(p: &Profile) -> Result<Stacks, String> {
     // Samples of one stack add up: memory goes with distinct stacks.
     let mut index: HashMap<Vec<Node>, usize> = HashMap::new();
     analysis::attribute(p, &objects, |i, hit, _| {
-        let s = &p.samples[i];
-        let mut stack = match hit {
-            Some(h) => {
-                let o = &objects.list[h.object];
-                let mut f = stack_of(p, o.pid, o.stack_id);
-                f.push(Node::added(format!("[{}]", o.name)));
-                f
-            }
-            None => vec![Node::added("[unknown object]".into())],
-        };
-        let mut context = stack_of(p, s.pid, s.stack_id);
-        let site = context
-            .pop()
-            .map_or_else(|| analysis::location_label(p, s.pid, s.pc), |n| n.label());
-        stack.extend(context);
-        let kind = if s.is_store { "store at" } else { "load at" };
-        stack.push(Node::added(format!("{kind} {site}")));
+        let stack = access_stack(p, &objects, i, hit);
         let at = *index.entry(stack).or_insert_with_key(|stack| {
             rows.push(Weighted {
                 stack: stack.clone(),
@@ -207,4 +197,32 @@ fn access_stacks(p: &Profile) -> Result<Stacks, String> {
         measures: Measure::ACCESS.to_vec(),
         rows,
     })
+}
+
+/// Sample `i`'s stack: its object's allocation stack, the object, the
+/// access's calling context, and the access itself (`load at site`).
+pub fn access_stack(
+    p: &Profile,
+    objects: &analysis::Objects,
+    i: usize,
+    hit: Option<analysis::Hit>,
+) -> Vec<Node> {
+    let s = &p.samples[i];
+    let mut stack = match hit {
+        Some(h) => {
+            let o = &objects.list[h.object];
+            let mut f = stack_of(p, o.pid, o.stack_id);
+            f.push(Node::added(format!("[{}]", o.name)));
+            f
+        }
+        None => vec![Node::added("[unknown object]".into())],
+    };
+    let mut context = stack_of(p, s.pid, s.stack_id);
+    let site = context
+        .pop()
+        .map_or_else(|| analysis::location_label(p, s.pid, s.pc), |n| n.label());
+    stack.extend(context);
+    let kind = if s.is_store { "store at" } else { "load at" };
+    stack.push(Node::added(format!("{kind} {site}")));
+    stack
 }
