@@ -264,7 +264,11 @@ enum Unwinder {
 #[derive(Args)]
 struct ReportArgs {
     /// Profile directory, or a directory of profiles (MPI ranks) to read together.
-    dir: PathBuf,
+    #[arg(required_unless_present = "schema")]
+    dir: Option<PathBuf>,
+    /// Print the JSON Schema of `--format json` (docs/report.schema.json) and exit.
+    #[arg(long, conflicts_with = "dir")]
+    schema: bool,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// With --format csv: which table: one of the data (objects, allocated,
@@ -860,9 +864,14 @@ pub(crate) fn load(dir: &Path) -> Result<Profile> {
 }
 
 fn report(args: ReportArgs) -> Result<i32> {
-    let mut p = progress::step(&format!("reading {}", args.dir.display()), || {
-        load(&args.dir)
-    })?;
+    let Some(dir) = args.dir.clone() else {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&memlens_present::report_schema())?
+        );
+        return Ok(0);
+    };
+    let mut p = progress::step(&format!("reading {}", dir.display()), || load(&dir))?;
     let only = match (args.pid, args.thread) {
         (Some(pid), _) => Some(memlens_analysis::Only::Process(pid)),
         (_, Some(tid)) => Some(memlens_analysis::Only::Thread(tid)),

@@ -317,6 +317,19 @@ fn completions_and_manual_page() {
     );
 }
 
+/// The published schema is the one this build writes by (every test's JSON
+/// report is checked against it in `report_json`).
+#[test]
+fn the_published_report_schema_is_current() {
+    let out = output_within(Command::new(memlens()).args(["report", "--schema"]));
+    assert_ran(&out);
+    let published = std::fs::read(root().join("docs/report.schema.json")).unwrap();
+    assert!(
+        out.stdout == published,
+        "docs/report.schema.json is out of date: memlens report --schema > docs/report.schema.json"
+    );
+}
+
 #[test]
 fn bad_input_gets_a_clear_error() {
     let dir = tempdir();

@@ -4,6 +4,7 @@
 
 pub mod image;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -345,7 +346,32 @@ pub fn report_json(dir: &Path) -> serde_json::Value {
         "report failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert_matches_schema(&out.stdout);
     serde_json::from_slice(&out.stdout).expect("report is JSON")
+}
+
+/// Checks a JSON report against the published schema, docs/report.schema.json,
+/// with Python's jsonschema (its objects admit no other fields, so a field the
+/// schema does not describe fails too).
+pub fn assert_matches_schema(report: &[u8]) {
+    const VALIDATE: &str = "import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(json.load(sys.stdin)))
+if error: sys.exit(f'at {error.json_path}: {error.message[:300]}')";
+    let mut child = Command::new("python3")
+        .args(["-c", VALIDATE])
+        .arg(root().join("docs/report.schema.json"))
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 with jsonschema (.ci/run installs it)");
+    child.stdin.take().unwrap().write_all(report).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the JSON report does not match docs/report.schema.json: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Runs natively and under memlens; asserts the program's stdout and exit status

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SourceLine {
     /// `function (file:line)`.
     pub location: String,
@@ -18,10 +18,11 @@ pub struct SourceLine {
 /// One calling context of an object's sampled accesses (DrCCTProf's
 /// data-centric attribution: the object, and the full path of the code that
 /// touched it).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct AccessContext {
     /// In the `stacks` table.
     #[serde(serialize_with = "crate::id_as_string")]
+    #[schemars(with = "String")]
     pub stack_id: u64,
     /// `function (file:line)`, the access first, then its callers (inlined
     /// frames included).
@@ -33,7 +34,7 @@ pub struct AccessContext {
     pub share: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ObjectAccess {
     /// Object name as in the object lists (or "unknown" / "stack").
     pub name: String,
@@ -61,7 +62,7 @@ pub struct ObjectAccess {
     pub contexts: Vec<AccessContext>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct RegionAccess {
     pub name: String,
     pub pid: u32,
@@ -88,7 +89,7 @@ pub struct RegionAccess {
 /// instance and class, the accesses between its first and last sample are
 /// (samples - 1) x period and took the time between them; summed over the
 /// region's instances.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Derived {
     pub load_samples: u64,
     pub store_samples: u64,
@@ -143,7 +144,7 @@ impl Span {
 
 /// Samples served by one memory level (hardware samples; modelled levels come
 /// with the cache model).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct LevelRow {
     pub level: String,
     pub samples: u64,
@@ -153,7 +154,7 @@ pub struct LevelRow {
     pub mean_latency: Option<f64>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct AccessReport {
     /// False when the profile has no access samples.
     pub available: bool,
@@ -264,7 +265,7 @@ pub fn period_unit(sources: &[Backend]) -> &'static str {
 }
 
 /// One thread: lifetime, exact totals and how many samples it took.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ThreadSummary {
     #[serde(flatten)]
     pub row: memlens_profile::ThreadRow,

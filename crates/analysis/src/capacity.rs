@@ -5,7 +5,7 @@ use memlens_profile::TimelinePoint;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Peak {
     /// Highest resident set of any single process, and when.
     pub rss_bytes: u64,
@@ -89,7 +89,7 @@ pub fn heap_at_exit(p: &Profile) -> Vec<(u32, u64)> {
         .collect()
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct RegionCapacity {
     pub name: String,
     pub pid: u32,
@@ -159,7 +159,7 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
 }
 
 /// One dynamic object's live bytes over time.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ObjectLive {
     pub name: String,
     pub kind: crate::ObjectKind,
@@ -173,7 +173,7 @@ pub struct ObjectLive {
 
 /// The capacity timeline of the run: all processes summed at each tick, with the
 /// largest dynamic objects' live bytes and the top-level regions.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct CapacitySeries {
     pub time_ns: Vec<u64>,
     pub rss: Vec<u64>,

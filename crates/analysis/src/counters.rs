@@ -7,7 +7,7 @@ use memlens_profile::CounterReading;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct CounterSummary {
     pub name: String,
     pub unit: String,
@@ -22,7 +22,7 @@ pub struct CounterSummary {
     pub regions: Vec<CounterInRegion>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct CounterInRegion {
     pub region: String,
     /// Counted while the region's instances ran (program-wide, interpolated).

@@ -8,7 +8,7 @@ use memlens_decoders::MemLevel;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct LevelTables {
     /// How the levels and latencies were obtained.
     pub method: String,
@@ -31,7 +31,7 @@ pub struct LevelTables {
 /// Mean SPE latencies (cycles) of one level's load samples: total, issue
 /// (dispatch to issue), translation, and execution derived as total - issue -
 /// translation (Arm SPE methodology, 4.2).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct SpeLatencyRow {
     pub level: String,
     pub samples: u64,
@@ -85,7 +85,7 @@ fn spe_breakdown(p: &Profile) -> Vec<SpeLatencyRow> {
         .collect()
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct LevelRowShares {
     pub name: String,
     pub load_samples: u64,
@@ -95,7 +95,7 @@ pub struct LevelRowShares {
     pub mean_cost: Option<f64>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct LatencyDistribution {
     pub level: String,
     pub samples: u64,

@@ -75,7 +75,7 @@ pub struct Profile {
 }
 
 /// The part of a profile a view keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub enum Only {
     Process(u32),
     /// A thread, by tid (unique among live threads of the machine).
@@ -201,7 +201,7 @@ impl Profile {
 }
 
 /// Where an object was allocated (see [`memlens_profile::SkipFrames::site`]).
-#[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, serde::Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Site {
     pub function: String,
     pub file: String,

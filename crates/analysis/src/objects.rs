@@ -5,7 +5,10 @@ use crate::{Profile, Site};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum ObjectKind {
     Heap,
     Mmap,
@@ -30,14 +33,8 @@ impl ObjectKind {
     }
 }
 
-impl Serialize for ObjectKind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
 /// How the figures of an object were obtained.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Provenance {
     /// Every allocation was recorded.
@@ -48,7 +45,7 @@ pub enum Provenance {
     SymbolTable,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct DataObject {
     pub pid: u32,
     /// Site label, group or tag name, or symbol name.
@@ -75,6 +72,7 @@ pub struct DataObject {
     /// Address range (for statics, tags, and single-block objects).
     pub address: Option<u64>,
     #[serde(serialize_with = "crate::id_as_string")]
+    #[schemars(with = "String")]
     pub stack_id: u64,
     /// The allocation's whole call stack, innermost frame first, as
     /// `function (file:line)`: filled in for the objects a report lists.

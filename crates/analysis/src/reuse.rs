@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::HashMap;
 
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Bin {
     /// Distances in [from, to) distinct lines.
     pub from: u64,
@@ -37,7 +37,7 @@ pub struct Bin {
     pub reuses: f64,
 }
 
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Histogram {
     pub accesses: f64,
     /// First accesses to a line on the thread (no previous use).
@@ -48,7 +48,7 @@ pub struct Histogram {
     pub bins: Vec<Bin>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ObjectReuse {
     pub pid: u32,
     pub name: String,
@@ -58,7 +58,7 @@ pub struct ObjectReuse {
 
 /// A code location pair: an access (use) and the next access of its thread to
 /// the same line (reuse), with the object the line belongs to at the reuse.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ReusePair {
     pub pid: u32,
     pub object: String,
@@ -74,7 +74,7 @@ pub struct ReusePair {
     pub histogram: Histogram,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ReuseReport {
     /// How the distances were obtained.
     pub method: String,

@@ -19,7 +19,7 @@ pub const LINE: u64 = 64;
 /// read later), which costs one transfer and is no contention.
 pub const MIN_OWNERSHIP_CHANGES: u64 = 2;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SharedLine {
     pub pid: u32,
     pub address: u64,
@@ -39,7 +39,7 @@ pub struct SharedLine {
     pub threads: Vec<ThreadOnLine>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ThreadOnLine {
     pub tid: u32,
     pub loads: u64,

@@ -28,6 +28,7 @@ pub use plot::{
 };
 pub use pprof::pprof;
 pub use report::{
-    build_report, render_html, render_json, render_text, report_value, Report, ReportOptions,
+    build_report, render_html, render_json, render_text, report_schema, report_value, Report,
+    ReportOptions, REPORT_SCHEMA_VERSION,
 };
 pub use stacks::{Measure, Stacks};

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema, Deserialize)]
 #[serde(into = "&'static str", try_from = "String")]
 pub enum Backend {
     /// The preloaded runtime: allocations, regions, tags, exact counts.

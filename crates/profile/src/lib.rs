@@ -573,7 +573,7 @@ fn read_file<T: Table>(path: &Path) -> Result<Vec<T>> {
 macro_rules! table {
     ($(#[$doc:meta])* $name:ident = $file:literal { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$doc])*
-        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
         pub struct $name { $($(#[$fdoc])* pub $field: $ty),* }
 
         impl $crate::Table for $name {

@@ -7,7 +7,7 @@ use std::path::Path;
 pub const FORMAT_VERSION: u32 = 1;
 pub const META_FILE: &str = "meta.json";
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Meta {
     pub format_version: u32,
     pub memlens_version: String,
@@ -23,7 +23,7 @@ pub struct Meta {
     pub losses: Losses,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Settings {
     pub interval_ms: u64,
     pub min_size: u64,
@@ -51,7 +51,7 @@ pub struct Settings {
     pub keep_blocks: bool,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Clock {
     pub source: String,
     /// CLOCK_MONOTONIC ns of time 0 in every table.
@@ -59,7 +59,7 @@ pub struct Clock {
     pub duration_ns: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Process {
     pub pid: u32,
     pub ppid: u32,
@@ -88,7 +88,7 @@ pub struct Process {
 }
 
 /// The most heap a process held at once, as its blocks' events replay it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize, PartialEq)]
 pub struct HeapPeak {
     /// Bytes requested of the allocator (what heaptrack and dhat report).
     pub requested_bytes: u64,
@@ -99,7 +99,7 @@ pub struct HeapPeak {
 
 /// Call stacks captured, by the unwinder that walked them (`--unwind dwarf`
 /// hands libgcc what its cached rules do not describe).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize, PartialEq)]
 pub struct StacksUnwound {
     pub frame_pointers: u64,
     pub cached_rules: u64,
@@ -108,14 +108,14 @@ pub struct StacksUnwound {
 
 /// CPU time as the kernel accounted it (wait4's rusage), including the children
 /// the process waited for.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize, PartialEq)]
 pub struct KernelUsage {
     pub user_ns: u64,
     pub system_ns: u64,
 }
 
 /// What was lost, counted; every report prints the non-zero ones.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize, PartialEq)]
 pub struct Losses {
     /// Events the runtime could not write (log full).
     pub dropped_events: u64,

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 /// A region is folded unasked only with at least this many instances.
 pub const MIN_INSTANCES: usize = 8;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct FoldedBin {
     /// Phase range [from, to) of the normalised instance.
     pub from: f64,
@@ -43,7 +43,7 @@ pub struct FoldedBin {
     pub context: Vec<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ObjectInBin {
     pub name: String,
     pub samples: u64,
@@ -59,7 +59,7 @@ pub struct FoldedPoint {
     pub sample: usize,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Folding {
     /// How the instances were marked: an annotated region, or a detected period.
     pub how: String,

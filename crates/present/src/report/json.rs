@@ -10,16 +10,53 @@ pub fn render_json(r: &Report) -> serde_json::Result<String> {
     serde_json::to_string_pretty(&report_value(r)?)
 }
 
+/// The report file's format version: raised when a field is removed, renamed
+/// or changes type (`docs/report.schema.json` is its schema).
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// The JSON report: the report's data, and the tables of its sections.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(
+    title = "memlens report",
+    description = "`memlens report --format json`: every figure exact (bytes, counts, nanoseconds), each section's tables as drawn, and how each figure was obtained."
+)]
+struct ReportFile<'a> {
+    /// The format's version: raised when a field is removed, renamed or
+    /// changes type.
+    schema_version: u32,
+    #[serde(flatten)]
+    data: &'a Report,
+    sections: Vec<Section>,
+}
+
 /// The JSON report as a value (the CSV tables are read from it).
 pub fn report_value(r: &Report) -> serde_json::Result<serde_json::Value> {
-    #[derive(Serialize)]
-    struct Json<'a> {
-        #[serde(flatten)]
-        data: &'a Report,
-        sections: Vec<Section>,
-    }
-    serde_json::to_value(Json {
+    serde_json::to_value(ReportFile {
+        schema_version: REPORT_SCHEMA_VERSION,
         data: r,
         sections: sections(r),
     })
+}
+
+/// The JSON Schema (draft 2020-12) of the JSON report. Objects admit no
+/// other properties, so a reader learns of every field from here.
+pub fn report_schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(ReportFile).to_value();
+    schema["$id"] = format!("urn:memlens:report:{REPORT_SCHEMA_VERSION}").into();
+    close_objects(&mut schema);
+    schema
+}
+
+/// Sets `additionalProperties: false` on every object schema with properties.
+fn close_objects(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("additionalProperties".into(), false.into());
+            }
+            map.values_mut().for_each(close_objects);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(close_objects),
+        _ => {}
+    }
 }

@@ -10,7 +10,7 @@ mod sections;
 mod text;
 
 pub use html::render_html;
-pub use json::{render_json, report_value};
+pub use json::{render_json, report_schema, report_value, REPORT_SCHEMA_VERSION};
 pub use text::render_text;
 
 use crate::format::human_bytes;
@@ -18,7 +18,7 @@ use memlens_analysis::{self as analysis, DataObject, ObjectKind, Peak, Profile, 
 use memlens_profile::{self as profile, Backend, Losses, Process};
 use serde::Serialize;
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Report {
     pub memlens_version: String,
     pub profile: String,
@@ -57,7 +57,7 @@ pub struct Report {
     pub stacks_shown: usize,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Summary {
     /// The part of the profile shown (null: all of it).
     pub only: Option<analysis::Only>,
@@ -72,7 +72,8 @@ pub struct Summary {
 }
 
 /// An analysis that may not apply to a profile: its result, or why not.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Optional{T}")]
 pub struct Section<T> {
     pub available: bool,
     /// Why there is none, and how to record what it needs.
@@ -129,13 +130,13 @@ impl Default for ReportOptions {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct ThreadStacks {
     pub threads: usize,
     pub reserved_bytes: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Leaks {
     /// Exact live heap bytes each process held at its last sample.
     pub heap_live_at_exit: Vec<PidBytes>,
@@ -144,7 +145,7 @@ pub struct Leaks {
     pub sites: Vec<DataObject>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct PidBytes {
     pub pid: u32,
     pub bytes: u64,

@@ -5,7 +5,8 @@
 use serde::Serialize;
 
 /// One part of the report ("Peak", "Accesses", ...).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ReportSection")]
 pub struct Section {
     /// Anchor in the HTML page.
     pub id: &'static str,
@@ -48,14 +49,14 @@ impl Section {
     }
 }
 
-#[derive(Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Align {
     Left,
     Right,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Column {
     pub name: String,
     pub align: Align,
@@ -88,7 +89,7 @@ impl Column {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Row {
     pub cells: Vec<String>,
     /// Lines that belong to the row (its hottest code lines, its threads).
@@ -111,7 +112,7 @@ impl From<Vec<String>> for Row {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Table {
     /// A heading of its own when a section has several tables.
     pub title: Option<String>,
@@ -185,7 +186,7 @@ impl Table {
 }
 
 /// A plot of the profile, drawn by `memlens plot` and inline in the HTML page.
-#[derive(Clone, Copy, Serialize)]
+#[derive(Clone, Copy, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Figure {
     Capacity,
