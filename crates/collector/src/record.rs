@@ -7,6 +7,7 @@ use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
 use crate::{Error, Result};
+use memlens_convert::symbols::ReadAhead;
 use memlens_rawlog::{self as raw, env, procfs, tag, FileHeader};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -340,6 +341,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         root: std::process::id(),
         loadable: HashMap::new(),
         thread_counts: HashMap::new(),
+        read_ahead: ReadAhead::default(),
     };
     if let Some(why) = runtime_cannot_load(&program_path) {
         eprintln!(
@@ -401,6 +403,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
             .map_err(|e| Error::io(&raw_dir.join(PERF_DATA), e))?;
     }
     sampler.out.flush().map_err(|e| Error::io(&log_path, e))?;
+    let read_ahead = sampler.read_ahead.clone();
     drop(sampler);
     // SAFETY: restore default dispositions.
     unsafe {
@@ -420,6 +423,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         start_ns: Some(start_ns),
         end_ns: Some(now_ns()),
         missed_ticks,
+        read_ahead: Some(read_ahead),
     };
     Ok(RecordOutcome {
         dir: cfg.out_dir.clone(),
@@ -645,6 +649,9 @@ struct Sampler {
     /// Each live thread's access counts at the last tick, by (pid, tid):
     /// a thread's traffic is written when it changed.
     thread_counts: HashMap<(u32, u32), [u64; raw::COUNTS]>,
+    /// The debug information of the code the run maps, read while it runs
+    /// for the finalizer.
+    read_ahead: ReadAhead,
 }
 
 /// A timeline point of `pid` from /proc/PID/status (read into `buf`); None
@@ -767,6 +774,7 @@ impl Sampler {
                 header,
             };
             if w.header().magic == raw::MAGIC {
+                self.read_ahead_code(pid);
                 self.watched.insert(pid, (seq, w));
                 // A newer image the runtime entered (a static program exec'd
                 // a dynamic one).
@@ -775,10 +783,34 @@ impl Sampler {
         }
     }
 
+    /// Queues the debug information of the code `pid` has mapped (each file
+    /// is read once, so the look every second only finds what dlopen added).
+    fn read_ahead_code(&self, pid: u32) {
+        let Ok(maps) = std::fs::read(format!("/proc/{pid}/maps")) else {
+            return;
+        };
+        for line in maps.split(|&b| b == b'\n') {
+            // "start-end perms offset dev inode path": only the path has a '/'.
+            let executable = line
+                .split(|&b| b == b' ')
+                .nth(1)
+                .is_some_and(|p| p.get(2) == Some(&b'x'));
+            if let Some(at) = line.iter().position(|&b| b == b'/').filter(|_| executable) {
+                self.read_ahead
+                    .request(&String::from_utf8_lossy(&line[at..]));
+            }
+        }
+    }
+
     fn tick(&mut self) {
         self.discover();
         if self.ticks.is_multiple_of(10) {
             self.find_untracked();
+        }
+        if self.ticks.is_multiple_of(100) {
+            for &pid in self.watched.keys() {
+                self.read_ahead_code(pid);
+            }
         }
         let time = now_ns();
         let numa_due = self.numa_nodes > 1 && self.ticks.is_multiple_of(100);

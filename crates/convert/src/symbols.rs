@@ -4,8 +4,9 @@
 
 use memlens_profile::{CodeLocation, Frame, StaticObject};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// A loaded object as the runtime saw it.
 #[derive(Clone, Debug)]
@@ -20,6 +21,133 @@ pub struct LoadedModule {
 pub struct Symbolizer {
     loaders: HashMap<String, Option<addr2line::Loader>>,
     functions: HashMap<String, FunctionSymbols>,
+    read_ahead: Option<ReadAhead>,
+}
+
+impl Drop for Symbolizer {
+    fn drop(&mut self) {
+        if let Some(r) = &self.read_ahead {
+            r.stop();
+        }
+    }
+}
+
+/// Debug information read on a background thread while the target runs, for
+/// the symbolizer to take when it needs a module. Reading a module's DWARF is
+/// the finalizer's largest fixed cost: libc's separate debug file (libc6-dbg)
+/// takes 35 to 190 ms to decompress and index, more than the rest of a short
+/// run's finalize together. The thread runs at the lowest priority, one module
+/// at a time; a module the symbolizer asks for while it is being read is
+/// waited for, one it never asks for costs nothing at the end.
+#[derive(Clone, Default)]
+pub struct ReadAhead(Arc<(Mutex<ReadAheadState>, Condvar)>);
+
+impl std::fmt::Debug for ReadAhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadAhead")
+    }
+}
+
+#[derive(Default)]
+struct ReadAheadState {
+    /// Every path ever requested or taken: each is read at most once.
+    seen: HashSet<String>,
+    queue: VecDeque<String>,
+    reading: Option<String>,
+    read: HashMap<String, Option<addr2line::Loader>>,
+    /// Debug bytes read so far (see [`ReadAhead::BUDGET`]).
+    read_bytes: u64,
+    worker: bool,
+    stopped: bool,
+}
+
+impl ReadAhead {
+    /// Debug files read ahead in all, bytes on disk: a program that maps many
+    /// large libraries but has frames in few would otherwise hold all their
+    /// DWARF; past the budget a module is read when its frames need it.
+    const BUDGET: u64 = 256 << 20;
+
+    /// Queues a module's debug information (once per path).
+    pub fn request(&self, path: &str) {
+        let (lock, wake) = &*self.0;
+        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+        if st.stopped || !st.seen.insert(path.to_string()) {
+            return;
+        }
+        st.queue.push_back(path.to_string());
+        if !st.worker {
+            st.worker = true;
+            let this = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("memlens-symbols".into())
+                .spawn(move || this.work());
+            st.worker = spawned.is_ok();
+        }
+        wake.notify_all();
+    }
+
+    fn work(&self) {
+        // SAFETY: lowers this thread's own priority (a tid names one thread).
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+        }
+        let (lock, wake) = &*self.0;
+        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if st.stopped {
+                return;
+            }
+            let Some(path) = st.queue.pop_front() else {
+                st = wake.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            st.reading = Some(path.clone());
+            let budget = Self::BUDGET.saturating_sub(st.read_bytes);
+            drop(st);
+            let debug = debug_file(&path);
+            let bytes = std::fs::metadata(&debug).map_or(0, |m| m.len());
+            let loader = (bytes <= budget).then(|| addr2line::Loader::new(debug).ok());
+            st = lock.lock().unwrap_or_else(|e| e.into_inner());
+            st.reading = None;
+            if let Some(loader) = loader {
+                st.read_bytes += bytes;
+                st.read.insert(path, loader);
+            }
+            wake.notify_all();
+        }
+    }
+
+    /// The module's debug information if it was read ahead (after the read
+    /// under way, if it is this one), else `None`: the caller reads it.
+    fn take(&self, path: &str) -> Option<Option<addr2line::Loader>> {
+        // Requests come from /proc/PID/maps, which resolves symbolic links
+        // (/lib is /usr/lib on Debian); the runtime names modules as ld.so did.
+        let canonical = std::fs::canonicalize(path).ok()?;
+        let path = canonical.to_str()?;
+        let (lock, wake) = &*self.0;
+        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(loader) = st.read.remove(path) {
+                return Some(loader);
+            }
+            if st.reading.as_deref() != Some(path) {
+                st.seen.insert(path.to_string());
+                st.queue.retain(|p| p != path);
+                return None;
+            }
+            st = wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Ends the thread after the module it is reading; drops what it read.
+    pub fn stop(&self) {
+        let (lock, wake) = &*self.0;
+        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+        st.stopped = true;
+        st.queue.clear();
+        st.read.clear();
+        wake.notify_all();
+    }
 }
 
 /// A module's function symbols with their extents (`.symtab` and `.dynsym`),
@@ -92,10 +220,25 @@ fn debug_file(path: &str) -> String {
 }
 
 impl Symbolizer {
+    /// A symbolizer that takes the debug information `read_ahead` has read.
+    pub fn with_read_ahead(read_ahead: ReadAhead) -> Symbolizer {
+        Symbolizer {
+            loaders: HashMap::new(),
+            functions: HashMap::new(),
+            read_ahead: Some(read_ahead),
+        }
+    }
+
     fn loader(&mut self, path: &str) -> Option<&addr2line::Loader> {
+        let read_ahead = &self.read_ahead;
         self.loaders
             .entry(path.to_string())
-            .or_insert_with(|| addr2line::Loader::new(debug_file(path)).ok())
+            .or_insert_with(|| {
+                read_ahead
+                    .as_ref()
+                    .and_then(|r| r.take(path))
+                    .unwrap_or_else(|| addr2line::Loader::new(debug_file(path)).ok())
+            })
             .as_ref()
     }
 
@@ -286,7 +429,45 @@ pub fn is_instrumented(program: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::demangle;
+    use super::{demangle, ReadAhead};
+
+    #[test]
+    fn read_ahead_hands_a_module_over_once_whatever_path_names_it() {
+        let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
+        let link = std::env::temp_dir().join(format!("memlens-read-ahead-{}", std::process::id()));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&exe, &link).unwrap();
+        let read_ahead = ReadAhead::default();
+        read_ahead.request(exe.to_str().unwrap());
+        // Asked for by the link's name once the thread has taken it up (a
+        // module still queued is left to the caller).
+        let started = std::time::Instant::now();
+        while read_ahead
+            .0
+             .0
+            .lock()
+            .unwrap()
+            .queue
+            .contains(&exe.to_str().unwrap().to_string())
+        {
+            assert!(
+                started.elapsed().as_secs() < 60,
+                "the read-ahead thread never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let taken = read_ahead.take(link.to_str().unwrap());
+        std::fs::remove_file(&link).unwrap();
+        assert!(
+            matches!(taken, Some(Some(_))),
+            "the test binary's DWARF was not read ahead"
+        );
+        // Taken once: the symbolizer keeps it from then on.
+        assert!(read_ahead.take(exe.to_str().unwrap()).is_none());
+        // Never requested: the caller reads it.
+        assert!(read_ahead.take("/bin/sh").is_none());
+        read_ahead.stop();
+    }
 
     #[test]
     fn only_mangled_names_are_demangled() {

@@ -42,6 +42,8 @@ pub struct RunInfo {
     pub cache_model: Option<String>,
     /// A row for every freed block even when every block is recorded.
     pub keep_blocks: bool,
+    /// Debug information of the run's modules, read while it ran.
+    pub read_ahead: Option<symbols::ReadAhead>,
 }
 
 fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
@@ -313,7 +315,8 @@ pub fn finalize(
         missed_ticks: run.missed_ticks,
         ..Default::default()
     };
-    let mut symbolizer = Symbolizer::default();
+    let mut symbolizer =
+        (run.read_ahead.clone()).map_or_else(Symbolizer::default, Symbolizer::with_read_ahead);
     let mut last_time = run.end_ns.unwrap_or(0).saturating_sub(t0);
     // Each process's modules (its last image's), for samples of perf backends.
     let mut modules_of: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
