@@ -14,6 +14,12 @@ pub trait ColumnType: Sized + Clone {
     where
         Self: 'a;
     fn from_array(array: &dyn Array) -> Option<Vec<Self>>;
+    /// The column of a file written before it existed: nulls for an
+    /// optional column (a new optional column keeps older profiles readable),
+    /// none for a required one.
+    fn absent(_rows: usize) -> Option<Vec<Self>> {
+        None
+    }
 }
 
 macro_rules! primitive {
@@ -34,6 +40,9 @@ macro_rules! primitive {
 
         impl ColumnType for Option<$ty> {
             const NULLABLE: bool = true;
+            fn absent(rows: usize) -> Option<Vec<Self>> {
+                Some(vec![None; rows])
+            }
             fn data_type() -> DataType {
                 $dt
             }
@@ -89,6 +98,9 @@ impl ColumnType for String {
 
 impl ColumnType for Option<String> {
     const NULLABLE: bool = true;
+    fn absent(rows: usize) -> Option<Vec<Self>> {
+        Some(vec![None; rows])
+    }
     fn data_type() -> DataType {
         DataType::Utf8
     }

@@ -598,12 +598,11 @@ macro_rules! table {
 
             fn from_batch(batch: &arrow::array::RecordBatch) -> std::result::Result<Vec<Self>, String> {
                 $(
-                    let $field: Vec<$ty> = {
-                        let col = batch
-                            .column_by_name(stringify!($field))
-                            .ok_or_else(|| format!("missing column {}", stringify!($field)))?;
-                        <$ty as $crate::ColumnType>::from_array(col.as_ref())
-                            .ok_or_else(|| format!("column {} has the wrong type", stringify!($field)))?
+                    let $field: Vec<$ty> = match batch.column_by_name(stringify!($field)) {
+                        Some(col) => <$ty as $crate::ColumnType>::from_array(col.as_ref())
+                            .ok_or_else(|| format!("column {} has the wrong type", stringify!($field)))?,
+                        None => <$ty as $crate::ColumnType>::absent(batch.num_rows())
+                            .ok_or_else(|| format!("missing column {}", stringify!($field)))?,
                     };
                 )*
                 let n = batch.num_rows();
@@ -713,6 +712,29 @@ pub fn site_frame(frames: &[Frame]) -> Option<&Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    crate::table! { Written = "grown" { pid: u32 } }
+    crate::table! { GrownOptional = "grown" { pid: u32, note: Option<String>, count: Option<u64> } }
+    crate::table! { GrownRequired = "grown" { pid: u32, count: u64 } }
+
+    #[test]
+    fn a_column_added_later_reads_as_null_when_optional() {
+        let dir = std::env::temp_dir().join(format!("memlens-grown-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_table(&dir, &[Written { pid: 7 }]).unwrap();
+        let read = read_table::<GrownOptional>(&dir).unwrap();
+        assert_eq!(
+            read,
+            vec![GrownOptional {
+                pid: 7,
+                note: None,
+                count: None
+            }]
+        );
+        let err = read_table::<GrownRequired>(&dir).unwrap_err().to_string();
+        assert!(err.contains("missing column count"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn tables_round_trip_with_nulls() {
