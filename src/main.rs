@@ -8,7 +8,7 @@ mod runtime;
 mod sql;
 mod validate;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use memlens_analysis::Profile;
 use memlens_collector::perf::backends::Kind;
@@ -227,9 +227,22 @@ struct RecordArgs {
     /// Keep the raw event logs next to the tables.
     #[arg(long)]
     keep_raw: bool,
+    /// Record a process that is already running, from now on, without
+    /// restarting it: its resident memory, mappings, static variables and
+    /// page-fault (or hardware) samples; not its heap blocks, regions or exit
+    /// status (docs/recording.md). Ctrl-C stops recording; the process runs on.
+    #[arg(long, value_name = "PID", conflicts_with_all = ["command", "live", "leaks", "cache_model", "reuse"])]
+    pid: Option<u32>,
+    /// With --pid: stop recording after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
     /// The program and its arguments (after `--`, or after memlens' own
     /// options: everything from the program on is the program's).
-    #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
+    #[arg(
+        trailing_var_arg = true,
+        required_unless_present = "pid",
+        value_name = "COMMAND"
+    )]
     command: Vec<OsString>,
 }
 
@@ -618,12 +631,27 @@ fn mpi_rank() -> Option<u32> {
 }
 
 fn record(args: RecordArgs) -> Result<i32> {
-    let program = args.command.first().map(|c| {
-        Path::new(c)
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
+    let program = match args.pid {
+        Some(pid) => Some(format!("pid{pid}")),
+        None => args.command.first().map(|c| {
+            Path::new(c)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }),
+    };
+    let duration = match (args.duration, args.pid) {
+        (Some(_), None) => bail!(
+            "--duration stops recording a process memlens attached to (--pid); a program memlens starts is recorded until it ends"
+        ),
+        (Some(d), _) => Some(std::time::Duration::try_from_secs_f64(d).map_err(|_| {
+            anyhow!("--duration: give a number of seconds above 0 (at most about 10^19)")
+        })?)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| anyhow!("--duration: give a number of seconds above 0"))
+        .map(Some)?,
+        (None, _) => None,
+    };
     let out_dir = match (args.output, mpi_rank()) {
         (Some(dir), Some(rank)) => dir.join(format!("rank-{rank}")),
         (Some(dir), None) => dir,
@@ -675,6 +703,8 @@ fn record(args: RecordArgs) -> Result<i32> {
         aux_watermark: args.aux_watermark,
         cache_model: args.cache_model,
         force: args.force,
+        attach: args.pid,
+        duration,
     };
     let outcome = memlens_collector::record(&cfg)?;
     progress::bar("writing the profile", |progress| {
@@ -690,24 +720,32 @@ fn record(args: RecordArgs) -> Result<i32> {
             ..Default::default()
         },
     );
-    let status = match outcome.exit {
-        memlens_collector::TargetExit::Code(c) => format!("exited with {c}"),
-        memlens_collector::TargetExit::Signal(s) => format!("was killed by signal {s}"),
+    let command = r.summary.command.join(" ");
+    let duration = memlens_present::seconds(p.meta.clock.duration_ns);
+    let processes = match p.meta.processes.len() {
+        1 => "1 process".to_string(),
+        n => format!("{n} processes"),
     };
     let lost = p.meta.losses.total();
     let h = memlens_present::human_bytes;
     eprintln!("memlens: profile written to {}", outcome.dir.display());
-    eprintln!(
-        "  program    {} {status} after {} ({} process{})",
-        r.summary.command.join(" "),
-        memlens_present::seconds(p.meta.clock.duration_ns),
-        p.meta.processes.len(),
-        if p.meta.processes.len() == 1 {
-            ""
-        } else {
-            "es"
+    match outcome.exit {
+        memlens_collector::TargetExit::Attached { ended } => eprintln!(
+            "  attached   {command} (process {}) for {duration}; {}",
+            cfg.attach.unwrap_or_default(),
+            if ended {
+                "it ended (its exit status went to its parent)"
+            } else {
+                "it runs on"
+            }
+        ),
+        memlens_collector::TargetExit::Code(c) => {
+            eprintln!("  program    {command} exited with {c} after {duration} ({processes})")
         }
-    );
+        memlens_collector::TargetExit::Signal(s) => eprintln!(
+            "  program    {command} was killed by signal {s} after {duration} ({processes})"
+        ),
+    }
     let heap = if r.peak.heap_measured {
         format!(
             "{} live heap at {}",
@@ -738,7 +776,9 @@ fn record(args: RecordArgs) -> Result<i32> {
         "no access samples (build with `memlens cc`, or see `memlens doctor` for hardware samplers)"
             .to_string()
     };
-    let blocks = if p.meta.settings.sample_rate == 1 {
+    let blocks = if cfg.attach.is_some() {
+        format!("{} mappings", p.allocations.len())
+    } else if p.meta.settings.sample_rate == 1 {
         let all: f64 = p.sites.iter().map(|s| s.allocations).sum();
         format!("every block ({all:.0}, in {} sites)", p.sites.len())
     } else {

@@ -353,6 +353,14 @@ fn bad_input_gets_a_clear_error() {
         "invalid value",
     );
     fails_with(&["record", "--bogus", "--", "true"], "unexpected argument");
+    fails_with(
+        &["record", "--pid", "999999999", "-o", &o],
+        "no process 999999999",
+    );
+    fails_with(
+        &["record", "--duration", "1", "-o", &o, "true"],
+        "--duration stops recording a process memlens attached to",
+    );
     // memlens' own failures exit as `env` does: 125, 126 not runnable, 127
     // not found; the program's own status passes through.
     let status = |args: &[&str]| {

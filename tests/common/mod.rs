@@ -196,7 +196,7 @@ fn record_command(dir: &Path, extra: &[&str], args: &[&str]) -> Command {
 /// Starts `cmd` in a process group of its own, with a watchdog that kills the
 /// group if it still runs after two minutes (a hang); `Watchdog::finish` says
 /// whether it did.
-fn spawn_watched(
+pub fn spawn_watched(
     cmd: &mut Command,
     stdout: std::process::Stdio,
 ) -> (std::process::Child, Watchdog) {
@@ -228,14 +228,14 @@ fn spawn_watched(
     (child, Watchdog { done, thread })
 }
 
-struct Watchdog {
+pub struct Watchdog {
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<bool>,
 }
 
 impl Watchdog {
     /// Stops watching (the command has ended); true if it was killed as hung.
-    fn finish(self) -> bool {
+    pub fn finish(self) -> bool {
         self.done.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.join().unwrap()
     }

@@ -613,7 +613,7 @@ pub fn sample_positions(p: &Profile, objects: &Objects) -> Vec<Option<(u32, f32)
 }
 
 /// Attributes every sample to the data object live at its address at its time (a
-/// tag first, then a heap block, mapping or thread stack, then a static) and hands
+/// tag first, then a static, then a heap block, mapping or thread stack) and hands
 /// it to `visit` in time order, with the region instances open on its thread. One
 /// sweep; nothing per sample is kept, so memory stays with the profile itself.
 pub fn attribute(
@@ -741,10 +741,12 @@ pub fn attribute(
                 }
             }
         }
-        // A tag names a range inside whatever holds it: it wins.
+        // A tag names a range inside whatever holds it: it wins; so does a
+        // static variable inside the mapping that holds it (a process memlens
+        // attached to has its mappings from /proc, data segments included).
         let hit = find(&tags, s.pid, s.address)
-            .or_else(|| find(&live, s.pid, s.address))
-            .or_else(|| find(&statics, s.pid, s.address));
+            .or_else(|| find(&statics, s.pid, s.address))
+            .or_else(|| find(&live, s.pid, s.address));
         open_here.clear();
         for tid in [s.tid, ALL_THREADS] {
             open_here.extend(open.get(&(s.pid, tid)).into_iter().flatten());

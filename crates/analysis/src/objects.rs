@@ -89,6 +89,13 @@ pub struct ObjectSeries {
 fn key_of(a: &memlens_profile::Allocation) -> ObjectKey {
     match (&a.group, a.kind.as_str()) {
         (Some(g), _) => (a.pid, ObjectKind::Group, g.clone(), 0),
+        // A mapping found in /proc (attach): one object per name.
+        (None, "mmap") if a.name.is_some() => (
+            a.pid,
+            ObjectKind::Mmap,
+            a.name.clone().unwrap_or_default(),
+            0,
+        ),
         (None, "mmap") => (a.pid, ObjectKind::Mmap, String::new(), a.stack_id),
         (None, "stack") => (
             a.pid,
@@ -177,6 +184,7 @@ impl Found {
             (p.stacks.get(&(key.0, stack_id))).and_then(|f| Site::from_frames(f, &p.skip_frames));
         let name = match key.1 {
             ObjectKind::Group | ObjectKind::Stack => key.2.clone(),
+            ObjectKind::Mmap if !key.2.is_empty() => key.2.clone(),
             _ => site
                 .as_ref()
                 .map(Site::label)

@@ -1,6 +1,7 @@
 //! The collector: launches a program under the memlens runtime, samples its
 //! capacity from /proc, follows its children, and turns the raw logs into a profile.
 
+mod attach;
 pub mod calibrate;
 mod finalize;
 mod live;

@@ -9,7 +9,7 @@ use crate::perf::{Event, PipeWriter, Ring};
 use crate::{Error, Result};
 use memlens_convert::symbols::ReadAhead;
 use memlens_rawlog::{self as raw, env, procfs, tag, FileHeader};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -49,6 +49,10 @@ pub struct RecordConfig {
     pub live: Option<crate::live::RenderLive>,
     /// Replace the data of an earlier run in `out_dir`.
     pub force: bool,
+    /// Record this running process instead of starting `command`.
+    pub attach: Option<u32>,
+    /// With `attach`: stop recording after this long.
+    pub duration: Option<Duration>,
 }
 
 /// Where access samples come from.
@@ -67,6 +71,11 @@ pub enum SamplerChoice {
 pub enum TargetExit {
     Code(i32),
     Signal(i32),
+    /// An attached process (`record --pid`): it ended (its status went to
+    /// its parent), or memlens stopped recording while it ran on.
+    Attached {
+        ended: bool,
+    },
 }
 
 impl TargetExit {
@@ -75,6 +84,7 @@ impl TargetExit {
         match self {
             TargetExit::Code(c) => c,
             TargetExit::Signal(s) => 128 + s,
+            TargetExit::Attached { .. } => 0,
         }
     }
 }
@@ -206,6 +216,9 @@ impl Watched {
 }
 
 pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
+    if let Some(pid) = cfg.attach {
+        return crate::attach::attach(cfg, pid);
+    }
     let Some(program) = cfg.command.first() else {
         return Err(Error::Usage(
             "no command given; usage: memlens record -- PROGRAM [ARGS...]".into(),
@@ -219,15 +232,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
             cfg.runtime.display()
         )));
     }
-    // One run per directory, written by one memlens at a time: a second
-    // record waits for nobody and mixes nothing; an earlier run (or an
-    // interrupted run's raw logs) is kept aside in <dir>.old.
-    let (lock, kept_aside) = memlens_profile::claim_dir(&cfg.out_dir, cfg.force)?;
-    if let Some(old) = kept_aside {
-        eprintln!("{}", memlens_profile::kept_aside_note(&cfg.out_dir, &old));
-    }
-    let raw_dir = cfg.out_dir.join("raw");
-    memlens_profile::create_private_dir(&raw_dir)?;
+    let (lock, raw_dir) = claim_profile_dir(cfg)?;
     let out_dir = std::fs::canonicalize(&cfg.out_dir).map_err(|e| Error::io(&cfg.out_dir, e))?;
     let runtime = std::fs::canonicalize(&cfg.runtime).map_err(|e| Error::io(&cfg.runtime, e))?;
 
@@ -297,7 +302,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     // Opened on memlens itself, disabled: the target inherits them at fork and
     // they start at its exec.
     let mut perf = match &plan {
-        Some(plan) => Some(PerfSession::open(plan, &raw_dir)?),
+        Some(plan) => Some(PerfSession::open(plan, &raw_dir, &[0])?),
         None => None,
     };
     let counters = Counters::open_available();
@@ -324,25 +329,8 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         }
     }
 
-    let log_path = raw_dir.join(COLLECTOR_LOG);
-    let log_file = memlens_profile::create_private_file(&log_path)?;
-    let mut sampler = Sampler {
-        raw_dir: raw_dir.clone(),
-        watched: HashMap::new(),
-        out: std::io::BufWriter::new(log_file),
-        numa_nodes: crate::sysinfo::numa_nodes(),
-        buf: Vec::with_capacity(4096),
-        ticks: 0,
-        counters,
-        live: cfg
-            .live
-            .map(|render| crate::live::Live::new(start_ns, render)),
-        untracked: HashMap::new(),
-        root: std::process::id(),
-        loadable: HashMap::new(),
-        thread_counts: HashMap::new(),
-        read_ahead: ReadAhead::default(),
-    };
+    let live = (cfg.live).map(|render| crate::live::Live::new(start_ns, render));
+    let mut sampler = Sampler::new(&raw_dir, counters, live)?;
     if let Some(why) = runtime_cannot_load(&program_path) {
         eprintln!(
             "memlens: {} is {why}: memlens' runtime cannot be loaded into it; recording its resident memory from /proc only (no heap, objects or call sites)",
@@ -396,15 +384,10 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
     // The exited processes' counts are folded into memlens' events: the totals.
     sampler.read_counters(now_ns());
-    if let Some(mut perf) = perf.take() {
-        perf.drain();
-        perf.out
-            .flush()
-            .map_err(|e| Error::io(&raw_dir.join(PERF_DATA), e))?;
+    if let Some(perf) = perf.take() {
+        perf.finish(&raw_dir)?;
     }
-    sampler.out.flush().map_err(|e| Error::io(&log_path, e))?;
-    let read_ahead = sampler.read_ahead.clone();
-    drop(sampler);
+    let read_ahead = sampler.finish()?;
     // SAFETY: restore default dispositions.
     unsafe {
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -424,6 +407,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         end_ns: Some(now_ns()),
         missed_ticks,
         read_ahead: Some(read_ahead),
+        attached_ended: false,
     };
     Ok(RecordOutcome {
         dir: cfg.out_dir.clone(),
@@ -431,6 +415,19 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
         run,
     })
+}
+
+/// Takes the profile directory for this run, with an empty `raw/` (an
+/// earlier run, or an interrupted run's raw logs, is kept aside in
+/// <dir>.old): one run per directory, written by one memlens at a time.
+pub(crate) fn claim_profile_dir(cfg: &RecordConfig) -> Result<(memlens_profile::DirLock, PathBuf)> {
+    let (lock, kept_aside) = memlens_profile::claim_dir(&cfg.out_dir, cfg.force)?;
+    if let Some(old) = kept_aside {
+        eprintln!("{}", memlens_profile::kept_aside_note(&cfg.out_dir, &old));
+    }
+    let raw_dir = cfg.out_dir.join("raw");
+    memlens_profile::create_private_dir(&raw_dir)?;
+    Ok((lock, raw_dir))
 }
 
 /// The live perf.data the rings are saved to (read back at finalize).
@@ -464,7 +461,7 @@ fn choose_backend(cfg: &RecordConfig, program: &Path) -> Result<Option<Plan>> {
 }
 
 /// The events of a perf backend on every CPU, and the perf.data they go to.
-struct PerfSession {
+pub(crate) struct PerfSession {
     rings: Vec<Ring>,
     out: PipeWriter,
     /// Kept open until the end: closing them would stop their output.
@@ -472,7 +469,10 @@ struct PerfSession {
 }
 
 impl PerfSession {
-    fn open(plan: &Plan, raw_dir: &Path) -> Result<PerfSession> {
+    /// Opens the plan's events for `tasks` (0: memlens itself, inherited by
+    /// the target it starts; else thread ids of a running process, inherited
+    /// by the threads they create) on every CPU.
+    pub(crate) fn open(plan: &Plan, raw_dir: &Path, tasks: &[i32]) -> Result<PerfSession> {
         let fail = |name: &str, e: std::io::Error| {
             let u = backends::open_error(name, &e);
             Error::Usage(format!("{}; {}", u.reason, u.fix))
@@ -484,18 +484,20 @@ impl PerfSession {
         for cpu in crate::sysinfo::online_cpus() {
             let mut ring: Option<Ring> = None;
             for (i, (name, attr)) in plan.events.iter().enumerate() {
-                let event = Event::open(attr, 0, cpu as i32).map_err(|e| fail(name, e))?;
-                ids[i].push(event.id);
-                match &ring {
-                    None => {
-                        ring = Some(
-                            Ring::map(event, cpu, 512, plan.aux_pages)
-                                .map_err(|e| fail(name, e))?,
-                        )
-                    }
-                    Some(r) => {
-                        event.output_to(r).map_err(|e| fail(name, e))?;
-                        members.push(event);
+                for &task in tasks {
+                    let event = Event::open(attr, task, cpu as i32).map_err(|e| fail(name, e))?;
+                    ids[i].push(event.id);
+                    match &ring {
+                        None => {
+                            ring = Some(
+                                Ring::map(event, cpu, 512, plan.aux_pages)
+                                    .map_err(|e| fail(name, e))?,
+                            )
+                        }
+                        Some(r) => {
+                            event.output_to(r).map_err(|e| fail(name, e))?;
+                            members.push(event);
+                        }
                     }
                 }
             }
@@ -544,11 +546,17 @@ impl PerfSession {
     /// Saves what the rings hold, flushed each time: if memlens is killed, the
     /// samples up to the last interval stay readable. A write error surfaces at
     /// the final flush.
-    fn drain(&mut self) {
+    pub(crate) fn drain(&mut self) {
         for ring in &mut self.rings {
             let _ = ring.drain(&mut self.out);
         }
         let _ = self.out.flush();
+    }
+
+    /// Saves the rest, and says whether all of it reached the disk.
+    pub(crate) fn finish(mut self, raw_dir: &Path) -> Result<()> {
+        self.drain();
+        (self.out.flush()).map_err(|e| Error::io(&raw_dir.join(PERF_DATA), e))
     }
 }
 
@@ -618,7 +626,7 @@ fn reap(sampler: &mut Sampler) -> Result<Reaped> {
     }
 }
 
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -628,7 +636,7 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-struct Sampler {
+pub(crate) struct Sampler {
     raw_dir: PathBuf,
     /// Latest image log per pid.
     watched: HashMap<u32, (u32, Watched)>,
@@ -652,11 +660,18 @@ struct Sampler {
     /// The debug information of the code the run maps, read while it runs
     /// for the finalizer.
     read_ahead: ReadAhead,
+    /// Processes memlens attached to, with the mappings their
+    /// /proc/PID/maps listed at the last look and its time.
+    attached: HashMap<u32, (u64, HashSet<MapsEntry>)>,
 }
+
+/// A mapping as /proc/PID/maps lists it: (start, end, offset, prot, shared,
+/// name).
+type MapsEntry = (u64, u64, u64, u32, bool, Vec<u8>);
 
 /// A timeline point of `pid` from /proc/PID/status (read into `buf`); None
 /// when the process is gone or a zombie (it has no memory any more).
-fn proc_timeline(pid: u32, time: u64, buf: &mut Vec<u8>) -> Option<raw::Timeline> {
+pub(crate) fn proc_timeline(pid: u32, time: u64, buf: &mut Vec<u8>) -> Option<raw::Timeline> {
     let mut t = raw::Timeline {
         time,
         pid: pid as u64,
@@ -698,18 +713,108 @@ pub(crate) fn runtime_cannot_load(path: &Path) -> Option<&'static str> {
 }
 
 impl Sampler {
+    /// A sampler writing the collector's log in `raw_dir`.
+    pub(crate) fn new(
+        raw_dir: &Path,
+        counters: Counters,
+        live: Option<crate::live::Live>,
+    ) -> Result<Sampler> {
+        let log_path = raw_dir.join(COLLECTOR_LOG);
+        let log_file = memlens_profile::create_private_file(&log_path)?;
+        Ok(Sampler {
+            raw_dir: raw_dir.to_path_buf(),
+            watched: HashMap::new(),
+            out: std::io::BufWriter::new(log_file),
+            numa_nodes: crate::sysinfo::numa_nodes(),
+            buf: Vec::with_capacity(4096),
+            ticks: 0,
+            counters,
+            live,
+            untracked: HashMap::new(),
+            root: std::process::id(),
+            loadable: HashMap::new(),
+            thread_counts: HashMap::new(),
+            read_ahead: ReadAhead::default(),
+            attached: HashMap::new(),
+        })
+    }
+
+    /// Writes what is buffered; hands over the debug information read so far.
+    pub(crate) fn finish(mut self) -> Result<ReadAhead> {
+        let log_path = self.raw_dir.join(COLLECTOR_LOG);
+        self.out.flush().map_err(|e| Error::io(&log_path, e))?;
+        Ok(self.read_ahead.clone())
+    }
+
     /// Follows a process the runtime cannot enter: says so in the log, and
     /// samples it from /proc from now on.
     fn follow_untracked(&mut self, pid: u32, exe: PathBuf) {
+        self.follow_from_outside(tag::UNTRACKED_PROCESS, pid, &exe);
+        self.untracked.insert(pid, exe);
+    }
+
+    /// Follows a running process memlens attached to: its resident memory
+    /// from /proc, its mappings as /proc/PID/maps lists them, from now on.
+    pub(crate) fn follow_attached(&mut self, pid: u32, exe: PathBuf) {
+        self.follow_from_outside(tag::ATTACHED_PROCESS, pid, &exe);
+        self.untracked.insert(pid, exe);
+        self.attached.insert(pid, (now_ns(), HashSet::new()));
+        self.scan_mappings(pid);
+        self.read_ahead_code(pid);
+    }
+
+    fn follow_from_outside(&mut self, tag: u16, pid: u32, exe: &Path) {
         let ppid = procfs_ppid(pid).unwrap_or(0);
         let ev = raw::UntrackedProcess {
             time: now_ns(),
             pid,
             ppid,
         };
-        let path = exe.as_os_str().as_encoded_bytes().to_vec();
-        self.write_with(tag::UNTRACKED_PROCESS, &ev, &path);
-        self.untracked.insert(pid, exe);
+        self.write_with(tag, &ev, exe.as_os_str().as_encoded_bytes());
+    }
+
+    /// Logs the mappings of an attached process that appeared or went since
+    /// the last look (those gone first: a mapping that grew, as the heap does,
+    /// is the old one gone and a larger one found). A mapping found now may
+    /// have been touched since the last look: it is logged at that time, and
+    /// one gone at this look's.
+    fn scan_mappings(&mut self, pid: u32) {
+        let Ok(maps) = std::fs::read(format!("/proc/{pid}/maps")) else {
+            return;
+        };
+        let time = now_ns();
+        let now: HashSet<MapsEntry> = maps
+            .split(|&b| b == b'\n')
+            .filter_map(procfs::maps_line)
+            .map(|m| {
+                (
+                    m.start,
+                    m.end,
+                    m.offset,
+                    m.prot(),
+                    m.perms[3] == b's',
+                    m.name.to_vec(),
+                )
+            })
+            .collect();
+        let Some((looked, before)) = self.attached.insert(pid, (time, now.clone())) else {
+            return;
+        };
+        let gone = before.difference(&now).map(|m| (m, 0, time));
+        let found = now.difference(&before).map(|m| (m, 1, looked));
+        for ((start, end, offset, prot, shared, name), present, time) in gone.chain(found) {
+            let rec = raw::Mapping {
+                time,
+                pid,
+                present,
+                start: *start,
+                end: *end,
+                offset: *offset,
+                prot: *prot,
+                shared: u32::from(*shared),
+            };
+            self.write_with(tag::MAPPING, &rec, name);
+        }
     }
 
     /// Looks through the run's processes for images the runtime cannot enter
@@ -789,27 +894,27 @@ impl Sampler {
         let Ok(maps) = std::fs::read(format!("/proc/{pid}/maps")) else {
             return;
         };
-        for line in maps.split(|&b| b == b'\n') {
-            // "start-end perms offset dev inode path": only the path has a '/'.
-            let executable = line
-                .split(|&b| b == b' ')
-                .nth(1)
-                .is_some_and(|p| p.get(2) == Some(&b'x'));
-            if let Some(at) = line.iter().position(|&b| b == b'/').filter(|_| executable) {
-                self.read_ahead
-                    .request(&String::from_utf8_lossy(&line[at..]));
+        for m in maps.split(|&b| b == b'\n').filter_map(procfs::maps_line) {
+            if m.perms[2] == b'x' && m.name.starts_with(b"/") {
+                self.read_ahead.request(&String::from_utf8_lossy(m.name));
             }
         }
     }
 
-    fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         self.discover();
         if self.ticks.is_multiple_of(10) {
             self.find_untracked();
         }
         if self.ticks.is_multiple_of(100) {
-            for &pid in self.watched.keys() {
+            for &pid in self.watched.keys().chain(self.attached.keys()) {
                 self.read_ahead_code(pid);
+            }
+        }
+        if self.ticks.is_multiple_of(10) {
+            let attached: Vec<u32> = self.attached.keys().copied().collect();
+            for pid in attached {
+                self.scan_mappings(pid);
             }
         }
         let time = now_ns();
@@ -858,6 +963,8 @@ impl Sampler {
         let (status, signaled) = match exit {
             TargetExit::Code(c) => (c, 0),
             TargetExit::Signal(s) => (128 + s, 1),
+            // Not memlens' child: no status reaches it.
+            TargetExit::Attached { .. } => return,
         };
         let ev = raw::ProcessExit {
             time: now_ns(),
@@ -942,8 +1049,10 @@ impl Sampler {
     }
 
     fn write_with<P: raw::Payload>(&mut self, tag: u16, payload: &P, extra: &[u8]) {
-        let mut rec = [0u8; 512];
-        // SAFETY: the buffer is 512 bytes and encode checks the capacity.
+        // Sized for the record (a path may be PATH_MAX long); encode refuses
+        // one over a record's 64 KiB.
+        let mut rec = vec![0u8; raw::record_len(std::mem::size_of::<P>(), extra.len())];
+        // SAFETY: the buffer is rec.len() bytes and encode checks the capacity.
         if let Some(n) = unsafe { raw::encode(rec.as_mut_ptr(), rec.len(), tag, payload, extra) } {
             // A write error surfaces at the final flush.
             let _ = self.out.write_all(&rec[..n]);

@@ -331,13 +331,8 @@ impl Converted {
     }
 
     fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &[u8]) {
-        let path = String::from_utf8_lossy(path).into_owned();
-        let module = LoadedModule {
-            path,
-            start,
-            end: start.saturating_add(len),
-            bias: start.wrapping_sub(pgoff),
-        };
+        let path = String::from_utf8_lossy(path);
+        let module = LoadedModule::from_mapping(&path, start, start.saturating_add(len), pgoff);
         self.modules.push((pid, module));
     }
 

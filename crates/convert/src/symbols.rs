@@ -17,6 +17,36 @@ pub struct LoadedModule {
     pub bias: u64,
 }
 
+impl LoadedModule {
+    /// A module as one of its mappings shows it (/proc/PID/maps, perf's MMAP
+    /// records): the load bias from the ELF segment the mapping's file offset
+    /// falls in, so that a non-PIE executable, loaded where it was linked,
+    /// gets 0; `start - offset` when the file cannot be read.
+    pub fn from_mapping(path: &str, start: u64, end: u64, offset: u64) -> LoadedModule {
+        let segment_bias = || {
+            use object::{Object, ObjectSegment};
+            let file = object::ReadCache::new(std::fs::File::open(path).ok()?);
+            let elf = object::File::parse(&file).ok()?;
+            let segment = elf.segments().find(|s| {
+                let (at, size) = s.file_range();
+                offset >= at && offset - at < size.max(1)
+            })?;
+            Some(
+                start
+                    .wrapping_sub(offset)
+                    .wrapping_add(segment.file_range().0)
+                    .wrapping_sub(segment.address()),
+            )
+        };
+        LoadedModule {
+            path: path.to_string(),
+            start,
+            end,
+            bias: segment_bias().unwrap_or(start.wrapping_sub(offset)),
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Symbolizer {
     loaders: HashMap<String, Option<addr2line::Loader>>,

@@ -78,6 +78,11 @@ pub struct Process {
     /// resident memory was sampled, from /proc.
     #[serde(default)]
     pub untracked: bool,
+    /// A running process memlens attached to (`record --pid`): recorded from
+    /// `start_ns` on, from outside (/proc and perf events); its heap, regions
+    /// and exit status were not seen.
+    #[serde(default)]
+    pub attached: bool,
     /// How this image's allocation stacks were unwound.
     #[serde(default)]
     pub stacks_unwound: StacksUnwound,

@@ -34,6 +34,10 @@ table! {
         prot: Option<i32>,
         map_flags: Option<i32>,
         fd: Option<i32>,
+        /// A mapping no call stack names: as /proc/PID/maps of a process
+        /// memlens attached to named it (a path, `[heap]`, `[stack]`;
+        /// "anonymous" for none). Null otherwise.
+        name: Option<String>,
     }
 }
 

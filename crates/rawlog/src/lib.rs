@@ -277,6 +277,12 @@ pub mod tag {
     pub const THREAD_TRAFFIC: u16 = 27;
     /// An [`Alloc`] in its short form, [`SmallAlloc`].
     pub const SMALL_ALLOC: u16 = 28;
+    /// A running process memlens attached to (`record --pid`): an
+    /// [`UntrackedProcess`], recorded from the attach on.
+    pub const ATTACHED_PROCESS: u16 = 29;
+    /// A mapping of an attached process appeared in, or left, its
+    /// /proc/PID/maps: a [`Mapping`].
+    pub const MAPPING: u16 = 30;
 }
 
 /// Bits of [`FileHeader::faults`]: each makes a part of the log incomplete, and
@@ -632,6 +638,28 @@ pub struct UntrackedProcess {
     pub ppid: u32,
 }
 
+/// A mapping the collector found in, or no longer found in, an attached
+/// process's /proc/PID/maps. Followed by its name as maps gives it (a path,
+/// `[heap]`, `[stack]`, ...; empty for an anonymous mapping).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mapping {
+    /// For a mapping gone, the look that missed it; for one found, the look
+    /// before (it appeared since, and may have been touched since).
+    pub time: u64,
+    pub pid: u32,
+    /// 1: the mapping was found; 0: it is gone.
+    pub present: u32,
+    pub start: u64,
+    pub end: u64,
+    /// Offset into the file.
+    pub offset: u64,
+    /// PROT_READ | PROT_WRITE | PROT_EXEC as maps' permissions give them.
+    pub prot: u32,
+    /// 1 for a shared mapping ('s'), 0 for a private one.
+    pub shared: u32,
+}
+
 /// The kernel's account of a child the collector reaped (wait4's rusage): CPU
 /// time, including the children it waited for. (Its peak resident set is left
 /// out: Linux carries it over exec, so it would be memlens' own at fork.)
@@ -719,6 +747,7 @@ payload!(
     ProcessExit,
     ProcessUsage,
     UntrackedProcess,
+    Mapping,
     CounterDef,
     CounterReading
 );
@@ -896,6 +925,63 @@ pub mod procfs {
             }
         }
         None
+    }
+
+    /// One line of `/proc/PID/maps`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct MapsLine<'a> {
+        pub start: u64,
+        pub end: u64,
+        /// `rwxp` / `rw-s` ...
+        pub perms: [u8; 4],
+        pub offset: u64,
+        /// A path, `[heap]`, `[stack]`, `[vdso]`, ...; empty when anonymous.
+        pub name: &'a [u8],
+    }
+
+    impl MapsLine<'_> {
+        /// PROT_* bits of the permissions.
+        pub fn prot(&self) -> u32 {
+            (self.perms[0] == b'r') as u32
+                | ((self.perms[1] == b'w') as u32) << 1
+                | ((self.perms[2] == b'x') as u32) << 2
+        }
+    }
+
+    fn hex(s: &[u8]) -> Option<u64> {
+        if s.is_empty() || s.len() > 16 {
+            return None;
+        }
+        s.iter().try_fold(0u64, |v, &c| {
+            Some(v << 4 | (c as char).to_digit(16)? as u64)
+        })
+    }
+
+    /// `start-end perms offset dev inode [name]`; the name may hold spaces.
+    pub fn maps_line(line: &[u8]) -> Option<MapsLine<'_>> {
+        let mut rest = line;
+        let mut field = || {
+            while rest.first() == Some(&b' ') {
+                rest = &rest[1..];
+            }
+            let end = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
+            let (f, r) = rest.split_at(end);
+            rest = r;
+            Some(f).filter(|f| !f.is_empty())
+        };
+        let range = field()?;
+        let dash = range.iter().position(|&c| c == b'-')?;
+        let perms: [u8; 4] = field()?.try_into().ok()?;
+        let offset = hex(field()?)?;
+        let (_dev, _inode) = (field()?, field()?);
+        let name = rest.trim_ascii();
+        Some(MapsLine {
+            start: hex(&range[..dash])?,
+            end: hex(&range[dash + 1..])?,
+            perms,
+            offset,
+            name,
+        })
     }
 
     /// Fills a timeline record's rss/anon/file/shmem/swap from `status` contents.
@@ -1148,6 +1234,29 @@ mod tests {
         ] {
             assert!(wide.small().is_none(), "{wide:?}");
         }
+    }
+
+    #[test]
+    fn maps_lines() {
+        let l = procfs::maps_line(
+            b"7f1c2a000000-7f1c2a021000 r-xp 00002000 fe:00 1234      /usr/lib/a b.so",
+        )
+        .unwrap();
+        assert_eq!(
+            (l.start, l.end, &l.perms, l.offset, l.name, l.prot()),
+            (
+                0x7f1c2a000000,
+                0x7f1c2a021000,
+                b"r-xp",
+                0x2000,
+                &b"/usr/lib/a b.so"[..],
+                5
+            )
+        );
+        let anon = procfs::maps_line(b"55d0-55e0 rw-p 00000000 00:00 0 ").unwrap();
+        assert_eq!((anon.name, anon.prot()), (&b""[..], 3));
+        assert_eq!(procfs::maps_line(b"55d0-55e0 rw-p"), None);
+        assert_eq!(procfs::maps_line(b"zz-55e0 rw-p 0 00:00 0"), None);
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct RunInfo {
     pub keep_blocks: bool,
     /// Debug information of the run's modules, read while it ran.
     pub read_ahead: Option<symbols::ReadAhead>,
+    /// The process memlens attached to ended while it recorded (else it ran
+    /// on when recording stopped).
+    pub attached_ended: bool,
 }
 
 fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
@@ -83,6 +86,10 @@ struct CollectorLog {
     usages: Vec<raw::ProcessUsage>,
     /// Images the runtime could not enter, with their executables.
     untracked: Vec<(raw::UntrackedProcess, String)>,
+    /// Running processes memlens attached to, with their executables.
+    attached: Vec<(raw::UntrackedProcess, String)>,
+    /// Their mappings as they appeared and went, with their names.
+    mappings: Vec<(raw::Mapping, String)>,
     /// Counter definitions (with name and method) by index, and readings.
     counters: HashMap<u32, (raw::CounterDef, String, String)>,
     readings: Vec<raw::CounterReading>,
@@ -118,13 +125,19 @@ fn read_collector_log(path: &Path) -> CollectorLog {
             tag::THREAD_TRAFFIC => (log.thread_traffic).extend(rec.payload::<raw::ThreadTraffic>()),
             tag::PROCESS_EXIT => log.exits.extend(rec.payload::<raw::ProcessExit>()),
             tag::PROCESS_USAGE => log.usages.extend(rec.payload::<raw::ProcessUsage>()),
-            tag::UNTRACKED_PROCESS => {
+            tag::UNTRACKED_PROCESS | tag::ATTACHED_PROCESS => {
                 if let Some(p) = rec.payload::<raw::UntrackedProcess>() {
-                    let exe = rec.trailing::<raw::UntrackedProcess>();
-                    let exe = String::from_utf8_lossy(exe)
-                        .trim_end_matches('\0')
-                        .to_string();
-                    log.untracked.push((p, exe));
+                    let exe = trailing_text(rec.trailing::<raw::UntrackedProcess>());
+                    match rec.tag {
+                        tag::ATTACHED_PROCESS => log.attached.push((p, exe)),
+                        _ => log.untracked.push((p, exe)),
+                    }
+                }
+            }
+            tag::MAPPING => {
+                if let Some(m) = rec.payload::<raw::Mapping>() {
+                    log.mappings
+                        .push((m, trailing_text(rec.trailing::<raw::Mapping>())));
                 }
             }
             tag::COUNTER_DEF => {
@@ -142,6 +155,68 @@ fn read_collector_log(path: &Path) -> CollectorLog {
         }
     }
     log
+}
+
+/// A record's trailing text (NUL-padded to the record's alignment).
+fn trailing_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+/// The mappings of attached processes as allocation rows (one per mapping
+/// while it was listed, named as maps names it), and the code they map as
+/// modules, with the time each was found.
+fn attached_mappings(
+    log: &CollectorLog,
+    t0: u64,
+    rows: &mut dyn FnMut(profile::Allocation),
+) -> Vec<(u32, u64, LoadedModule)> {
+    let mut maps: HashMap<u32, crate::mappings::Mappings> = HashMap::new();
+    let mut modules = Vec::new();
+    let mut last = t0;
+    for (m, name) in &log.mappings {
+        let at = m.time.saturating_sub(t0);
+        last = last.max(m.time);
+        let live = maps.entry(m.pid).or_default();
+        if m.present == 0 {
+            live.unmap(m.start, m.end - m.start, at, rows);
+            continue;
+        }
+        if m.prot & 4 != 0 && name.starts_with('/') {
+            modules.push((
+                m.pid,
+                m.time,
+                LoadedModule::from_mapping(name, m.start, m.end, m.offset),
+            ));
+        }
+        let row = profile::Allocation {
+            pid: m.pid,
+            kind: "mmap".into(),
+            address: m.start,
+            size: m.end.saturating_sub(m.start),
+            alloc_ns: at,
+            est_count: 1.0,
+            est_bytes: m.end.saturating_sub(m.start) as f64,
+            prot: Some(m.prot as i32),
+            map_flags: Some(if m.shared != 0 {
+                libc::MAP_SHARED
+            } else {
+                libc::MAP_PRIVATE
+            }),
+            name: Some(if name.is_empty() {
+                "anonymous".into()
+            } else {
+                name.clone()
+            }),
+            ..Default::default()
+        };
+        live.map(row, at, rows);
+    }
+    for live in maps.into_values() {
+        live.into_rows().for_each(&mut *rows);
+    }
+    modules
 }
 
 /// Counter readings as table rows, scaled and compensated for multiplexing.
@@ -196,10 +271,17 @@ fn kernel_usage(u: &raw::ProcessUsage) -> KernelUsage {
 
 /// The processes (or images after an exec) the runtime could not enter: known
 /// from the collector alone, they end at their exit or at a later image.
-fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> Vec<Process> {
-    log.untracked
-        .iter()
-        .map(|(u, exe)| {
+fn untracked_processes(
+    log: &CollectorLog,
+    images: &[ImageHeader],
+    t0: u64,
+    attached_ended: bool,
+) -> Vec<Process> {
+    let untracked = (log.untracked.iter()).map(|(u, exe)| (u, exe, false));
+    let attached = (log.attached.iter()).map(|(u, exe)| (u, exe, true));
+    untracked
+        .chain(attached)
+        .map(|(u, exe, attached)| {
             let logged = images.iter().filter(|l| l.pid == u.pid);
             let before = logged.clone().filter(|l| l.start_ns < u.time).count() as u32;
             let next = (logged.filter(|l| l.start_ns > u.time).map(|l| l.start_ns))
@@ -214,6 +296,11 @@ fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> V
                 .iter()
                 .find(|e| e.pid as u32 == u.pid)
                 .filter(|_| next.is_none());
+            // An attached process that ended was last seen at its last tick.
+            let last_seen = (log.timeline.iter())
+                .filter(|t| attached && attached_ended && t.pid == u.pid as u64)
+                .map(|t| t.time)
+                .max();
             let usage = log
                 .usages
                 .iter()
@@ -226,11 +313,12 @@ fn untracked_processes(log: &CollectorLog, images: &[ImageHeader], t0: u64) -> V
                 rank: None,
                 exe: exe.clone(),
                 start_ns: u.time.saturating_sub(t0),
-                end_ns: next.or(exit.map(|e| e.time)).map(|t| t.saturating_sub(t0)),
+                end_ns: (next.or(exit.map(|e| e.time)).or(last_seen)).map(|t| t.saturating_sub(t0)),
                 exit_code: exit.filter(|e| e.signaled == 0).map(|e| e.status),
                 signal: signal_of(exit),
                 usage: usage.map(kernel_usage),
                 untracked: true,
+                attached,
                 stacks_unwound: Default::default(),
                 heap_peak: None,
             }
@@ -418,6 +506,7 @@ pub fn finalize(
             signal: signal_of(exit),
             usage: usage.map(kernel_usage),
             untracked: false,
+            attached: false,
             stacks_unwound: StacksUnwound {
                 frame_pointers: log.stacks_walked[raw::walked_by::FRAME_POINTERS],
                 cached_rules: log.stacks_walked[raw::walked_by::CACHED_RULES],
@@ -431,7 +520,29 @@ pub fn finalize(
         tags.extend(built.tags);
         timeline.extend(built.timeline);
     }
-    processes.extend(untracked_processes(&collector, &images, t0));
+    let attached_modules =
+        attached_mappings(&collector, t0, &mut |row| sinks.allocations.push(row));
+    for (pid, time, m) in attached_modules {
+        modules_rows.push(profile::Module {
+            pid,
+            path: m.path.clone(),
+            start: m.start,
+            end: m.end,
+            bias: m.bias,
+            load_ns: time.saturating_sub(t0),
+        });
+        // A module maps several segments: its variables are listed once.
+        if (modules_of.get(&pid).into_iter().flatten()).all(|known| known.path != m.path) {
+            statics.extend(symbols::static_objects(pid, &m));
+        }
+        modules_of.entry(pid).or_default().push(m);
+    }
+    processes.extend(untracked_processes(
+        &collector,
+        &images,
+        t0,
+        run.attached_ended,
+    ));
     losses.untracked_processes += collector.untracked.len() as u64;
     let perf = perf_samples(&raw_dir, t0, &mut sinks.samples);
     if let Some(perf) = &perf {
@@ -461,7 +572,11 @@ pub fn finalize(
         cpu: crate::sysinfo::cpu_model(),
         kernel: crate::sysinfo::kernel(),
         backend: {
-            let mut b = vec![profile::Backend::Preload, profile::Backend::Procfs];
+            let mut b = vec![profile::Backend::Procfs];
+            // A run memlens attached to from outside had no runtime.
+            if !images.is_empty() || collector.attached.is_empty() {
+                b.insert(0, profile::Backend::Preload);
+            }
             match &perf {
                 Some(perf) => b.extend(perf.converted.backends()),
                 None if images.iter().any(|l| l.instrumented) => b.push(profile::Backend::Sancov),

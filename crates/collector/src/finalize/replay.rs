@@ -244,6 +244,7 @@ impl Replay<'_> {
             prot: None,
             map_flags: None,
             fd: None,
+            name: None,
         }
     }
 

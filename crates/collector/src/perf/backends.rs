@@ -68,6 +68,17 @@ pub struct Plan {
     pub period: u64,
 }
 
+impl Plan {
+    /// The same events for tasks that are already running (`record --pid`):
+    /// enabled at once, not at an exec.
+    pub fn for_running_tasks(mut self) -> Plan {
+        for (_, attr) in &mut self.events {
+            attr.flags &= !(flag::DISABLED | flag::ENABLE_ON_EXEC);
+        }
+        self
+    }
+}
+
 /// Why a backend cannot be used, and what would change that.
 #[derive(Clone, Debug)]
 pub struct Unavailable {

@@ -179,6 +179,15 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// No counters (a process memlens attaches to runs already: counters
+    /// inherited at an exec would never start).
+    pub fn none() -> Counters {
+        Counters {
+            specs: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
     /// Opens every counter this machine has, disabled on memlens itself: the
     /// target inherits them at fork and they start at its exec.
     pub fn open_available() -> Counters {

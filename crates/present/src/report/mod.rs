@@ -244,6 +244,14 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
                 ("capacity".into(), "not recorded: an imported perf.data holds samples, not allocations or RSS".into()),
                 ("accesses".into(), format!("hardware samples ({}) imported from perf.data: addresses, levels and latencies measured by the PMU; counts are samples, estimates samples x period", m.backend.join(", "))),
             ]
+        } else if m.processes.iter().all(|p| p.attached) {
+            vec![
+                ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms from the attach")),
+                ("heap_live".into(), "not measured: memlens attached to a running process (it hooks the allocator only in programs it starts)".into()),
+                ("objects".into(), format!("mappings as /proc/PID/maps listed them every {} ms (a mapping is counted from the look before the one that found it; one made and removed between two looks is missed); no heap blocks", interval * 10)),
+                ("statics".into(), "ELF symbol tables of the code the process maps, with load bias".into()),
+                ("accesses".into(), access_provenance(m)),
+            ]
         } else {
             vec![
             ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms")),
@@ -263,16 +271,18 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
             ("call stacks".into(), stacks_provenance(m)),
             ("statics".into(), "ELF symbol tables of the program and its libraries, with load bias".into()),
             ("thread stacks".into(), "thread stack ranges (reserved size) from pthread_getattr_np at each thread's first event".into()),
-            (
-                "accesses".into(),
-                match analysis::sample_sources(m).first() {
-                    Some(Backend::Sancov) | None => "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
-                    Some(Backend::PageFaults) => format!("sampled: the kernel's page-fault event with data addresses, 1 per {} faults (first touches, neither loads nor stores)", m.settings.access_period),
-                    Some(hw) => format!("sampled by the PMU ({hw}, 1 per {} operations): addresses, levels and latencies measured", m.settings.access_period),
-                },
-            ),
+            ("accesses".into(), access_provenance(m)),
         ]
         },
+    }
+}
+
+/// How the profile's access samples were taken.
+fn access_provenance(m: &profile::Meta) -> String {
+    match analysis::sample_sources(m).first() {
+        Some(Backend::Sancov) | None => "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
+        Some(Backend::PageFaults) => format!("sampled: the kernel's page-fault event with data addresses, 1 per {} faults (first touches, neither loads nor stores)", m.settings.access_period),
+        Some(hw) => format!("sampled by the PMU ({hw}, 1 per {} operations): addresses, levels and latencies measured", m.settings.access_period),
     }
 }
 

@@ -24,6 +24,8 @@ pub fn section(r: &Report) -> Option<Section> {
             r.summary.settings.interval_ms,
             human_bytes(pk.heap_bound_bytes as f64),
         )
+    } else if r.summary.processes.iter().any(|p| p.attached) {
+        "not measured: memlens attached to a running process (it hooks the allocator only in programs it starts)".into()
     } else {
         "not measured: memlens' runtime ran in no process (static or setuid programs)".into()
     };

@@ -32,16 +32,26 @@ pub fn section(r: &Report) -> Option<Section> {
     let mut table = Table::key_value(rows);
     for p in &s.processes {
         let rank = p.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
-        let mut row: crate::report::model::Row = vec![
-            format!("process {}", p.pid),
-            format!(
-                "{} (parent {}{rank}) from {} to {}, {}",
-                p.exe,
-                p.ppid,
+        let life = match (p.attached, p.end_ns) {
+            (true, Some(end)) => format!(
+                "attached at {}, ended at {} (its exit status went to its parent)",
                 seconds(p.start_ns),
-                p.end_ns.map(seconds).unwrap_or_else(|| "?".into()),
+                seconds(end)
+            ),
+            (true, None) => format!(
+                "attached at {}, still running when recording stopped",
+                seconds(p.start_ns)
+            ),
+            (false, end) => format!(
+                "from {} to {}, {}",
+                seconds(p.start_ns),
+                end.map(seconds).unwrap_or_else(|| "?".into()),
                 exit_status(p)
             ),
+        };
+        let mut row: crate::report::model::Row = vec![
+            format!("process {}", p.pid),
+            format!("{} (parent {}{rank}) {life}", p.exe, p.ppid),
         ]
         .into();
         if let Some(u) = &p.usage {
