@@ -187,10 +187,10 @@ struct FunctionSymbols(Vec<(u64, u64, String)>);
 
 impl FunctionSymbols {
     fn read(path: &str) -> FunctionSymbols {
-        let Ok(data) = std::fs::read(path) else {
+        let Some(data) = module_file(path) else {
             return FunctionSymbols::default();
         };
-        let Ok(file) = object::File::parse(&*data) else {
+        let Ok(file) = object::File::parse(&data) else {
             return FunctionSymbols::default();
         };
         let mut v: Vec<(u64, u64, String)> = (file.symbols())
@@ -218,6 +218,13 @@ impl FunctionSymbols {
     }
 }
 
+/// A module's file, read as it is parsed: only its headers and the sections
+/// asked for (reading it whole copied every byte, libc's 2 MB for one build
+/// id); a file cut short while it is read is an error, not a fault.
+fn module_file(path: impl AsRef<Path>) -> Option<object::ReadCache<std::fs::File>> {
+    Some(object::ReadCache::new(std::fs::File::open(path).ok()?))
+}
+
 /// Where a module's debug information lies: the separate debug file its
 /// build id names under `/usr/lib/debug/.build-id/` (Debian's -dbg and
 /// -dbgsym packages) or in a debuginfod client's cache
@@ -225,8 +232,8 @@ impl FunctionSymbols {
 /// module itself.
 fn debug_file(path: &str) -> String {
     let separate = (|| {
-        let data = std::fs::read(path).ok()?;
-        let id = object::File::parse(&*data).ok()?.build_id().ok()??;
+        let data = module_file(path)?;
+        let id = object::File::parse(&data).ok()?.build_id().ok()??;
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
         let (dir, rest) = hex.split_at_checked(2)?;
         let env = |var| {
@@ -408,10 +415,10 @@ pub fn short_name(path: &str) -> String {
 
 /// Data symbols (variables) of a module at their runtime addresses.
 pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
-    let Ok(data) = std::fs::read(&m.path) else {
+    let Some(data) = module_file(&m.path) else {
         return Vec::new();
     };
-    let Ok(file) = object::File::parse(&*data) else {
+    let Ok(file) = object::File::parse(&data) else {
         return Vec::new();
     };
     let tls_sections: Vec<_> = file
@@ -445,10 +452,10 @@ pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
 /// Whether `program` was built by `memlens cc` (it imports the sanitizer
 /// coverage callbacks the runtime provides).
 pub fn is_instrumented(program: &Path) -> bool {
-    let Ok(bytes) = std::fs::read(program) else {
+    let Some(data) = module_file(program) else {
         return false;
     };
-    object::File::parse(&*bytes).is_ok_and(|f| {
+    object::File::parse(&data).is_ok_and(|f| {
         f.imports().is_ok_and(|imports| {
             imports
                 .iter()

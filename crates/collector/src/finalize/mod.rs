@@ -621,6 +621,13 @@ pub fn finalize(
     profile::write_table(dir, &counter_rows(&collector, t0))?;
     // meta.json last: its presence marks a complete profile.
     meta.write(dir)?;
+    // The debug information read (libc's alone is ~100 MB of small
+    // allocations) is freed beside the rest of the command, not before it;
+    // what is still being read ahead is of no use now.
+    if let Some(r) = &run.read_ahead {
+        r.stop();
+    }
+    let _ = std::thread::Builder::new().spawn(move || drop(symbolizer));
     if remove_raw {
         std::fs::remove_dir_all(&raw_dir).map_err(|e| Error::io(&raw_dir, e))?;
     }
