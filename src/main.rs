@@ -3,6 +3,7 @@
 
 mod compile;
 mod doctor;
+mod job;
 mod progress;
 mod runtime;
 mod sql;
@@ -301,6 +302,14 @@ struct ReportArgs {
     /// Only this process: its samples, regions, objects and timeline.
     #[arg(long, value_name = "PID", conflicts_with = "thread")]
     pid: Option<u32>,
+    /// A job (MPI ranks): this rank's whole report instead of the job's
+    /// view across ranks.
+    #[arg(long, value_name = "N", conflicts_with_all = ["pid", "thread"])]
+    rank: Option<u32>,
+    /// A job: each rank's own value under every figure across ranks (and,
+    /// in JSON, each rank's capacity series).
+    #[arg(long)]
+    per_rank: bool,
     /// Only this thread: its samples, regions and exact counts (capacity
     /// figures stay its process's).
     #[arg(long, value_name = "TID")]
@@ -336,7 +345,8 @@ enum Format {
 
 #[derive(Subcommand)]
 enum PlotKind {
-    /// Resident set and live heap over time, top objects stacked, regions shaded.
+    /// Resident set and live heap over time, top objects stacked, regions
+    /// shaded; for a job (MPI ranks), their band across the ranks.
     Capacity {
         dir: PathBuf,
         /// Output image: .png or .svg.
@@ -357,6 +367,16 @@ enum PlotKind {
         /// Output image: .png or .svg.
         #[arg(short, long)]
         output: PathBuf,
+    },
+    /// A job's ranks (rows) over time (columns), coloured by resident set
+    /// (or live heap with --heap).
+    Ranks {
+        dir: PathBuf,
+        /// Output image: .png or .svg.
+        #[arg(short, long)]
+        output: PathBuf,
+        #[arg(long)]
+        heap: bool,
     },
     /// Counting perf events over time (CPU time, page faults, instructions,
     /// memory traffic), one panel each, regions shaded.
@@ -521,6 +541,42 @@ fn calibrate(
     Ok(0)
 }
 
+fn not_a_job(dir: &Path) -> anyhow::Error {
+    anyhow!(
+        "{}: not a job of MPI ranks (plot ranks draws a job's)",
+        dir.display()
+    )
+}
+
+/// One profile's plot of `kind`.
+fn plot(kind: &PlotKind, p: &Profile, output: &Path) -> Result<()> {
+    match kind {
+        PlotKind::Capacity { .. } => memlens_present::plot_capacity(p, output)?,
+        PlotKind::Scatter { .. } => memlens_present::plot_scatter(p, output)?,
+        PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(p, output)?,
+        PlotKind::Counters { .. } => memlens_present::plot_counters(p, output)?,
+        PlotKind::Flame { accesses, .. } => {
+            let what = if *accesses {
+                memlens_present::Flame::Accesses
+            } else {
+                memlens_present::Flame::Allocations
+            };
+            memlens_present::plot_flame(p, what, output)?
+        }
+        PlotKind::Fold {
+            region,
+            detect,
+            bins,
+            ..
+        } => {
+            let by = memlens_analysis::FoldBy::new(region.as_deref(), *detect);
+            memlens_present::plot_fold(p, by, *bins as usize, output)?
+        }
+        PlotKind::Ranks { dir, .. } => return Err(not_a_job(dir)),
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Record(args) => record(args),
@@ -532,31 +588,30 @@ fn run(cli: Cli) -> Result<i32> {
                 | PlotKind::Bandwidth { dir, output }
                 | PlotKind::Counters { dir, output }
                 | PlotKind::Fold { dir, output, .. }
-                | PlotKind::Flame { dir, output, .. } => (dir, output),
+                | PlotKind::Flame { dir, output, .. }
+                | PlotKind::Ranks { dir, output, .. } => (dir, output),
             };
-            let p = load(dir)?;
+            let parts = profile_parts(dir)?;
+            let job = job::Job::of(&parts)?;
+            let view = || -> Result<memlens_analysis::JobView> {
+                match &job {
+                    Some(job) => Ok(job.report(dir, false, 0)?.job),
+                    None => Err(not_a_job(dir)),
+                }
+            };
             match &kind {
-                PlotKind::Capacity { .. } => memlens_present::plot_capacity(&p, output)?,
-                PlotKind::Scatter { .. } => memlens_present::plot_scatter(&p, output)?,
-                PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(&p, output)?,
-                PlotKind::Counters { .. } => memlens_present::plot_counters(&p, output)?,
-                PlotKind::Flame { accesses, .. } => {
-                    let what = if *accesses {
-                        memlens_present::Flame::Accesses
+                PlotKind::Capacity { .. } if job.is_some() => {
+                    memlens_present::plot_rank_band(&view()?, output)?
+                }
+                PlotKind::Ranks { heap, .. } => {
+                    let measure = if *heap {
+                        memlens_present::RankMeasure::Heap
                     } else {
-                        memlens_present::Flame::Allocations
+                        memlens_present::RankMeasure::Rss
                     };
-                    memlens_present::plot_flame(&p, what, output)?
+                    memlens_present::plot_rank_map(&view()?, measure, output)?
                 }
-                PlotKind::Fold {
-                    region,
-                    detect,
-                    bins,
-                    ..
-                } => {
-                    let by = memlens_analysis::FoldBy::new(region.as_deref(), *detect);
-                    memlens_present::plot_fold(&p, by, *bins as usize, output)?
-                }
+                _ => plot(&kind, &load_parts(dir, &parts)?, output)?,
             }
             eprintln!("memlens: wrote {}", output.display());
             Ok(0)
@@ -896,17 +951,46 @@ fn profile_parts(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Loads one profile, or all profiles in subdirectories (MPI ranks) merged.
 pub(crate) fn load(dir: &Path) -> Result<Profile> {
-    let parts = profile_parts(dir)?;
-    if let [one] = parts.as_slice() {
-        if one == dir {
-            return Ok(Profile::load(dir)?);
-        }
+    load_parts(dir, &profile_parts(dir)?)
+}
+
+/// The profiles `parts` of `dir`, merged when they are several.
+fn load_parts(dir: &Path, parts: &[PathBuf]) -> Result<Profile> {
+    if let [one] = parts {
+        return Ok(Profile::load(one)?);
     }
     let profiles = parts
         .iter()
         .map(|part| Profile::load(part))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok(memlens_analysis::merge(dir, profiles))
+}
+
+/// `memlens report JOB`: the job's view across its ranks.
+fn job_report(dir: &Path, job: &job::Job, args: &ReportArgs) -> Result<i32> {
+    let mut j = progress::step(&format!("reading the ranks of {}", dir.display()), || {
+        job.report(dir, args.per_rank, args.top)
+    })?;
+    if let Some(path) = &args.html {
+        std::fs::write(path, memlens_present::render_job_html(&j))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("memlens: wrote {}", path.display());
+    }
+    // Each rank's series are data for a plot: listed with --per-rank only.
+    if !args.per_rank {
+        j.job.rss_by_rank.clear();
+        j.job.heap_by_rank.clear();
+    }
+    let value = || memlens_present::job_value(&j);
+    match args.format {
+        Format::Text => print!("{}", memlens_present::render_job_text(&j)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&value()?)?),
+        Format::Csv => print!(
+            "{}",
+            memlens_present::report_csv(&value()?, &args.table).map_err(anyhow::Error::msg)?
+        ),
+    }
+    Ok(0)
 }
 
 fn report(args: ReportArgs) -> Result<i32> {
@@ -917,11 +1001,31 @@ fn report(args: ReportArgs) -> Result<i32> {
         );
         return Ok(0);
     };
-    let mut p = progress::step(&format!("reading {}", dir.display()), || load(&dir))?;
-    let only = match (args.pid, args.thread) {
+    let parts = profile_parts(&dir)?;
+    let job = job::Job::of(&parts)?;
+    let mut only = match (args.pid, args.thread) {
         (Some(pid), _) => Some(memlens_analysis::Only::Process(pid)),
         (_, Some(tid)) => Some(memlens_analysis::Only::Thread(tid)),
         _ => None,
+    };
+    let mut p = match (&job, args.rank) {
+        (Some(job), None) if only.is_none() => return job_report(&dir, job, &args),
+        (Some(job), Some(rank)) => {
+            let (rank_parts, pids) = job.rank(rank)?;
+            // A rank sharing its directory with others: its first process.
+            let shared = rank_parts.len() == 1
+                && memlens_profile::Meta::read(&rank_parts[0])?.processes.len() > pids.len();
+            if shared {
+                only = Some(memlens_analysis::Only::Process(pids[0]));
+            }
+            progress::step(&format!("reading rank {rank}"), || {
+                load_parts(&dir, &rank_parts)
+            })?
+        }
+        (None, Some(_)) => bail!("--rank: {} is not a job of MPI ranks", dir.display()),
+        _ => progress::step(&format!("reading {}", dir.display()), || {
+            load_parts(&dir, &parts)
+        })?,
     };
     if let Some(only) = only {
         p.restrict(only).map_err(anyhow::Error::msg)?;

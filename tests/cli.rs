@@ -423,11 +423,13 @@ fn transparent_preload_mode_with_env_configuration() {
     assert!(r["peak"]["rss_bytes"].as_u64().unwrap() > (40u64 << 20));
 }
 
-/// Builds the MPI test program with mpicc (.ci/run installs Open MPI).
-fn mpi_program(dir: &std::path::Path) -> String {
-    let out = dir.join("mpi_ranks");
+/// Builds an MPI test program with mpicc (.ci/run installs Open MPI).
+fn mpi_program(dir: &std::path::Path, source: &str) -> String {
+    let out = dir.join(source.trim_end_matches(".c"));
     let st = Command::new("mpicc")
-        .arg(root().join("tests/programs/mpi_ranks.c"))
+        .args(["-O1", "-g"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join("tests/programs").join(source))
         .arg("-o")
         .arg(&out)
         .status()
@@ -436,58 +438,47 @@ fn mpi_program(dir: &std::path::Path) -> String {
     out.to_string_lossy().into_owned()
 }
 
-fn mpirun() -> Command {
+fn mpirun(ranks: u32) -> Command {
     let mut c = Command::new("mpirun");
-    c.args(["--allow-run-as-root", "--oversubscribe", "-n", "2"]);
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &ranks.to_string(),
+    ]);
     c.env("OMPI_MCA_btl", "self,vader");
     c
 }
 
-/// Each rank's own (rank + 1) MiB block, by rank. Recorded exactly: a sampled
-/// small block (rank 0's stdout buffer, allocated inside printf) can be named
-/// after main too.
-fn rank_blocks(r: &serde_json::Value) -> Vec<(u64, f64)> {
-    let procs = r["summary"]["processes"].as_array().unwrap();
-    let mut out: Vec<(u64, f64)> = objects(r, "objects_by_allocated")
-        .into_iter()
-        .filter(|o| o["site"]["function"] == "main" && o["kind"] == "heap")
-        .filter(|o| o["provenance"] == "measured")
-        .map(|o| {
-            let rank = procs.iter().find(|p| p["pid"] == o["pid"]).unwrap()["rank"]
-                .as_u64()
-                .unwrap();
-            (rank, o["allocated_bytes"].as_f64().unwrap())
-        })
+/// A figure across the ranks of a job report: (least, most, rank of the
+/// most, most/mean, each rank's value).
+fn spread(s: &serde_json::Value) -> (f64, f64, u64, f64, Vec<f64>) {
+    let f = |k: &str| s[k].as_f64().unwrap();
+    let each = (s["per_rank"].as_array().into_iter().flatten())
+        .map(|v| v.as_f64().unwrap())
         .collect();
-    out.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    out
+    (
+        f("min"),
+        f("max"),
+        s["max_rank"].as_u64().unwrap(),
+        f("imbalance"),
+        each,
+    )
+}
+
+/// The job view's object allocated at `line` of `source`.
+fn object_at<'a>(job: &'a serde_json::Value, source: &str, line: &str) -> &'a serde_json::Value {
+    let text = std::fs::read_to_string(root().join("tests/programs").join(source)).unwrap();
+    let at = 1 + text.lines().position(|l| l.contains(line)).unwrap();
+    named(&job["job"]["objects"], &format!("main ({source}:{at})"))
 }
 
 #[test]
-fn mpi_ranks_write_per_rank_profiles_read_together() {
+fn an_mpi_job_is_read_across_its_ranks() {
     let dir = tempdir();
-    let app = mpi_program(dir.path());
-    // Both ways of running, the same answer: rank r owns an (r + 1) MiB block.
-    let check = |out: std::process::Output, profile: &std::path::Path| {
-        assert_ran(&out);
-        assert!(String::from_utf8_lossy(&out.stdout).contains("sum of ranks 1"));
-        let r = report_json(profile);
-        assert_eq!(
-            rank_blocks(&r),
-            [(0, (1u64 << 20) as f64), (1, (2u64 << 20) as f64)]
-        );
-        // SQL reads the ranks' tables as one.
-        let sql = Command::new(memlens())
-            .args(["sql", "--format", "csv"])
-            .arg(profile)
-            .arg("SELECT count(DISTINCT pid) AS ranks FROM allocations WHERE size IN (1048576, 2097152)")
-            .output()
-            .unwrap();
-        assert_ran(&sql);
-        assert_eq!(String::from_utf8_lossy(&sql.stdout), "ranks\n2\n");
-    };
+    let app = mpi_program(dir.path(), "mpi_imbalance.c");
     let job = dir.path().join("job");
-    let out = mpirun()
+    let out = mpirun(4)
         .env("MEMLENS_RUNTIME", runtime())
         .arg(memlens())
         .args(["record", "-o"])
@@ -495,25 +486,88 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
         .args(["--", &app])
         .output()
         .unwrap();
-    assert!(job.join("rank-0/meta.json").exists() && job.join("rank-1/meta.json").exists());
-    check(out, &job);
-    // Each rank's counters stay a series of their own, named after the rank.
-    let counters: Vec<String> = report_json(&job)["counters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect();
-    for rank in ["rank-0", "rank-1"] {
-        assert!(
-            counters.contains(&format!("task-clock [{rank}]")),
-            "{counters:?}"
-        );
+    assert_ran(&out);
+    assert!((0..4).all(|r| job.join(format!("rank-{r}/meta.json")).exists()));
+    // Rank r holds (r + 1) x 16 MiB at one site and works (r + 1) x 50 ms in
+    // "solve".
+    let r = report_json_with(&job, &["--per-rank"]);
+    assert_eq!(r["kind"], "job");
+    let mib = (1u64 << 20) as f64;
+    let field = spread(&object_at(&r, "mpi_imbalance.c", "/* FIELD */")["peak_bytes"]);
+    assert_eq!(field.0, 16.0 * mib);
+    assert_eq!(field.1, 64.0 * mib);
+    assert_eq!(field.2, 3, "the most on rank 3");
+    assert!((field.3 - 1.6).abs() < 1e-9, "imbalance {}", field.3);
+    assert_eq!(field.4, [16.0, 32.0, 48.0, 64.0].map(|m| m * mib));
+    let solve = named(&r["job"]["regions"], "solve");
+    let time = spread(&solve["time_ns"]);
+    assert_eq!(time.2, 3);
+    for (rank, t) in time.4.iter().enumerate() {
+        let expected = 50e6 * (rank + 1) as f64;
+        assert!((t - expected).abs() < 20e6, "rank {rank} in solve {t} ns");
     }
+    // The others wait 150 + 100 + 50 ms for rank 3.
+    let wait = solve["wait_ns"].as_f64().unwrap();
+    assert!((wait - 300e6).abs() < 60e6, "waiting {wait} ns");
+    // The heap's band holds every rank's field at once; each rank's series
+    // are kept for the rank x time map.
+    let heap = &r["job"]["heap"];
+    let most = |k: &str| {
+        (heap[k].as_array().unwrap().iter()).fold(0.0f64, |m, v| m.max(v.as_f64().unwrap()))
+    };
+    assert!(
+        most("max") >= 64.0 * mib && most("min") >= 16.0 * mib,
+        "{heap}"
+    );
+    assert_eq!(r["job"]["heap_by_rank"].as_array().unwrap().len(), 4);
+    // Without --per-rank, the spreads only.
+    let plain = report_json(&job);
+    assert!(
+        object_at(&plain, "mpi_imbalance.c", "/* FIELD */")["peak_bytes"]["per_rank"].is_null()
+    );
+    // One rank's own report.
+    let three = report_json_with(&job, &["--rank", "3"]);
+    assert_eq!(three["kind"], "profile");
+    assert_eq!(three["summary"]["processes"][0]["rank"], 3);
+    // The band and the map, drawn from the same view, and in the HTML page.
+    for (kind, file) in [("capacity", "band.png"), ("ranks", "map.png")] {
+        let image = dir.path().join(file);
+        assert_ran(&plot(kind, &job, &image));
+        assert!(std::fs::metadata(&image).unwrap().len() > 10_000, "{kind}");
+    }
+    let html = dir.path().join("job.html");
+    let out = Command::new(memlens())
+        .arg("report")
+        .arg(&job)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("<svg").count(), 2, "the band and the map");
+    // SQL reads the ranks' tables as one.
+    let sql = Command::new(memlens())
+        .args(["sql", "--format", "csv"])
+        .arg(&job)
+        .arg("SELECT count(DISTINCT pid) AS ranks FROM allocations WHERE size >= 16777216")
+        .output()
+        .unwrap();
+    assert_ran(&sql);
+    assert_eq!(String::from_utf8_lossy(&sql.stdout), "ranks\n4\n");
+    fails_with(
+        &["report", job.to_str().unwrap(), "--rank", "9"],
+        "no rank 9 in this job",
+    );
+}
 
+#[test]
+fn ranks_sharing_one_directory_are_read_as_a_job() {
     // Transparent mode: every rank preloads the runtime into one directory.
+    let dir = tempdir();
+    let app = mpi_program(dir.path(), "mpi_ranks.c");
     let shared = dir.path().join("shared");
-    let out = mpirun()
+    let out = mpirun(2)
         .arg("-x")
         .arg(format!("LD_PRELOAD={}", runtime().display()))
         .arg("-x")
@@ -521,7 +575,16 @@ fn mpi_ranks_write_per_rank_profiles_read_together() {
         .arg(&app)
         .output()
         .unwrap();
-    check(out, &shared);
+    assert_ran(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sum of ranks 1"));
+    let r = report_json_with(&shared, &["--per-rank"]);
+    assert_eq!(r["kind"], "job");
+    // Rank r owns an (r + 1) MiB block.
+    let block = spread(&object_at(&r, "mpi_ranks.c", "malloc(len)")["peak_bytes"]);
+    assert_eq!(block.4, [1.0, 2.0].map(|m| m * (1u64 << 20) as f64));
+    assert_eq!(block.2, 1);
+    let one = report_json_with(&shared, &["--rank", "1"]);
+    assert_eq!(one["summary"]["processes"][0]["rank"], 1);
 }
 
 #[test]

@@ -336,8 +336,15 @@ pub fn named<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Val
 }
 
 pub fn report_json(dir: &Path) -> serde_json::Value {
+    report_json_with(dir, &[])
+}
+
+/// `memlens report --format json --top 50 EXTRA... DIR`, checked against the
+/// published schema.
+pub fn report_json_with(dir: &Path, extra: &[&str]) -> serde_json::Value {
     let out = Command::new(memlens())
         .args(["report", "--format", "json", "--top", "50"])
+        .args(extra)
         .arg(dir)
         .output()
         .unwrap();

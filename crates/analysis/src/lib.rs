@@ -7,6 +7,7 @@ mod counters;
 mod folding;
 mod levels;
 mod objects;
+mod ranks;
 mod reuse;
 mod sharing;
 
@@ -28,6 +29,7 @@ pub fn region_label(r: &memlens_profile::Region) -> String {
 }
 
 pub use objects::*;
+pub use ranks::*;
 pub use reuse::*;
 pub use sharing::*;
 

@@ -23,12 +23,13 @@ pub use flame::{plot_flame, Flame};
 pub use format::{human_bytes, seconds};
 pub use live::render_live;
 pub use plot::{
-    plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_scatter, Image,
-    PlotError,
+    plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_rank_band,
+    plot_rank_map, plot_scatter, Image, PlotError, RankMeasure,
 };
 pub use pprof::pprof;
 pub use report::{
-    build_report, render_html, render_json, render_text, report_schema, report_value, Report,
-    ReportOptions, REPORT_SCHEMA_VERSION,
+    build_report, job_value, render_html, render_job_html, render_job_text, render_json,
+    render_text, report_schema, report_value, JobReport, Report, ReportOptions,
+    REPORT_SCHEMA_VERSION,
 };
 pub use stacks::{Measure, Stacks};

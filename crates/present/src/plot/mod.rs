@@ -3,6 +3,7 @@
 //! series come from the analysis crate; this module holds what every plot
 //! shares: the image target, palette, fonts, shaded regions and legends.
 
+use crate::format::human_bytes;
 use memlens_analysis::{self as analysis, CapacitySeries, Profile};
 use memlens_profile::Calibration;
 use plotters::coord::types::RangedCoordf64;
@@ -97,6 +98,7 @@ mod calibration;
 mod capacity;
 mod counters;
 mod fold;
+mod ranks;
 mod scatter;
 
 pub use bandwidth::plot_bandwidth;
@@ -104,6 +106,7 @@ pub use calibration::plot_calibration;
 pub use capacity::plot_capacity;
 pub use counters::plot_counters;
 pub use fold::plot_fold;
+pub use ranks::{plot_rank_band, plot_rank_map, RankMeasure};
 pub use scatter::plot_scatter;
 
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;

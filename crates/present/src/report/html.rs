@@ -4,10 +4,14 @@
 //! few lines of inline script zoom and pan: nothing is fetched, so the file
 //! opens offline and can be mailed.
 
+use super::job::{job_sections, JobReport};
 use super::model::{Figure, Section};
 use super::sections::sections;
 use super::Report;
-use crate::plot::{plot_bandwidth, plot_capacity, plot_fold, plot_scatter, Image};
+use crate::plot::{
+    plot_bandwidth, plot_capacity, plot_fold, plot_rank_band, plot_rank_map, plot_scatter, Image,
+    RankMeasure,
+};
 use memlens_analysis::Profile;
 use serde::Serialize;
 
@@ -36,21 +40,53 @@ struct DrawnFigure {
 
 /// The whole report as one HTML page.
 pub fn render_html(p: &Profile, r: &Report) -> String {
-    let sections = sections(r)
+    page(
+        r.summary.command.join(" "),
+        &r.profile,
+        &r.memlens_version,
+        sections(r),
+        |f| draw(p, r, f),
+    )
+}
+
+/// A job's report as one HTML page.
+pub fn render_job_html(j: &JobReport) -> String {
+    page(
+        j.command.join(" "),
+        &j.profile,
+        &j.memlens_version,
+        job_sections(j),
+        |figure| {
+            let mut svg = String::new();
+            let drawn = match figure {
+                Figure::RankBand => plot_rank_band(&j.job, Image::Svg(&mut svg)),
+                Figure::RankMap => plot_rank_map(&j.job, RankMeasure::Rss, Image::Svg(&mut svg)),
+                _ => return None,
+            };
+            drawn_figure(figure, drawn, svg)
+        },
+    )
+}
+
+/// A page of sections, each with the figures `draw` gives it.
+fn page(
+    command: String,
+    profile: &str,
+    version: &str,
+    sections: Vec<Section>,
+    draw: impl Fn(Figure) -> Option<DrawnFigure>,
+) -> String {
+    let sections = sections
         .into_iter()
         .map(|section| PageSection {
-            figures: section
-                .figures
-                .iter()
-                .filter_map(|&f| draw(p, r, f))
-                .collect(),
+            figures: section.figures.iter().filter_map(|&f| draw(f)).collect(),
             section,
         })
         .collect();
     let page = Page {
-        command: r.summary.command.join(" "),
-        profile: &r.profile,
-        version: &r.memlens_version,
+        command,
+        profile,
+        version,
         sections,
     };
     let mut env = minijinja::Environment::new();
@@ -73,7 +109,16 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
             let f = r.folding.content.as_ref()?;
             plot_fold(p, f.by(), f.bins.len(), Image::Svg(&mut svg))
         }
+        Figure::RankBand | Figure::RankMap => return None,
     };
+    drawn_figure(figure, drawn, svg)
+}
+
+fn drawn_figure(
+    figure: Figure,
+    drawn: Result<(), crate::PlotError>,
+    svg: String,
+) -> Option<DrawnFigure> {
     (drawn.is_ok() && !svg.is_empty()).then(|| DrawnFigure {
         svg,
         caption: figure.caption(),

@@ -1,6 +1,7 @@
 //! The report as JSON: its data for programs (exact figures, no units to
 //! parse) and, under `sections`, the tables the text and HTML renderers draw.
 
+use super::job::{job_sections, JobReport};
 use super::model::Section;
 use super::sections::sections;
 use super::Report;
@@ -14,27 +15,48 @@ pub fn render_json(r: &Report) -> serde_json::Result<String> {
 /// or changes type (`docs/report.schema.json` is its schema).
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
 
-/// The JSON report: the report's data, and the tables of its sections.
+/// The JSON report: of one profile, or of a job across its ranks (`kind`),
+/// with the tables of its sections.
 #[derive(Serialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 #[schemars(
     title = "memlens report",
     description = "`memlens report --format json`: every figure exact (bytes, counts, nanoseconds), each section's tables as drawn, and how each figure was obtained."
 )]
-struct ReportFile<'a> {
-    /// The format's version: raised when a field is removed, renamed or
-    /// changes type.
-    schema_version: u32,
-    #[serde(flatten)]
-    data: &'a Report,
-    sections: Vec<Section>,
+enum ReportFile<'a> {
+    /// One profile (one run, or the runs of a directory read together).
+    Profile {
+        /// The format's version: raised when a field is removed, renamed or
+        /// changes type.
+        schema_version: u32,
+        #[serde(flatten)]
+        data: &'a Report,
+        sections: Vec<Section>,
+    },
+    /// A job of ranks, each reduced to its spread over the ranks.
+    Job {
+        schema_version: u32,
+        #[serde(flatten)]
+        data: &'a JobReport,
+        sections: Vec<Section>,
+    },
 }
 
 /// The JSON report as a value (the CSV tables are read from it).
 pub fn report_value(r: &Report) -> serde_json::Result<serde_json::Value> {
-    serde_json::to_value(ReportFile {
+    serde_json::to_value(ReportFile::Profile {
         schema_version: REPORT_SCHEMA_VERSION,
         data: r,
         sections: sections(r),
+    })
+}
+
+/// A job's JSON report as a value.
+pub fn job_value(j: &JobReport) -> serde_json::Result<serde_json::Value> {
+    serde_json::to_value(ReportFile::Job {
+        schema_version: REPORT_SCHEMA_VERSION,
+        data: j,
+        sections: job_sections(j),
     })
 }
 

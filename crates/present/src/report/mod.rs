@@ -4,14 +4,21 @@
 //! carries the data itself, and CSV one of its tables with exact numbers.
 
 mod html;
+mod job;
 mod json;
 mod model;
 mod sections;
 mod text;
 
-pub use html::render_html;
-pub use json::{render_json, report_schema, report_value, REPORT_SCHEMA_VERSION};
+pub use html::{render_html, render_job_html};
+pub use job::JobReport;
+pub use json::{job_value, render_json, report_schema, report_value, REPORT_SCHEMA_VERSION};
 pub use text::render_text;
+
+/// A job's report as text.
+pub fn render_job_text(j: &JobReport) -> String {
+    text::page(&j.profile, &job::job_sections(j))
+}
 
 use crate::format::human_bytes;
 use memlens_analysis::{self as analysis, DataObject, ObjectKind, Peak, Profile, RegionCapacity};

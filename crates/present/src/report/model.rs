@@ -193,6 +193,10 @@ pub enum Figure {
     Bandwidth,
     Scatter,
     Fold,
+    /// A job's capacity across its ranks.
+    RankBand,
+    /// A job's ranks over time.
+    RankMap,
 }
 
 impl Figure {
@@ -202,6 +206,8 @@ impl Figure {
             Figure::Bandwidth => "read and write bandwidth: exact bytes of instrumented code between ticks, and memory-traffic counters",
             Figure::Scatter => "sampled address against time, one band per object (loads blue, stores red), regions shaded",
             Figure::Fold => "sampled address against the phase of one instance, folded rates below",
+            Figure::RankBand => "resident set and live heap across the ranks: the least and most of any rank in each time bin, and the mean",
+            Figure::RankMap => "resident set of each rank (rows) over time (columns)",
         }
     }
 }

@@ -8,9 +8,14 @@ use crate::format::truncate;
 use std::fmt::Write;
 
 pub fn render_text(r: &Report) -> String {
-    let mut out = format!("memlens report: {}\n", r.profile);
-    for s in sections(r) {
-        section(&mut out, &s);
+    page(&r.profile, &sections(r))
+}
+
+/// The text of a report's sections, under a line naming its profile.
+pub(super) fn page(profile: &str, sections: &[Section]) -> String {
+    let mut out = format!("memlens report: {profile}\n");
+    for s in sections {
+        section(&mut out, s);
     }
     out
 }

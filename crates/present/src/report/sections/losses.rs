@@ -5,9 +5,14 @@ use crate::report::Report;
 use memlens_profile::Losses;
 
 pub fn section(r: &Report) -> Option<Section> {
+    for_losses(&r.losses)
+}
+
+/// What was lost, whatever the report (one profile's, a job's).
+pub fn for_losses(losses: &Losses) -> Option<Section> {
     let mut t = Table::new(vec![Column::number("count"), Column::text("what")]).or_else("none");
     t.header = false;
-    for (what, n) in loss_rows(&r.losses) {
+    for (what, n) in loss_rows(losses) {
         if n > 0 {
             t.push(vec![n.to_string(), what.to_string()]);
         }

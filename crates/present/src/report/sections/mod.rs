@@ -41,6 +41,9 @@ const SECTIONS: [Build; 15] = [
     losses::section,
 ];
 
+pub(crate) use losses::for_losses as losses_section;
+pub(crate) use regions::NO_REGIONS;
+
 /// The sections a report has.
 pub fn sections(r: &Report) -> Vec<Section> {
     SECTIONS.iter().filter_map(|build| build(r)).collect()

@@ -5,7 +5,7 @@ use crate::report::model::{Column, Section, Table};
 use crate::report::Report;
 
 /// Said where a table of regions would be.
-pub(super) const NO_REGIONS: &str =
+pub(crate) const NO_REGIONS: &str =
     "no annotated regions (see memlens_region_begin in include/memlens.h)";
 
 pub fn section(r: &Report) -> Option<Section> {

@@ -1,0 +1,170 @@
+//! `memlens report JOB`: the report of an MPI job, its ranks read one at a
+//! time and shown across ranks (`memlens_analysis::job_view`): per object,
+//! region and counter the sum, least, mean and most over the ranks, the
+//! imbalance (most / mean) and the rank with the most; each rank's own value
+//! with `--per-rank`; one rank's whole report with `--rank N`.
+
+use super::model::{Column, Figure, Row, Section, Table};
+use super::sections::losses_section;
+use crate::format::{counter_value, human_bytes, seconds};
+use memlens_analysis::{JobView, RankId, Spread};
+use memlens_profile::Losses;
+use serde::Serialize;
+
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct JobReport {
+    pub memlens_version: String,
+    pub profile: String,
+    pub command: Vec<String>,
+    pub backend: Vec<String>,
+    pub job: JobView,
+    /// Every rank's losses, summed.
+    pub losses: Losses,
+}
+
+/// The sections of a job's report, in the order every output shows them.
+pub fn job_sections(j: &JobReport) -> Vec<Section> {
+    let v = &j.job;
+    let mut out = vec![run(j), capacity(v), objects(v), regions(v)];
+    out.extend(counters(v));
+    out.extend(losses_section(&j.losses));
+    out
+}
+
+fn run(j: &JobReport) -> Section {
+    let v = &j.job;
+    let rows = [
+        ("command".to_string(), j.command.join(" ")),
+        (
+            "ranks".into(),
+            format!(
+                "{} on {} host{} ({})",
+                v.ranks.len(),
+                v.hosts.len(),
+                if v.hosts.len() == 1 { "" } else { "s" },
+                v.hosts.join(", ")
+            ),
+        ),
+        ("time base".into(), v.time_base.clone()),
+        ("backend".into(), j.backend.join(" + ")),
+    ];
+    Section::new("run", "Job").table(Table::key_value(rows))
+}
+
+/// A spread's cells: sum, least, mean, most, imbalance, and the rank with the most.
+fn cells(s: &Spread, show: impl Fn(f64) -> String) -> Vec<String> {
+    vec![
+        show(s.sum),
+        show(s.min),
+        show(s.mean),
+        show(s.max),
+        format!("{:.2}", s.imbalance),
+        s.max_rank.to_string(),
+    ]
+}
+
+fn spread_columns(first: &str) -> Vec<Column> {
+    vec![
+        Column::text(first).at_most(48),
+        Column::number("sum"),
+        Column::number("least"),
+        Column::number("mean"),
+        Column::number("most"),
+        Column::number("most/mean"),
+        Column::number("most at rank"),
+    ]
+}
+
+/// A row of a spread, with each rank's value under it when kept.
+fn spread_row(name: String, s: &Spread, ranks: &[RankId], show: &dyn Fn(f64) -> String) -> Row {
+    let mut row: Row = [vec![name], cells(s, show)].concat().into();
+    if !s.per_rank.is_empty() {
+        let each: Vec<String> = (ranks.iter().zip(&s.per_rank))
+            .map(|(r, v)| format!("{}: {}", r.rank, show(*v)))
+            .collect();
+        // A line of a handful of ranks each: 1000 ranks stay readable.
+        for chunk in each.chunks(8) {
+            row = row.detail(format!("ranks {}", chunk.join(", ")));
+        }
+    }
+    row
+}
+
+fn capacity(v: &JobView) -> Section {
+    let bytes = |b: f64| human_bytes(b);
+    let mut t = Table::new(spread_columns("measure"));
+    t.push(spread_row(
+        "run time".into(),
+        &v.duration_ns,
+        &v.ranks,
+        &|ns| seconds(ns as u64),
+    ));
+    t.push(spread_row(
+        "peak resident set".into(),
+        &v.peak_rss,
+        &v.ranks,
+        &bytes,
+    ));
+    if let Some(h) = &v.heap_peak {
+        t.push(spread_row("peak live heap".into(), h, &v.ranks, &bytes));
+    }
+    Section::new("ranks", "Across ranks")
+        .note(format!(
+            "each figure over the {} ranks: sum, least, mean and most of one rank, most/mean (1.00: balanced; the number of ranks: one rank has it all) and the rank with the most; every rank's own with --per-rank, one rank's report with --rank N",
+            v.ranks.len()
+        ))
+        .table(t)
+        .figure(Figure::RankBand)
+        .figure(Figure::RankMap)
+}
+
+fn objects(v: &JobView) -> Section {
+    let mut columns = spread_columns("object");
+    columns.insert(1, Column::text("kind"));
+    columns.push(Column::number("ranks"));
+    let mut t = Table::new(columns)
+        .titled("objects by peak bytes summed over the ranks")
+        .note("a rank without the object counts 0")
+        .or_else("no data objects recorded");
+    for o in &v.objects {
+        let mut row = spread_row(o.name.clone(), &o.peak_bytes, &v.ranks, &human_bytes);
+        row.cells.insert(1, o.kind.name().to_string());
+        row.cells.push(o.peak_bytes.ranks.to_string());
+        t.push(row);
+    }
+    Section::new("rank-objects", "Objects across ranks").table(t)
+}
+
+fn regions(v: &JobView) -> Section {
+    let mut columns = spread_columns("region");
+    columns.push(Column::number("waiting"));
+    columns.push(Column::number("bytes (sum)"));
+    let mut t = Table::new(columns)
+        .titled("time in each region")
+        .note("waiting: every rank's wait for the slowest, summed, if the ranks meet after the region; bytes exact (instrumented builds)")
+        .or_else(super::sections::NO_REGIONS);
+    for r in &v.regions {
+        let mut row = spread_row(r.name.clone(), &r.time_ns, &v.ranks, &|ns| {
+            seconds(ns as u64)
+        });
+        row.cells.push(seconds(r.wait_ns as u64));
+        row.cells
+            .push(r.bytes.as_ref().map_or("-".into(), |b| human_bytes(b.sum)));
+        t.push(row);
+    }
+    Section::new("rank-regions", "Regions across ranks").table(t)
+}
+
+fn counters(v: &JobView) -> Option<Section> {
+    if v.counters.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(spread_columns("counter"));
+    for c in &v.counters {
+        let name = format!("{} [{}]", c.name, c.unit);
+        t.push(spread_row(name, &c.total, &v.ranks, &|x| {
+            counter_value(x, &c.unit)
+        }));
+    }
+    Some(Section::new("rank-counters", "Counters across ranks").table(t))
+}

@@ -1,0 +1,113 @@
+//! A directory of rank profiles read as one job: found from the parts'
+//! metadata, each part loaded on its own and reduced to its ranks' summaries
+//! before the next is read (memory grows with ranks x distinct objects, not
+//! with the job's events).
+
+use anyhow::{bail, Result};
+use memlens_analysis::{job_view, summarize_ranks, Profile, TimeGrid};
+use memlens_present::JobReport;
+use memlens_profile::Meta;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The parts of a directory with their metadata.
+pub struct Job {
+    parts: Vec<(PathBuf, Meta)>,
+}
+
+impl Job {
+    /// The parts as a job when their processes carry two MPI ranks or more.
+    pub fn of(parts: &[PathBuf]) -> Result<Option<Job>> {
+        let parts = (parts.iter())
+            .map(|part| Ok((part.clone(), Meta::read(part)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let ranks: BTreeSet<u32> = (parts.iter())
+            .flat_map(|(_, m)| m.processes.iter().filter_map(|p| p.rank))
+            .collect();
+        Ok((ranks.len() >= 2).then_some(Job { parts }))
+    }
+
+    /// The parts holding `rank`, and its processes' pids.
+    pub fn rank(&self, rank: u32) -> Result<(Vec<PathBuf>, Vec<u32>)> {
+        let mut parts = Vec::new();
+        let mut pids = Vec::new();
+        for (part, meta) in &self.parts {
+            let here: Vec<u32> = (meta.processes.iter())
+                .filter(|p| p.rank == Some(rank))
+                .map(|p| p.pid)
+                .collect();
+            if !here.is_empty() {
+                parts.push(part.clone());
+                pids.extend(here);
+            }
+        }
+        if parts.is_empty() {
+            let ranks: BTreeSet<u32> = (self.parts.iter())
+                .flat_map(|(_, m)| m.processes.iter().filter_map(|p| p.rank))
+                .collect();
+            bail!(
+                "no rank {rank} in this job (ranks {}..={})",
+                ranks.first().unwrap_or(&0),
+                ranks.last().unwrap_or(&0)
+            );
+        }
+        Ok((parts, pids))
+    }
+
+    /// The job's report: every rank summarized one part at a time.
+    pub fn report(&self, dir: &Path, per_rank: bool, top: usize) -> Result<JobReport> {
+        let hosts: BTreeSet<&str> = self.parts.iter().map(|(_, m)| m.host.as_str()).collect();
+        // One host: CLOCK_MONOTONIC is shared, the parts' origins line up
+        // exactly. Several: each part is read from its own start.
+        let one_host = hosts.len() == 1;
+        let t0 = (self.parts.iter())
+            .map(|(_, m)| m.clock.start_ns)
+            .min()
+            .unwrap_or(0);
+        let shift = |m: &Meta| {
+            if one_host {
+                m.clock.start_ns.saturating_sub(t0)
+            } else {
+                0
+            }
+        };
+        let time_base = if one_host {
+            format!("CLOCK_MONOTONIC of {}, exact", hosts.first().unwrap_or(&""))
+        } else {
+            format!(
+                "each of the {} hosts' own clock, from each run's start (not aligned)",
+                hosts.len()
+            )
+        };
+        let duration = (self.parts.iter())
+            .map(|(_, m)| shift(m) + m.clock.duration_ns)
+            .max()
+            .unwrap_or(0);
+        let interval = (self.parts.iter())
+            .map(|(_, m)| m.settings.interval_ms * 1_000_000)
+            .max()
+            .unwrap_or(0);
+        let grid = TimeGrid::over(duration, interval);
+        let mut summaries = Vec::new();
+        let mut losses = memlens_profile::Losses::default();
+        let mut backend: Vec<String> = Vec::new();
+        for (part, meta) in &self.parts {
+            let p = Profile::load_without_samples(part)?;
+            summaries.extend(summarize_ranks(&p, &meta.host, shift(meta), grid));
+            losses.add(&meta.losses);
+            for b in &meta.backend {
+                if !backend.contains(b) {
+                    backend.push(b.clone());
+                }
+            }
+        }
+        Ok(JobReport {
+            memlens_version: env!("CARGO_PKG_VERSION").to_string(),
+            profile: dir.display().to_string(),
+            command: (self.parts.first()).map_or_else(Vec::new, |(_, m)| m.command.clone()),
+            backend,
+            job: job_view(summaries, grid, time_base, per_rank, top),
+            losses,
+        })
+    }
+}
