@@ -145,7 +145,7 @@ enum Command {
 
 #[derive(Args)]
 struct RecordArgs {
-    /// Profile directory (default: memlens.<program>.<pid>; under MPI, rank-<N> inside -o).
+    /// Profile directory (default: memlens.<program>.<pid>; under MPI, rank=<N> inside -o).
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Remove the data of an earlier run in that directory (a profile, or the
@@ -714,7 +714,9 @@ fn record(args: RecordArgs) -> Result<i32> {
         (None, _) => None,
     };
     let out_dir = match (args.output, mpi_rank()) {
-        (Some(dir), Some(rank)) => dir.join(format!("rank-{rank}")),
+        // Hive-style partition directories: Parquet engines (Spark, DuckDB,
+        // Trino, pyarrow) read the job as one dataset with a rank column.
+        (Some(dir), Some(rank)) => dir.join(format!("rank={rank}")),
         (Some(dir), None) => dir,
         (None, rank) => {
             let suffix = rank.map(|r| format!(".rank{r}")).unwrap_or_default();

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use memlens_present::{Measure, Stacks};
+use memlens_profile::Table as _;
 use memlens_sql::{Engine, Format};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -130,9 +131,9 @@ pub fn export(args: ExportArgs) -> Result<i32> {
         ExportFormat::Json => Format::Json,
         ExportFormat::Parquet => Format::Parquet,
     };
-    let known: Vec<&str> = memlens_sql::table_schemas()
-        .iter()
+    let known: Vec<&str> = (memlens_sql::table_schemas().iter())
         .map(|(name, _)| *name)
+        .chain([memlens_profile::ProcessRow::NAME])
         .collect();
     if let Some(unknown) = args.table.iter().find(|t| !known.contains(&t.as_str())) {
         bail!(

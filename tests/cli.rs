@@ -487,7 +487,7 @@ fn an_mpi_job_is_read_across_its_ranks() {
         .output()
         .unwrap();
     assert_ran(&out);
-    assert!((0..4).all(|r| job.join(format!("rank-{r}/meta.json")).exists()));
+    assert!((0..4).all(|r| job.join(format!("rank={r}/meta.json")).exists()));
     // Rank r holds (r + 1) x 16 MiB at one site and works (r + 1) x 50 ms in
     // "solve".
     let r = report_json_with(&job, &["--per-rank"]);
@@ -546,15 +546,35 @@ fn an_mpi_job_is_read_across_its_ranks() {
     assert_ran(&out);
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(page.matches("<svg").count(), 2, "the band and the map");
-    // SQL reads the ranks' tables as one.
+    // SQL reads the ranks' tables as one, each row's rank by its process.
     let sql = Command::new(memlens())
         .args(["sql", "--format", "csv"])
         .arg(&job)
-        .arg("SELECT count(DISTINCT pid) AS ranks FROM allocations WHERE size >= 16777216")
+        .arg("SELECT p.rank, max(a.size) AS biggest FROM allocations a JOIN processes p ON a.pid = p.pid GROUP BY p.rank ORDER BY p.rank")
         .output()
         .unwrap();
     assert_ran(&sql);
-    assert_eq!(String::from_utf8_lossy(&sql.stdout), "ranks\n4\n");
+    assert_eq!(
+        String::from_utf8_lossy(&sql.stdout),
+        "rank,biggest\n0,16777216\n1,33554432\n2,50331648\n3,67108864\n"
+    );
+    // The job is one partitioned dataset (rank=N directories) to other
+    // Parquet engines: pyarrow's reads the rank as a column.
+    let read = "import glob, sys, pyarrow.dataset as ds
+job = sys.argv[1]
+d = ds.dataset(sorted(glob.glob(job + '/*/allocations.parquet')), format='parquet', partitioning='hive', partition_base_dir=job)
+t = d.to_table(columns=['rank', 'size']).to_pandas()
+print(' '.join(str(v) for v in t.groupby('rank')['size'].max()))";
+    let out = Command::new("python3")
+        .args(["-c", read])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "16777216 33554432 50331648 67108864"
+    );
     fails_with(
         &["report", job.to_str().unwrap(), "--rank", "9"],
         "no rank 9 in this job",

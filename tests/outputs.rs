@@ -877,11 +877,17 @@ fn export_writes_tables_and_query_results_readable_back() {
         same::<Module>(&p, &parquet),
         same::<StaticObject>(&p, &parquet),
     ];
-    // Every table but tags (the example tags nothing) has rows; the
-    // directory holds nothing else.
+    // Every table but tags (the example tags nothing) has rows; beside them
+    // the processes of meta.json as a table, and nothing else.
     assert_eq!(rows.iter().filter(|&&n| n > 0).count(), 13, "{rows:?}");
+    let processes: Vec<ProcessRow> = read_table(&parquet).unwrap();
+    let meta = Meta::read(&p).unwrap();
+    assert_eq!(
+        processes.iter().map(|r| r.pid).collect::<Vec<_>>(),
+        meta.processes.iter().map(|r| r.pid).collect::<Vec<_>>()
+    );
     let files = std::fs::read_dir(&parquet).unwrap().count();
-    assert_eq!(files, rows.len(), "one file per table");
+    assert_eq!(files, rows.len() + 1, "one file per table");
 
     // One table as CSV on standard output.
     let out = Command::new(memlens())

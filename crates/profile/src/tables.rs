@@ -361,3 +361,21 @@ table! {
         size: u64,
     }
 }
+
+table! {
+    /// A process of the run (`meta.json`'s `processes` as a table, for SQL:
+    /// not a file of the profile). Joined on `pid`, it gives every table the
+    /// MPI rank and host of its rows.
+    ProcessRow = "processes" {
+        pid: u32,
+        ppid: u32,
+        rank: Option<u32>,
+        host: String,
+        exe: String,
+        start_ns: u64,
+        end_ns: Option<u64>,
+        exit_code: Option<i32>,
+        /// The profile directory it was recorded in (a job's `rank=N`).
+        part: String,
+    }
+}

@@ -100,6 +100,32 @@ impl Engine {
             ctx.register_table(name, provider)
                 .map_err(|e| SqlError::Query(e.to_string()))?;
         }
+        // Every part's processes, from its meta.json: rank and host by pid.
+        let mut processes = Vec::new();
+        for dir in parts {
+            let meta = memlens_profile::Meta::read(dir)?;
+            let part = dir
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+            processes.extend(meta.processes.iter().map(|p| memlens_profile::ProcessRow {
+                pid: p.pid,
+                ppid: p.ppid,
+                rank: p.rank,
+                host: meta.host.clone(),
+                exe: p.exe.clone(),
+                start_ns: p.start_ns,
+                end_ns: p.end_ns,
+                exit_code: p.exit_code,
+                part: part.clone(),
+            }));
+        }
+        use memlens_profile::Table;
+        let batch = memlens_profile::ProcessRow::to_batch(&processes).map_err(SqlError::Query)?;
+        let table = MemTable::try_new(memlens_profile::ProcessRow::schema(), vec![vec![batch]])
+            .map_err(|e| SqlError::Query(e.to_string()))?;
+        ctx.register_table(memlens_profile::ProcessRow::NAME, Arc::new(table))
+            .map_err(|e| SqlError::Query(e.to_string()))?;
+        present.push(memlens_profile::ProcessRow::NAME);
         Ok(Engine {
             runtime,
             ctx,
