@@ -10,6 +10,18 @@ use memlens_profile::Meta;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+/// How the ranks' times are put on one base.
+#[derive(Clone, Copy)]
+enum TimeBase {
+    /// One host: its CLOCK_MONOTONIC, exact.
+    Monotonic,
+    /// Several hosts: the wall clock each run read at its start, from the
+    /// earliest.
+    Realtime(u64),
+    /// Several hosts without wall-clock starts: each from its own start.
+    OwnStart,
+}
+
 /// The parts of a directory with their metadata.
 pub struct Job {
     parts: Vec<(PathBuf, Meta)>,
@@ -58,26 +70,40 @@ impl Job {
     pub fn report(&self, dir: &Path, per_rank: bool, top: usize) -> Result<JobReport> {
         let hosts: BTreeSet<&str> = self.parts.iter().map(|(_, m)| m.host.as_str()).collect();
         // One host: CLOCK_MONOTONIC is shared, the parts' origins line up
-        // exactly. Several: each part is read from its own start.
-        let one_host = hosts.len() == 1;
+        // exactly. Several: the wall clock each run read beside it at its
+        // start, as well as the hosts' clocks agree; without it, each part
+        // from its own start.
+        let realtime: Option<Vec<u64>> = (self.parts.iter())
+            .map(|(_, m)| m.clock.realtime_start_ns)
+            .collect();
+        let base = match (hosts.len(), realtime) {
+            (1, _) => TimeBase::Monotonic,
+            (_, Some(starts)) => TimeBase::Realtime(starts.into_iter().min().unwrap_or(0)),
+            (_, None) => TimeBase::OwnStart,
+        };
         let t0 = (self.parts.iter())
             .map(|(_, m)| m.clock.start_ns)
             .min()
             .unwrap_or(0);
-        let shift = |m: &Meta| {
-            if one_host {
-                m.clock.start_ns.saturating_sub(t0)
-            } else {
-                0
+        let shift = |m: &Meta| match base {
+            TimeBase::Monotonic => m.clock.start_ns.saturating_sub(t0),
+            TimeBase::Realtime(origin) => {
+                (m.clock.realtime_start_ns).map_or(0, |start| start.saturating_sub(origin))
             }
+            TimeBase::OwnStart => 0,
         };
-        let time_base = if one_host {
-            format!("CLOCK_MONOTONIC of {}, exact", hosts.first().unwrap_or(&""))
-        } else {
-            format!(
-                "each of the {} hosts' own clock, from each run's start (not aligned)",
+        let time_base = match base {
+            TimeBase::Monotonic => {
+                format!("CLOCK_MONOTONIC of {}, exact", hosts.first().unwrap_or(&""))
+            }
+            TimeBase::Realtime(_) => format!(
+                "the wall clock (CLOCK_REALTIME) of each of the {} hosts, read at each run's start: as close as the hosts' clocks agree (NTP: about a millisecond)",
                 hosts.len()
-            )
+            ),
+            TimeBase::OwnStart => format!(
+                "each of the {} hosts' own clock, from each run's start (not aligned: runs recorded without their wall-clock start)",
+                hosts.len()
+            ),
         };
         let duration = (self.parts.iter())
             .map(|(_, m)| shift(m) + m.clock.duration_ns)

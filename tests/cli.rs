@@ -579,6 +579,58 @@ print(' '.join(str(v) for v in t.groupby('rank')['size'].max()))";
         &["report", job.to_str().unwrap(), "--rank", "9"],
         "no rank 9 in this job",
     );
+
+    // Ranks 2 and 3 as if recorded on another host, booted 1000 s earlier
+    // and started 2 s later: their wall-clock starts place them.
+    let hosts = dir.path().join("two-hosts");
+    for rank in 0..4 {
+        let (from, to) = (
+            job.join(format!("rank={rank}")),
+            hosts.join(format!("rank={rank}")),
+        );
+        std::fs::create_dir_all(&to).unwrap();
+        for f in std::fs::read_dir(&from).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "parquet" || e == "json") {
+                std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+            }
+        }
+        if rank >= 2 {
+            let path = to.join("meta.json");
+            let mut meta: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            meta["host"] = "other".into();
+            let clock = &mut meta["clock"];
+            let later =
+                |v: &serde_json::Value, by: u64| serde_json::Value::from(v.as_u64().unwrap() + by);
+            clock["start_ns"] = later(&clock["start_ns"], 1_000_000_000_000);
+            clock["realtime_start_ns"] = later(&clock["realtime_start_ns"], 2_000_000_000);
+            std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        }
+    }
+    let r = report_json_with(&hosts, &["--per-rank"]);
+    let v = &r["job"];
+    let base = v["time_base"].as_str().unwrap();
+    assert!(
+        base.contains("CLOCK_REALTIME") && base.contains("2 hosts"),
+        "{base}"
+    );
+    let bin_ns = v["grid"]["bin_ns"].as_f64().unwrap();
+    let first_held = |rank: usize| {
+        let series = v["heap_by_rank"][rank].as_array().unwrap();
+        series
+            .iter()
+            .position(|h| h.as_f64().unwrap() > 0.0)
+            .unwrap() as f64
+            * bin_ns
+    };
+    assert!(first_held(0) < 1e9 && first_held(1) < 1e9);
+    assert!(
+        first_held(2) >= 1.9e9 && first_held(3) >= 1.9e9,
+        "{} {}",
+        first_held(2),
+        first_held(3)
+    );
 }
 
 #[test]

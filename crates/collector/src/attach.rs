@@ -14,8 +14,8 @@
 use crate::perf::backends::{self, Kind};
 use crate::perf::counters::Counters;
 use crate::record::{
-    claim_profile_dir, now_ns, proc_timeline, PerfSession, RecordConfig, RecordOutcome, Sampler,
-    SamplerChoice, TargetExit,
+    claim_profile_dir, now_ns, proc_timeline, realtime_ns, PerfSession, RecordConfig,
+    RecordOutcome, Sampler, SamplerChoice, TargetExit,
 };
 use crate::{Error, Result, RunInfo};
 use std::path::PathBuf;
@@ -52,7 +52,7 @@ pub fn attach(cfg: &RecordConfig, pid: u32) -> Result<RecordOutcome> {
             .find_map(|k| backends::plan(k, &options(cfg)).ok()),
     };
     let (lock, raw_dir) = claim_profile_dir(cfg)?;
-    let start_ns = now_ns();
+    let (start_ns, realtime_start_ns) = (now_ns(), realtime_ns());
     let mut sampler = Sampler::new(&raw_dir, Counters::none(), None)?;
     sampler.follow_attached(pid, exe.clone());
     let mut perf = match plan {
@@ -123,6 +123,7 @@ pub fn attach(cfg: &RecordConfig, pid: u32) -> Result<RecordOutcome> {
             command,
             interval_ms: cfg.interval_ms,
             start_ns: Some(start_ns),
+            realtime_start_ns: Some(realtime_start_ns),
             end_ns: Some(now_ns()),
             read_ahead: Some(read_ahead),
             attached_ended: ended,

@@ -313,7 +313,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     // Orphaned descendants are re-parented to us, so we can wait for all of them.
     // SAFETY: plain prctl.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let start_ns = now_ns();
+    let (start_ns, realtime_start_ns) = (now_ns(), realtime_ns());
     let child = cmd
         .spawn()
         .map_err(|e| Error::Usage(format!("cannot start '{}': {e}", program_path.display())))?;
@@ -404,6 +404,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         cache_model: cfg.cache_model.clone(),
         keep_blocks: cfg.keep_blocks,
         start_ns: Some(start_ns),
+        realtime_start_ns: Some(realtime_start_ns),
         end_ns: Some(now_ns()),
         missed_ticks,
         read_ahead: Some(read_ahead),
@@ -624,6 +625,13 @@ fn reap(sampler: &mut Sampler) -> Result<Reaped> {
         sampler.record_exit(pid as u32, exit);
         exits.push((pid, exit));
     }
+}
+
+/// CLOCK_REALTIME, ns since the Unix epoch.
+pub(crate) fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 pub(crate) fn now_ns() -> u64 {

@@ -220,6 +220,8 @@ fn write(
         source: "perf timestamps of the imported file".into(),
         start_ns: start,
         duration_ns: end,
+        // perf.data's header dates the file, not its first sample.
+        realtime_start_ns: None,
     };
     let mut pid_list: Vec<u32> = pids.into_iter().collect();
     pid_list.sort_unstable();

@@ -57,6 +57,11 @@ pub struct Clock {
     /// CLOCK_MONOTONIC ns of time 0 in every table.
     pub start_ns: u64,
     pub duration_ns: u64,
+    /// CLOCK_REALTIME ns (since the Unix epoch) at time 0, read beside the
+    /// monotonic clock when `record` started: what puts runs of several hosts
+    /// on one time base (as well as the hosts' clocks agree).
+    #[serde(default)]
+    pub realtime_start_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]

@@ -36,6 +36,8 @@ pub struct RunInfo {
     pub command: Vec<String>,
     pub interval_ms: u64,
     pub start_ns: Option<u64>,
+    /// CLOCK_REALTIME read beside `start_ns`.
+    pub realtime_start_ns: Option<u64>,
     pub end_ns: Option<u64>,
     pub missed_ticks: u64,
     /// The cache model's geometry ("size/ways/line" per level), when it ran.
@@ -604,6 +606,8 @@ pub fn finalize(
             source: "CLOCK_MONOTONIC".into(),
             start_ns: t0,
             duration_ns: last_time,
+            realtime_start_ns: (run.start_ns.zip(run.realtime_start_ns))
+                .map(|(start, realtime)| realtime.saturating_sub(start.saturating_sub(t0))),
         },
         processes,
         losses,
