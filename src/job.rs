@@ -4,7 +4,7 @@
 //! with the job's events).
 
 use anyhow::{bail, Result};
-use memlens_analysis::{job_view, summarize_ranks, Profile, TimeGrid};
+use memlens_analysis::{job_view, summarize_ranks, Profile, RankSummary, TimeGrid};
 use memlens_present::JobReport;
 use memlens_profile::Meta;
 use std::collections::BTreeSet;
@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 /// How the ranks' times are put on one base.
 #[derive(Clone, Copy)]
 enum TimeBase {
-    /// One host: its CLOCK_MONOTONIC, exact.
-    Monotonic,
+    /// One host: its CLOCK_MONOTONIC, exact, from the earliest part's start.
+    Monotonic(u64),
     /// Several hosts: the wall clock each run read at its start, from the
     /// earliest.
     Realtime(u64),
@@ -68,58 +68,39 @@ impl Job {
 
     /// The job's report: every rank summarized one part at a time.
     pub fn report(&self, dir: &Path, per_rank: bool, top: usize) -> Result<JobReport> {
-        let hosts: BTreeSet<&str> = self.parts.iter().map(|(_, m)| m.host.as_str()).collect();
-        // One host: CLOCK_MONOTONIC is shared, the parts' origins line up
-        // exactly. Several: the wall clock each run read beside it at its
-        // start, as well as the hosts' clocks agree; without it, each part
-        // from its own start.
-        let realtime: Option<Vec<u64>> = (self.parts.iter())
-            .map(|(_, m)| m.clock.realtime_start_ns)
-            .collect();
-        let base = match (hosts.len(), realtime) {
-            (1, _) => TimeBase::Monotonic,
-            (_, Some(starts)) => TimeBase::Realtime(starts.into_iter().min().unwrap_or(0)),
-            (_, None) => TimeBase::OwnStart,
-        };
-        let t0 = (self.parts.iter())
-            .map(|(_, m)| m.clock.start_ns)
-            .min()
-            .unwrap_or(0);
-        let shift = |m: &Meta| match base {
-            TimeBase::Monotonic => m.clock.start_ns.saturating_sub(t0),
-            TimeBase::Realtime(origin) => {
-                (m.clock.realtime_start_ns).map_or(0, |start| start.saturating_sub(origin))
-            }
-            TimeBase::OwnStart => 0,
-        };
-        let time_base = match base {
-            TimeBase::Monotonic => {
-                format!("CLOCK_MONOTONIC of {}, exact", hosts.first().unwrap_or(&""))
-            }
-            TimeBase::Realtime(_) => format!(
-                "the wall clock (CLOCK_REALTIME) of each of the {} hosts, read at each run's start: as close as the hosts' clocks agree (NTP: about a millisecond)",
-                hosts.len()
-            ),
-            TimeBase::OwnStart => format!(
-                "each of the {} hosts' own clock, from each run's start (not aligned: runs recorded without their wall-clock start)",
-                hosts.len()
-            ),
-        };
-        let duration = (self.parts.iter())
-            .map(|(_, m)| shift(m) + m.clock.duration_ns)
-            .max()
-            .unwrap_or(0);
-        let interval = (self.parts.iter())
-            .map(|(_, m)| m.settings.interval_ms * 1_000_000)
-            .max()
-            .unwrap_or(0);
-        let grid = TimeGrid::over(duration, interval);
+        let summaries = self.summarize(|_| true)?;
+        Ok(self.assemble(dir, summaries, per_rank, top))
+    }
+
+    /// The summaries of the ranks in the parts `mine` picks (by index), each
+    /// part read, summarized and dropped before the next.
+    pub fn summarize(&self, mine: impl Fn(usize) -> bool) -> Result<Vec<RankSummary>> {
+        let base = self.time_base();
         let mut summaries = Vec::new();
+        for (_, (part, meta)) in self.parts.iter().enumerate().filter(|(i, _)| mine(*i)) {
+            let p = Profile::load_without_samples(part)?;
+            summaries.extend(summarize_ranks(
+                &p,
+                &meta.host,
+                base.shift(meta),
+                self.grid(&base),
+            ));
+        }
+        Ok(summaries)
+    }
+
+    /// The job's report from every rank's summary.
+    pub fn assemble(
+        &self,
+        dir: &Path,
+        summaries: Vec<RankSummary>,
+        per_rank: bool,
+        top: usize,
+    ) -> JobReport {
+        let base = self.time_base();
         let mut losses = memlens_profile::Losses::default();
         let mut backend: Vec<String> = Vec::new();
-        for (part, meta) in &self.parts {
-            let p = Profile::load_without_samples(part)?;
-            summaries.extend(summarize_ranks(&p, &meta.host, shift(meta), grid));
+        for (_, meta) in &self.parts {
             losses.add(&meta.losses);
             for b in &meta.backend {
                 if !backend.contains(b) {
@@ -127,13 +108,81 @@ impl Job {
                 }
             }
         }
-        Ok(JobReport {
+        JobReport {
             memlens_version: env!("CARGO_PKG_VERSION").to_string(),
             profile: dir.display().to_string(),
             command: (self.parts.first()).map_or_else(Vec::new, |(_, m)| m.command.clone()),
             backend,
-            job: job_view(summaries, grid, time_base, per_rank, top),
+            job: job_view(summaries, self.grid(&base), base.describe(), per_rank, top),
             losses,
-        })
+        }
+    }
+
+    /// How the parts' times are put on one base. One host: CLOCK_MONOTONIC
+    /// is shared, the parts' origins line up exactly. Several: the wall clock
+    /// each run read beside it at its start, as well as the hosts' clocks
+    /// agree; without it, each part from its own start.
+    fn time_base(&self) -> Based {
+        let hosts: BTreeSet<String> = self.parts.iter().map(|(_, m)| m.host.clone()).collect();
+        let realtime: Option<Vec<u64>> = (self.parts.iter())
+            .map(|(_, m)| m.clock.realtime_start_ns)
+            .collect();
+        let base = match (hosts.len(), realtime) {
+            (1, _) => {
+                let t0 = (self.parts.iter()).map(|(_, m)| m.clock.start_ns).min();
+                TimeBase::Monotonic(t0.unwrap_or(0))
+            }
+            (_, Some(starts)) => TimeBase::Realtime(starts.into_iter().min().unwrap_or(0)),
+            (_, None) => TimeBase::OwnStart,
+        };
+        Based { base, hosts }
+    }
+
+    /// The time grid of the job's capacity series.
+    fn grid(&self, base: &Based) -> TimeGrid {
+        let duration = (self.parts.iter())
+            .map(|(_, m)| base.shift(m) + m.clock.duration_ns)
+            .max()
+            .unwrap_or(0);
+        let interval = (self.parts.iter())
+            .map(|(_, m)| m.settings.interval_ms * 1_000_000)
+            .max()
+            .unwrap_or(0);
+        TimeGrid::over(duration, interval)
+    }
+}
+
+/// A time base with the hosts it spans.
+struct Based {
+    base: TimeBase,
+    hosts: BTreeSet<String>,
+}
+
+impl Based {
+    /// Where a part's time 0 lies on the job's base.
+    fn shift(&self, m: &Meta) -> u64 {
+        match self.base {
+            TimeBase::Monotonic(t0) => m.clock.start_ns.saturating_sub(t0),
+            TimeBase::Realtime(origin) => {
+                (m.clock.realtime_start_ns).map_or(0, |start| start.saturating_sub(origin))
+            }
+            TimeBase::OwnStart => 0,
+        }
+    }
+
+    fn describe(&self) -> String {
+        let n = self.hosts.len();
+        match self.base {
+            TimeBase::Monotonic(_) => format!(
+                "CLOCK_MONOTONIC of {}, exact",
+                self.hosts.first().map_or("", String::as_str)
+            ),
+            TimeBase::Realtime(_) => format!(
+                "the wall clock (CLOCK_REALTIME) of each of the {n} hosts, read at each run's start: as close as the hosts' clocks agree (NTP: about a millisecond)"
+            ),
+            TimeBase::OwnStart => format!(
+                "each of the {n} hosts' own clock, from each run's start (not aligned: runs recorded without their wall-clock start)"
+            ),
+        }
     }
 }

@@ -4,6 +4,7 @@
 mod compile;
 mod doctor;
 mod job;
+mod mpi;
 mod progress;
 mod runtime;
 mod sql;
@@ -310,6 +311,11 @@ struct ReportArgs {
     /// in JSON, each rank's capacity series).
     #[arg(long)]
     per_rank: bool,
+    /// A job, read as an MPI job itself (`mpirun -n K memlens report JOB
+    /// --reduce`): each process reads its share of the ranks, their
+    /// aggregates are gathered over MPI, and process 0 writes the report.
+    #[arg(long, conflicts_with_all = ["rank", "pid", "thread"])]
+    reduce: bool,
     /// Only this thread: its samples, regions and exact counts (capacity
     /// figures stay its process's).
     #[arg(long, value_name = "TID")]
@@ -970,9 +976,22 @@ fn load_parts(dir: &Path, parts: &[PathBuf]) -> Result<Profile> {
 
 /// `memlens report JOB`: the job's view across its ranks.
 fn job_report(dir: &Path, job: &job::Job, args: &ReportArgs) -> Result<i32> {
-    let mut j = progress::step(&format!("reading the ranks of {}", dir.display()), || {
-        job.report(dir, args.per_rank, args.top)
-    })?;
+    let mut j = if args.reduce {
+        let mpi = mpi::Mpi::init()?;
+        let mine = job.summarize(|part| part % mpi.size == mpi.rank)?;
+        let Some(all) = mpi.gather(&serde_json::to_vec(&mine)?)? else {
+            return Ok(0); // process 0 writes the report
+        };
+        let mut summaries = Vec::new();
+        for bytes in all {
+            summaries.extend(serde_json::from_slice::<Vec<memlens_analysis::RankSummary>>(&bytes)?);
+        }
+        job.assemble(dir, summaries, args.per_rank, args.top)
+    } else {
+        progress::step(&format!("reading the ranks of {}", dir.display()), || {
+            job.report(dir, args.per_rank, args.top)
+        })?
+    };
     if let Some(path) = &args.html {
         std::fs::write(path, memlens_present::render_job_html(&j))
             .with_context(|| format!("writing {}", path.display()))?;
@@ -1012,6 +1031,10 @@ fn report(args: ReportArgs) -> Result<i32> {
     };
     let mut p = match (&job, args.rank) {
         (Some(job), None) if only.is_none() => return job_report(&dir, job, &args),
+        (None, _) if args.reduce => bail!(
+            "--reduce reads a job of MPI ranks: {} is one profile",
+            dir.display()
+        ),
         (Some(job), Some(rank)) => {
             let (rank_parts, pids) = job.rank(rank)?;
             // A rank sharing its directory with others: its first process.

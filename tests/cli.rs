@@ -525,6 +525,25 @@ fn an_mpi_job_is_read_across_its_ranks() {
     assert!(
         object_at(&plain, "mpi_imbalance.c", "/* FIELD */")["peak_bytes"]["per_rank"].is_null()
     );
+    // Read as an MPI job itself: three processes share the four ranks and
+    // gather their aggregates; process 0 writes the same report.
+    let single = Command::new(memlens())
+        .args(["report", "--format", "json", "--per-rank"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert_ran(&single);
+    let reduced = mpirun(3)
+        .arg(memlens())
+        .args(["report", "--format", "json", "--per-rank", "--reduce"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert_ran(&reduced);
+    assert!(
+        reduced.stdout == single.stdout,
+        "the reduced report differs from one process's"
+    );
     // One rank's own report.
     let three = report_json_with(&job, &["--rank", "3"]);
     assert_eq!(three["kind"], "profile");

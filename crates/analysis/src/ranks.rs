@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 pub const TIME_BINS: usize = 200;
 
 /// A rank of the job: its MPI rank, the host it ran on and its processes.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RankId {
     pub rank: u32,
     pub host: String,
@@ -48,8 +48,11 @@ impl TimeGrid {
     }
 }
 
-/// Everything a job view keeps of one rank.
-#[derive(Clone, Debug)]
+/// Everything a job view keeps of one rank. Serialized (`memlens report
+/// --reduce` gathers the summaries of the ranks each process read) through
+/// [`RankWire`]: JSON keys are strings, the maps' keys are not.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+#[serde(into = "RankWire", from = "RankWire")]
 pub struct RankSummary {
     pub id: RankId,
     /// On the job's time base.
@@ -68,6 +71,67 @@ pub struct RankSummary {
     /// The most resident set and live heap in each bin of the job's grid.
     pub rss: Vec<f64>,
     pub heap: Vec<f64>,
+}
+
+/// A [`RankSummary`] with its maps as lists.
+#[derive(Serialize, serde::Deserialize)]
+pub struct RankWire {
+    id: RankId,
+    start_ns: u64,
+    duration_ns: u64,
+    peak_rss: f64,
+    heap_peak: Option<f64>,
+    objects: Vec<(ObjectKind, String, f64, f64)>,
+    regions: Vec<(String, f64, f64, Option<f64>)>,
+    counters: Vec<(String, String, f64)>,
+    rss: Vec<f64>,
+    heap: Vec<f64>,
+}
+
+impl From<RankSummary> for RankWire {
+    fn from(s: RankSummary) -> RankWire {
+        RankWire {
+            id: s.id,
+            start_ns: s.start_ns,
+            duration_ns: s.duration_ns,
+            peak_rss: s.peak_rss,
+            heap_peak: s.heap_peak,
+            objects: (s.objects.into_iter())
+                .map(|((k, n), (p, a))| (k, n, p, a))
+                .collect(),
+            regions: (s.regions.into_iter())
+                .map(|(n, (i, t, b))| (n, i, t, b))
+                .collect(),
+            counters: (s.counters.into_iter())
+                .map(|(n, (u, v))| (n, u, v))
+                .collect(),
+            rss: s.rss,
+            heap: s.heap,
+        }
+    }
+}
+
+impl From<RankWire> for RankSummary {
+    fn from(w: RankWire) -> RankSummary {
+        RankSummary {
+            id: w.id,
+            start_ns: w.start_ns,
+            duration_ns: w.duration_ns,
+            peak_rss: w.peak_rss,
+            heap_peak: w.heap_peak,
+            objects: (w.objects.into_iter())
+                .map(|(k, n, p, a)| ((k, n), (p, a)))
+                .collect(),
+            regions: (w.regions.into_iter())
+                .map(|(n, i, t, b)| (n, (i, t, b)))
+                .collect(),
+            counters: (w.counters.into_iter())
+                .map(|(n, u, v)| (n, (u, v)))
+                .collect(),
+            rss: w.rss,
+            heap: w.heap,
+        }
+    }
 }
 
 /// The ranks in a loaded profile (one rank's run, or several ranks writing
@@ -521,6 +585,13 @@ mod tests {
             (16.0, 64.0, 40.0)
         );
         assert_eq!(v.rss_by_rank.len(), 4);
+    }
+
+    #[test]
+    fn a_summary_crosses_processes_unchanged() {
+        let s = rank(2, 48.0);
+        let back: RankSummary = serde_json::from_slice(&serde_json::to_vec(&s).unwrap()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{s:?}"));
     }
 
     #[test]
