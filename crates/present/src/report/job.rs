@@ -79,8 +79,13 @@ fn spread_columns(first: &str) -> Vec<Column> {
 fn spread_row(name: String, s: &Spread, ranks: &[RankId], show: &dyn Fn(f64) -> String) -> Row {
     let mut row: Row = [vec![name], cells(s, show)].concat().into();
     if !s.per_rank.is_empty() {
+        // Ranks of several hosts are named with their host.
+        let hosts = ranks.iter().any(|r| r.host != ranks[0].host);
         let each: Vec<String> = (ranks.iter().zip(&s.per_rank))
-            .map(|(r, v)| format!("{}: {}", r.rank, show(*v)))
+            .map(|(r, v)| match hosts {
+                true => format!("{}@{}: {}", r.rank, r.host, show(*v)),
+                false => format!("{}: {}", r.rank, show(*v)),
+            })
             .collect();
         // A line of a handful of ranks each: 1000 ranks stay readable.
         for chunk in each.chunks(8) {
