@@ -635,7 +635,10 @@ fn run(cli: Cli) -> Result<i32> {
             force,
         } => import(&file, output, force),
         Command::Diff { a, b, format, top } => {
-            let options = memlens_present::ReportOptions::default();
+            let options = memlens_present::ReportOptions {
+                top: memlens_present::DIFF_ROWS,
+                ..Default::default()
+            };
             let (pa, pb) = (load(&a)?, load(&b)?);
             let d = memlens_present::diff(
                 &memlens_present::build_report(&pa, &options),

@@ -717,12 +717,6 @@ fn bins(h: &serde_json::Value) -> Vec<(u64, f64)> {
         .collect()
 }
 
-/// Line number of the first source line of tests/programs/`file` containing `text`.
-fn source_line(file: &str, text: &str) -> usize {
-    let source = std::fs::read_to_string(root().join("tests/programs").join(file)).unwrap();
-    1 + source.lines().position(|l| l.contains(text)).unwrap()
-}
-
 /// Records tests/programs/reuse_patterns.c with `--reuse RATE`.
 fn reuse_profile(
     dir: &std::path::Path,

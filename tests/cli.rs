@@ -468,8 +468,7 @@ fn spread(s: &serde_json::Value) -> (f64, f64, u64, f64, Vec<f64>) {
 
 /// The job view's object allocated at `line` of `source`.
 fn object_at<'a>(job: &'a serde_json::Value, source: &str, line: &str) -> &'a serde_json::Value {
-    let text = std::fs::read_to_string(root().join("tests/programs").join(source)).unwrap();
-    let at = 1 + text.lines().position(|l| l.contains(line)).unwrap();
+    let at = source_line(source, line);
     named(&job["job"]["objects"], &format!("main ({source}:{at})"))
 }
 

@@ -318,7 +318,7 @@ fn diff_shows_what_doubling_the_arrays_changes() {
         .collect();
     assert_eq!(doubled.len(), 3, "{d:#}");
     for o in doubled {
-        assert_eq!(o["relative"], 1.0, "{o}");
+        assert_eq!(o["peak_bytes"]["relative"], 1.0, "{o}");
     }
     // Exact bytes of every kernel double; the chase's stay.
     for r in d["regions"].as_array().unwrap() {
@@ -339,6 +339,64 @@ fn diff_shows_what_doubling_the_arrays_changes() {
         .unwrap();
     assert_ran(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("+100.0%  read"));
+}
+
+#[test]
+fn diff_finds_the_padded_buffers_and_the_false_sharing_gone() {
+    // Two threads write their own buffer of one block: 32 bytes each share a
+    // cache line; padded to 96 they do not. Recorded with the buffers' block
+    // above --min-size, so that it is an object of its own.
+    let dir = tempdir();
+    let profile = |buf: u32| {
+        let exe = memlens_cc(
+            dir.path(),
+            "thread_buffers.c",
+            &["-O1", "-g", &format!("-DBUF={buf}")],
+        );
+        let exe = std::fs::rename(&exe, dir.path().join(format!("buffers{buf}")))
+            .map(|()| dir.path().join(format!("buffers{buf}")))
+            .unwrap();
+        let p = dir.path().join(format!("p{buf}"));
+        assert_ran(&record(&p, &["--min-size", "64"], &[exe.to_str().unwrap()]));
+        p
+    };
+    let (a, b) = (profile(32), profile(96));
+    let out = Command::new(memlens())
+        .args(["diff", "--format", "json", "--top", "40"])
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let buffers = format!(
+        "main (thread_buffers.c:{})",
+        source_line("thread_buffers.c", "/* BUFFERS */")
+    );
+    let objects = d["objects"].as_array().unwrap();
+    let changed = named(&d["objects"], &buffers);
+    assert_eq!(changed["peak_bytes"]["a"], 64.0);
+    assert_eq!(changed["peak_bytes"]["b"], 192.0);
+    // Nothing unchanged is listed (the programs' statics match, though the
+    // two executables have different names), and only these buffers grew.
+    for o in objects {
+        let (pa, pb) = (&o["peak_bytes"]["a"], &o["peak_bytes"]["b"]);
+        assert!(
+            pa != pb
+                || o["allocated_bytes"]["a"] != o["allocated_bytes"]["b"]
+                || o["est_accesses"]["a"] != o["est_accesses"]["b"],
+            "{o}"
+        );
+        if o["name"] != buffers.as_str() {
+            assert_eq!(pa, pb, "only the buffers changed size: {o}");
+        }
+    }
+    assert!(d["unchanged_objects"].as_u64().unwrap() > 10, "{d:#}");
+    // The line both threads wrote was falsely shared, and no longer is.
+    let line = (d["sharing"].as_array().unwrap().iter())
+        .find(|s| s["object"] == buffers.as_str())
+        .unwrap_or_else(|| panic!("{:#}", d["sharing"]));
+    assert_eq!(line["kind_a"], "false sharing");
+    assert!(line["kind_b"].is_null(), "{line}");
 }
 
 /// The count inferno prints for a flame graph's root ("all (1,234 bytes, 100%)").

@@ -146,6 +146,12 @@ pub fn programs() -> &'static Path {
     })
 }
 
+/// Line number of the first source line of tests/programs/`file` containing `text`.
+pub fn source_line(file: &str, text: &str) -> usize {
+    let source = std::fs::read_to_string(root().join("tests/programs").join(file)).unwrap();
+    1 + source.lines().position(|l| l.contains(text)).unwrap()
+}
+
 pub fn program(name: &str) -> String {
     programs().join(name).to_string_lossy().into_owned()
 }

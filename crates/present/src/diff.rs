@@ -1,7 +1,10 @@
-//! `memlens diff A B`: what changed between two runs, from their reports:
-//! peaks, data objects, regions (time, exact bytes, bandwidth), memory levels
-//! and counters. Objects and regions are matched by name (pids differ between
-//! runs); each row keeps both values and says how they were obtained.
+//! `memlens diff A B`: what changed between two runs. Everything both runs
+//! have is matched by what names it in the program, never by rank in a top
+//! list: data objects by kind, name and whole call stack; regions by name;
+//! sampled code lines by their source line; shared cache lines by the object
+//! and the offset in it; reuse by object; memory levels and counters by name.
+//! Rows are ranked by how much they changed, and what did not change is
+//! counted instead of listed. Each figure says how it was obtained.
 
 use crate::report::Report;
 use crate::{human_bytes, seconds};
@@ -36,6 +39,38 @@ impl Change {
     fn magnitude(&self) -> f64 {
         (self.b.unwrap_or(0.0) - self.a.unwrap_or(0.0)).abs()
     }
+
+    /// Present in one run only, or different.
+    fn changed(&self) -> bool {
+        self.a != self.b
+    }
+}
+
+/// A data object in both runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct ObjectChange {
+    pub name: String,
+    pub kind: String,
+    /// Its allocation stack, innermost first (heap objects), which tells
+    /// apart objects of one site name.
+    pub frames: Vec<String>,
+    pub peak_bytes: Change,
+    pub allocated_bytes: Change,
+    /// Sampled accesses, scaled (samples x period); None without samples.
+    pub est_accesses: Change,
+}
+
+/// A cache line two or more threads shared, in either run.
+#[derive(Clone, Debug, Serialize)]
+pub struct SharingChange {
+    /// The object holding it and the line's offset in it.
+    pub object: String,
+    pub offset_in_object: Option<u64>,
+    /// "false sharing", "true sharing", or none in that run.
+    pub kind_a: Option<String>,
+    pub kind_b: Option<String>,
+    /// Sampled ownership changes.
+    pub thread_switches: Change,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -44,11 +79,20 @@ pub struct Diff {
     pub b: String,
     /// Resident set and live heap peaks (measured).
     pub peaks: Vec<Change>,
-    /// Objects' peak bytes, biggest change first (measured or sampled and
-    /// scaled, as each run recorded them).
-    pub objects: Vec<Change>,
+    /// Data objects that changed, biggest change of peak (then accesses)
+    /// first (measured or sampled and scaled, as each run recorded them).
+    pub objects: Vec<ObjectChange>,
+    /// Objects in both runs with the same figures.
+    pub unchanged_objects: usize,
     /// Per region: time, exact bytes read and written, read bandwidth.
     pub regions: Vec<RegionChange>,
+    /// Sampled accesses per source line (samples x period), biggest change first.
+    pub lines: Vec<Change>,
+    pub unchanged_lines: usize,
+    /// Cache lines shared between threads in either run.
+    pub sharing: Vec<SharingChange>,
+    /// Mean reuse distance per object (when both runs followed reuse).
+    pub reuse: Vec<Change>,
     /// Share of load samples per memory level (when both runs have levels).
     pub levels: Vec<Change>,
     /// Counter totals (measured or modelled as each says).
@@ -65,11 +109,11 @@ pub struct RegionChange {
 }
 
 /// Pairs rows of both runs by key.
-fn paired<T>(
-    a: impl IntoIterator<Item = (String, T)>,
-    b: impl IntoIterator<Item = (String, T)>,
-) -> BTreeMap<String, (Option<T>, Option<T>)> {
-    let mut out: BTreeMap<String, (Option<T>, Option<T>)> = BTreeMap::new();
+fn paired<K: Ord, T>(
+    a: impl IntoIterator<Item = (K, T)>,
+    b: impl IntoIterator<Item = (K, T)>,
+) -> BTreeMap<K, (Option<T>, Option<T>)> {
+    let mut out: BTreeMap<K, (Option<T>, Option<T>)> = BTreeMap::new();
     for (k, v) in a {
         out.entry(k).or_insert((None, None)).0 = Some(v);
     }
@@ -89,6 +133,68 @@ fn level_shares(r: &Report) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// A name as it matches across builds: the program's own module is named by
+/// its file, which two builds of it may not share.
+fn matching_name(r: &Report, name: &str) -> String {
+    let exes = (r.summary.processes.iter())
+        .filter_map(|p| std::path::Path::new(&p.exe).file_name()?.to_str());
+    for exe in exes {
+        if let Some(symbol) = name.strip_suffix(&format!(" [{exe}]")) {
+            return format!("{symbol} [the program]");
+        }
+    }
+    name.to_string()
+}
+
+/// Each run's data objects by (kind, name, stack): peak and allocated bytes.
+fn objects_of(r: &Report) -> BTreeMap<(String, String, Vec<String>), (f64, f64)> {
+    let mut out: BTreeMap<_, (f64, f64)> = BTreeMap::new();
+    for o in &r.objects_by_peak {
+        // A thread's stack is named by its tid, which differs run to run:
+        // the threads' stacks are one object.
+        let key = match o.kind {
+            memlens_analysis::ObjectKind::Stack => (
+                o.kind.name().to_string(),
+                "thread stacks (reserved)".to_string(),
+                Vec::new(),
+            ),
+            _ => (
+                o.kind.name().to_string(),
+                matching_name(r, &o.name),
+                o.frames.iter().map(|f| matching_name(r, f)).collect(),
+            ),
+        };
+        let e = out.entry(key).or_default();
+        // One program's processes (a fork) hold the same objects: summed.
+        e.0 += o.peak_bytes;
+        e.1 += o.allocated_bytes;
+    }
+    out
+}
+
+/// Each run's sampled accesses per (kind, name) and per source line.
+fn accesses_of(r: &Report) -> (BTreeMap<(String, String), f64>, BTreeMap<String, f64>) {
+    let period = r.summary.settings.access_period.max(1) as f64;
+    let mut objects: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut lines: BTreeMap<String, f64> = BTreeMap::new();
+    for o in &r.access.objects {
+        let kind = o.kind.map_or("unknown", |k| k.name()).to_string();
+        *objects
+            .entry((kind, matching_name(r, &o.name)))
+            .or_default() += o.est_accesses;
+        for l in &o.lines {
+            *lines.entry(l.location.clone()).or_default() += l.samples as f64 * period;
+        }
+    }
+    (objects, lines)
+}
+
+/// The reports of `diff` list every object, line and shared line: built
+/// with this many rows per list.
+pub const DIFF_ROWS: usize = usize::MAX;
+
+/// What changed from `a` to `b` (reports built with [`DIFF_ROWS`] rows);
+/// `top` rows per list.
 pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
     let peaks = vec![
         Change::new(
@@ -102,27 +208,68 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
             Some(b.peak.heap_bytes as f64),
         ),
     ];
-    let objects_of = |r: &Report| {
-        let mut m: BTreeMap<String, f64> = BTreeMap::new();
-        for o in r.objects_by_peak.iter().chain(&r.objects_by_allocated) {
-            m.insert(format!("{} ({})", o.name, o.kind.name()), o.peak_bytes);
-        }
-        m
+    let sampled = |r: &Report| r.access.available;
+    let ((acc_a, lines_a), (acc_b, lines_b)) = (accesses_of(a), accesses_of(b));
+    let accesses = |acc: &BTreeMap<(String, String), f64>, r: &Report, kind: &str, name: &str| {
+        sampled(r).then(|| {
+            acc.get(&(kind.to_string(), name.to_string()))
+                .copied()
+                .unwrap_or(0.0)
+        })
     };
-    let mut objects: Vec<Change> = paired(objects_of(a), objects_of(b))
+    let mut objects: Vec<ObjectChange> = paired(objects_of(a), objects_of(b))
         .into_iter()
-        .map(|(name, (x, y))| Change::new(name, x, y))
+        .map(|((kind, name, frames), (x, y))| ObjectChange {
+            peak_bytes: Change::new("peak", x.map(|v| v.0), y.map(|v| v.0)),
+            allocated_bytes: Change::new("allocated", x.map(|v| v.1), y.map(|v| v.1)),
+            est_accesses: Change::new(
+                "accesses",
+                accesses(&acc_a, a, &kind, &name),
+                accesses(&acc_b, b, &kind, &name),
+            ),
+            name,
+            kind,
+            frames,
+        })
         .collect();
+    let before = objects.len();
+    objects.retain(|o| {
+        o.peak_bytes.changed() || o.allocated_bytes.changed() || o.est_accesses.changed()
+    });
+    let unchanged_objects = before - objects.len();
     objects.sort_by(|x, y| {
+        (y.peak_bytes
+            .magnitude()
+            .total_cmp(&x.peak_bytes.magnitude()))
+        .then(
+            y.est_accesses
+                .magnitude()
+                .total_cmp(&x.est_accesses.magnitude()),
+        )
+        .then(x.name.cmp(&y.name))
+    });
+    objects.truncate(top);
+
+    let mut lines: Vec<Change> = if sampled(a) && sampled(b) {
+        paired(lines_a, lines_b)
+            .into_iter()
+            .map(|(name, (x, y))| Change::new(name, Some(x.unwrap_or(0.0)), Some(y.unwrap_or(0.0))))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let before = lines.len();
+    lines.retain(Change::changed);
+    let unchanged_lines = before - lines.len();
+    lines.sort_by(|x, y| {
         y.magnitude()
             .total_cmp(&x.magnitude())
             .then(x.name.cmp(&y.name))
     });
-    objects.truncate(top);
+    lines.truncate(top);
+
     let regions_of = |r: &Report| {
-        r.access
-            .regions
-            .iter()
+        (r.access.regions.iter())
             .map(|g| (g.name.clone(), g.clone()))
             .collect::<Vec<_>>()
     };
@@ -141,6 +288,50 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
             }
         })
         .collect();
+
+    let shared_of = |r: &Report| {
+        (r.sharing.iter())
+            .map(|l| {
+                (
+                    (l.object.clone(), l.offset_in_object),
+                    (l.kind.clone(), l.thread_switches as f64),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut sharing: Vec<SharingChange> = paired(shared_of(a), shared_of(b))
+        .into_iter()
+        .map(|((object, offset_in_object), (x, y))| SharingChange {
+            thread_switches: Change::new(
+                "ownership changes",
+                Some(x.as_ref().map_or(0.0, |v| v.1)),
+                Some(y.as_ref().map_or(0.0, |v| v.1)),
+            ),
+            kind_a: x.map(|v| v.0),
+            kind_b: y.map(|v| v.0),
+            object,
+            offset_in_object,
+        })
+        .collect();
+    sharing.sort_by(|x, y| {
+        y.thread_switches
+            .magnitude()
+            .total_cmp(&x.thread_switches.magnitude())
+    });
+    sharing.truncate(top);
+
+    let reuse_of = |r: &Report| {
+        (r.reuse.content.iter().flat_map(|reuse| &reuse.objects))
+            .filter_map(|o| Some((o.name.clone(), o.histogram.mean_distance?)))
+            .collect::<Vec<_>>()
+    };
+    let reuse = match (&a.reuse.content, &b.reuse.content) {
+        (Some(_), Some(_)) => paired(reuse_of(a), reuse_of(b))
+            .into_iter()
+            .map(|(name, (x, y))| Change::new(name, x, y))
+            .collect(),
+        _ => Vec::new(),
+    };
     let levels = paired(level_shares(a), level_shares(b))
         .into_iter()
         .map(|(name, (x, y))| Change::new(name, x, y))
@@ -160,7 +351,12 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
         b: b.profile.clone(),
         peaks,
         objects,
+        unchanged_objects,
         regions,
+        lines,
+        unchanged_lines,
+        sharing,
+        reuse,
         levels,
         counters,
     }
@@ -171,9 +367,12 @@ fn cell(v: Option<f64>, shown: &dyn Fn(f64) -> String) -> String {
 }
 
 fn change_line(out: &mut String, c: &Change, shown: &dyn Fn(f64) -> String) {
-    let rel = c
-        .relative
-        .map_or(String::new(), |r| format!("{:+.1}%", 100.0 * r));
+    let rel = match (c.a, c.b, c.relative) {
+        (_, _, Some(r)) => format!("{:+.1}%", 100.0 * r),
+        (None, Some(_), _) => "new".into(),
+        (Some(_), None, _) => "gone".into(),
+        _ => String::new(),
+    };
     let _ = writeln!(
         out,
         "  {:>12} {:>12} {:>9}  {}",
@@ -188,6 +387,7 @@ pub fn render_diff(d: &Diff) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "memlens diff\n  A {}\n  B {}", d.a, d.b);
     let bytes = |v: f64| human_bytes(v);
+    let count = |v: f64| crate::format::count(v);
     let _ = writeln!(
         out,
         "\nPEAKS (measured)\n  {:>12} {:>12} {:>9}",
@@ -198,11 +398,25 @@ pub fn render_diff(d: &Diff) -> String {
     }
     let _ = writeln!(
         out,
-        "\nDATA OBJECTS BY CHANGE OF PEAK BYTES (as each run recorded them: measured, or ~ sampled and scaled)"
+        "\nDATA OBJECTS THAT CHANGED (matched by kind, name and call stack; as each run recorded them: measured, or ~ sampled and scaled)"
     );
-    for c in &d.objects {
-        change_line(&mut out, c, &bytes);
+    for o in &d.objects {
+        let _ = writeln!(out, "  {} [{}]", o.name, o.kind);
+        for (c, shown) in [
+            (&o.peak_bytes, &bytes as &dyn Fn(f64) -> String),
+            (&o.allocated_bytes, &bytes),
+            (&o.est_accesses, &count),
+        ] {
+            if c.a.unwrap_or(0.0) != 0.0 || c.b.unwrap_or(0.0) != 0.0 {
+                change_line(&mut out, c, shown);
+            }
+        }
     }
+    let _ = writeln!(
+        out,
+        "  ({} objects of both runs unchanged)",
+        d.unchanged_objects
+    );
     if !d.regions.is_empty() {
         let _ = writeln!(
             out,
@@ -226,6 +440,47 @@ pub fn render_diff(d: &Diff) -> String {
                 c.name = what.into();
                 change_line(&mut out, &c, shown);
             }
+        }
+    }
+    if !d.lines.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nSOURCE LINES BY CHANGE OF SAMPLED ACCESSES (samples x period)"
+        );
+        for c in &d.lines {
+            change_line(&mut out, c, &count);
+        }
+        let _ = writeln!(
+            out,
+            "  ({} lines of both runs unchanged)",
+            d.unchanged_lines
+        );
+    }
+    if !d.sharing.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nCACHE LINES SHARED BETWEEN THREADS (sampled ownership changes)"
+        );
+        for s in &d.sharing {
+            let kind = |k: &Option<String>| k.clone().unwrap_or_else(|| "not shared".into());
+            let mut c = s.thread_switches.clone();
+            c.name = format!(
+                "{} +{}: {} -> {}",
+                s.object,
+                s.offset_in_object.unwrap_or(0),
+                kind(&s.kind_a),
+                kind(&s.kind_b)
+            );
+            change_line(&mut out, &c, &count);
+        }
+    }
+    if !d.reuse.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nMEAN REUSE DISTANCE BY OBJECT (distinct lines between a use and its reuse)"
+        );
+        for c in &d.reuse {
+            change_line(&mut out, c, &|v| format!("{v:.1}"));
         }
     }
     if !d.levels.is_empty() {

@@ -16,7 +16,7 @@ mod stacks;
 
 pub use calibration::render_calibration;
 pub use csv::{report_csv, CSV_TABLES};
-pub use diff::{diff, render_diff, Diff};
+pub use diff::{diff, render_diff, Diff, DIFF_ROWS};
 pub use export::{collapsed, speedscope};
 pub use firefox::{firefox, FirefoxCounts};
 pub use flame::{plot_flame, Flame};
