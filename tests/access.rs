@@ -154,6 +154,29 @@ fn assert_accuracy(counted: u64, samples: u64, period: u64, threads: u64) -> f64
 }
 
 #[test]
+fn a_run_without_samples_has_no_accuracy_to_show() {
+    // Fewer accesses than one period: counted exactly, never sampled.
+    let (_dir, p) = recorded_stream(&["-DN=1000L", "-DCHASE=64L"], &["--period", "1000000000"]);
+    let r = report_json(&p);
+    assert!(r["access"]["counted"].as_u64().unwrap() > 0);
+    assert!(
+        r["access"]["accuracy"].is_null(),
+        "{}",
+        r["access"]["accuracy"]
+    );
+    let text = Command::new(memlens())
+        .arg("report")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("sampling accuracy n/a: no sample of the"),
+        "{text}"
+    );
+}
+
+#[test]
 fn period_and_filters_are_honoured() {
     let (_dir, p) = recorded_stream(
         &["-DN=200000L", "-DCHASE=4096L"],

@@ -145,6 +145,34 @@ fn example_report_has_objects_regions_and_leak() {
     assert!(find("mmap", &|o| o["peak_bytes"].as_f64()
         == Some((64u64 << 20) as f64))
     .is_some());
+    // libc's and ld.so's own variables are one row per library, after every
+    // object of the program; the C startup files' variables are not its own.
+    let listed: Vec<&str> = by_peak
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    let first_library = listed
+        .iter()
+        .position(|n| n.starts_with("statics of "))
+        .expect("library rows");
+    assert!(
+        listed[first_library..]
+            .iter()
+            .all(|n| n.starts_with("statics of ")),
+        "{listed:?}"
+    );
+    assert!(
+        listed
+            .iter()
+            .any(|n| n.starts_with("statics of libc.so.6 (")),
+        "{listed:?}"
+    );
+    assert!(
+        !listed
+            .iter()
+            .any(|n| n.contains("[libc.so.6]") || n.starts_with("__abi_tag")),
+        "{listed:?}"
+    );
     // The leak recorded exactly (a small block the byte sampler picked, such
     // as stdout's buffer, may be listed too, as an estimate).
     let leaks: Vec<_> = objects(&r["leaks"], "sites")

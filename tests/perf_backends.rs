@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_ran, named, program, record, report_json, tempdir};
+use common::{assert_ran, memlens, named, program, record, report_json, tempdir};
 use memlens_profile::{read_table, AccessSample};
 use std::collections::HashSet;
 use std::process::Command;
@@ -250,4 +250,64 @@ fn samples_survive_memlens_being_killed() {
     let report = report_json(&p);
     let block = named(&report["access"]["objects"], "main (first_touch.c:14)");
     assert!(block["samples"].as_u64().unwrap() >= PAGES - 2, "{block}");
+}
+
+#[test]
+fn page_fault_samples_give_no_figure_they_do_not_measure() {
+    // The example's regions, under the page-fault backend: faults are
+    // neither loads nor stores, and count no bytes.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(
+        &p,
+        &["--backend", "page-faults"],
+        &[&program("phases")],
+    ));
+    let report = report_json(&p);
+    let access = &report["access"];
+    assert_eq!(access["samples_are_accesses"], false);
+    assert_eq!(access["bytes_counted"], false);
+    for o in access["objects"].as_array().unwrap() {
+        assert_eq!(
+            (o["load_samples"].as_u64(), o["store_samples"].as_u64()),
+            (Some(0), Some(0)),
+            "{o}"
+        );
+        for l in o["lines"].as_array().unwrap() {
+            // memset's faults are memset's, not the exported symbol before it.
+            assert!(
+                !l["location"]
+                    .as_str()
+                    .unwrap()
+                    .contains("__nss_database_lookup"),
+                "{l}"
+            );
+        }
+    }
+    // The staging buffer's faults are memset's.
+    let staging = named(&access["objects"], "staging buffer");
+    assert!(
+        staging["lines"][0]["location"]
+            .as_str()
+            .unwrap()
+            .contains("memset"),
+        "{staging}"
+    );
+    for r in access["regions"].as_array().unwrap() {
+        assert!(r["derived"]["derived_latency_ns"].is_null(), "{r}");
+        assert!(r["derived"]["est_read_bandwidth"].is_null(), "{r}");
+    }
+    let text = Command::new(memlens())
+        .arg("report")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let regions = text.split("  REGIONS").nth(1).unwrap();
+    assert!(
+        regions.contains("bytes not measured: page-faults samples count no bytes"),
+        "{regions}"
+    );
+    assert!(!regions.contains(" 0 B"), "{regions}");
+    assert!(!regions.contains("per load"), "{regions}");
 }

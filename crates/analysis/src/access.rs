@@ -171,13 +171,21 @@ pub struct AccessReport {
     /// Samples of atomic read-modify-writes (each a load and a store), among
     /// `samples`.
     pub atomic_samples: u64,
+    /// The samples are of accesses: loads and stores (instrumented code,
+    /// PEBS, IBS, SPE). Page faults are neither: their load and store counts
+    /// and the figures derived from them are not given.
+    pub samples_are_accesses: bool,
+    /// Exact bytes per thread and region were counted (instrumented code);
+    /// else the regions' bytes are not measured.
+    pub bytes_counted: bool,
     /// Exact loads and stores of instrumented code (from the counters).
     pub counted: u64,
     /// Bytes read and written exactly (intercepted memcpy/memmove/memset included).
     pub bytes_read: u64,
     pub bytes_written: u64,
     /// NMO eq. 1: 1 - |counted - samples x period| / counted, over the
-    /// samples of counted accesses (bulk samples are of bytes, not counted).
+    /// samples of counted accesses (bulk samples are of bytes, not counted);
+    /// none without counted accesses or without a sample of one.
     pub accuracy: Option<f64>,
     /// Samples that fell in no known object.
     pub unattributed: u64,
@@ -365,8 +373,11 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     let available = !sources.is_empty();
     let hardware = sources.iter().any(|s| s.is_hardware());
     let period = p.meta.settings.access_period;
+    let samples_are_accesses = sources.iter().any(|s| *s != Backend::PageFaults);
     let mut out = AccessReport {
         available,
+        samples_are_accesses,
+        bytes_counted: sources.contains(&Backend::Sancov),
         sources,
         period,
         samples: p.samples.len() as u64,
@@ -382,8 +393,11 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     out.counted = totals.loads + totals.stores;
     out.bytes_read = totals.bytes_read;
     out.bytes_written = totals.bytes_written;
-    if out.counted > 0 {
-        let est = (out.samples - out.bulk_samples) as f64 * period as f64;
+    // Without a sample of a counted access the formula gives 0: not a
+    // measured accuracy, but none at all.
+    let counted_samples = out.samples - out.bulk_samples;
+    if out.counted > 0 && counted_samples > 0 {
+        let est = counted_samples as f64 * period as f64;
         out.accuracy = Some(1.0 - (out.counted as f64 - est).abs() / out.counted as f64);
     }
 
@@ -412,10 +426,13 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         }
         for &r in regions {
             *per_region.entry(r).or_default().entry(object).or_default() += 1;
-            let spans = spans.entry(r).or_default();
-            spans[s.is_store as usize].add(s.time_ns, s.size);
-            if !s.is_store && !s.bulk {
-                spans[2].add(s.time_ns, s.size);
+            // Only accesses time loads and stores: a page fault is neither.
+            if samples_are_accesses {
+                let spans = spans.entry(r).or_default();
+                spans[s.is_store as usize].add(s.time_ns, s.size);
+                if !s.is_store && !s.bulk {
+                    spans[2].add(s.time_ns, s.size);
+                }
             }
         }
     });
@@ -442,16 +459,22 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             lines.extend(by_label);
             lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             lines.truncate(5);
+            let samples = loads + stores;
+            let (loads, stores) = if samples_are_accesses {
+                (loads, stores)
+            } else {
+                (0, 0)
+            };
             ObjectAccess {
                 name: objects.name_of(key),
                 kind: key.map(|k| objects.list[k].kind),
                 pid,
-                samples: loads + stores,
+                samples,
                 load_samples: loads,
                 store_samples: stores,
                 bulk_samples: bulk,
                 atomic_samples: atomic,
-                est_accesses: scaled(loads + stores),
+                est_accesses: scaled(samples),
                 est_loads: scaled(loads),
                 est_stores: scaled(stores),
                 est_bytes_read: scaled(bytes[0]),
@@ -460,7 +483,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                     .into_iter()
                     .map(|(location, samples)| SourceLine { location, samples })
                     .collect(),
-                contexts: top_contexts(p, contexts, loads + stores, period),
+                contexts: top_contexts(p, contexts, samples, period),
             }
         })
         .collect();

@@ -98,20 +98,37 @@ pub fn traffic_rates(p: &Profile) -> Vec<CounterRates> {
 /// processes: (seconds into the run, bytes/s read, bytes/s written). The
 /// bytes are the instrumented code's exact counts.
 pub fn bandwidth_series(p: &Profile) -> Vec<(f64, f64, f64)> {
-    let mut per_pid: BTreeMap<u32, Vec<&memlens_profile::TimelinePoint>> = BTreeMap::new();
+    // Each process's cumulative exact bytes, from none at its start (what
+    // it moved before its first tick falls in the first interval) through
+    // its ticks to its threads' totals at its end (after the last tick).
+    let mut per_pid: BTreeMap<u32, Vec<(u64, u64, u64)>> = BTreeMap::new();
     for t in &p.timeline {
-        per_pid.entry(t.pid).or_default().push(t);
+        (per_pid.entry(t.pid))
+            .or_insert_with(|| vec![(p.process_start(t.pid), 0, 0)])
+            .push((t.time_ns, t.bytes_read, t.bytes_written));
+    }
+    for (pid, series) in &mut per_pid {
+        let threads = p.threads.iter().filter(|t| t.pid == *pid);
+        let read: Option<u64> = threads.clone().map(|t| t.bytes_read).sum();
+        let written: Option<u64> = threads.map(|t| t.bytes_written).sum();
+        let (Some(read), Some(written), Some(&(last, ..))) = (read, written, series.last()) else {
+            continue;
+        };
+        let end = p.process_end(*pid);
+        if end > last {
+            series.push((end, read, written));
+        }
     }
     let mut rates: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
     for points in per_pid.values() {
         for w in points.windows(2) {
-            let dt = w[1].time_ns.saturating_sub(w[0].time_ns) as f64 / 1e9;
+            let dt = w[1].0.saturating_sub(w[0].0) as f64 / 1e9;
             if dt <= 0.0 {
                 continue;
             }
-            let e = rates.entry(w[1].time_ns).or_default();
-            e.0 += w[1].bytes_read.saturating_sub(w[0].bytes_read) as f64 / dt;
-            e.1 += w[1].bytes_written.saturating_sub(w[0].bytes_written) as f64 / dt;
+            let e = rates.entry(w[1].0).or_default();
+            e.0 += w[1].1.saturating_sub(w[0].1) as f64 / dt;
+            e.1 += w[1].2.saturating_sub(w[0].2) as f64 / dt;
         }
     }
     rates
@@ -177,4 +194,45 @@ pub fn counters_report(p: &Profile) -> Vec<CounterSummary> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bandwidth_series;
+    use crate::Profile;
+    use memlens_profile::{Process, ThreadRow, TimelinePoint};
+
+    #[test]
+    fn bandwidth_counts_the_bytes_before_the_first_tick_and_after_the_last() {
+        const MIB: u64 = 1 << 20;
+        let mut p = Profile::default();
+        p.meta.processes = vec![Process {
+            pid: 1,
+            start_ns: 0,
+            end_ns: Some(30_000_000),
+            ..Default::default()
+        }];
+        // 256 MiB read before the first tick (an initialisation), none
+        // between the ticks, 44 MiB after the last.
+        p.timeline = [10_000_000, 20_000_000]
+            .map(|time_ns| TimelinePoint {
+                pid: 1,
+                time_ns,
+                bytes_read: 256 * MIB,
+                ..Default::default()
+            })
+            .to_vec();
+        p.threads = vec![ThreadRow {
+            pid: 1,
+            bytes_read: Some(300 * MIB),
+            bytes_written: Some(0),
+            ..Default::default()
+        }];
+        let series = bandwidth_series(&p);
+        let rates: Vec<(f64, f64)> = series
+            .iter()
+            .map(|&(t, r, _)| (t, r / MIB as f64))
+            .collect();
+        assert_eq!(rates, [(0.01, 25600.0), (0.02, 0.0), (0.03, 4400.0)]);
+    }
 }

@@ -60,6 +60,9 @@ pub struct Profile {
     pub tags: Vec<TagRange>,
     pub timeline: Vec<TimelinePoint>,
     pub statics: Vec<StaticObject>,
+    /// The ELF objects each process mapped (their paths tell the program's
+    /// code from a system library).
+    pub modules: Vec<profile::Module>,
     pub samples: Vec<SampleCore>,
     pub locations: HashMap<(u32, u64), CodeLocation>,
     /// Readings of counting perf events (merged runs: one series per run,
@@ -116,6 +119,7 @@ impl Profile {
             tags: profile::read_table(dir)?,
             timeline,
             statics: profile::read_table(dir)?,
+            modules: profile::read_table(dir)?,
             counters: profile::read_table(dir)?,
             threads: profile::read_table(dir)?,
             only: None,
@@ -186,6 +190,7 @@ impl Profile {
         self.site_timeline.retain(|s| s.pid == pid);
         self.timeline.retain(|t| t.pid == pid);
         self.statics.retain(|s| s.pid == pid);
+        self.modules.retain(|m| m.pid == pid);
         self.meta.processes.retain(|p| p.pid == pid);
         self.only = Some(only);
         Ok(())
@@ -289,6 +294,7 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
             out.timeline.push(t);
         }
         out.statics.append(&mut p.statics);
+        out.modules.append(&mut p.modules);
         for mut t in p.threads.drain(..) {
             t.start_ns = t.start_ns.map(|v| v.saturating_add(shift));
             t.end_ns = t.end_ns.map(|v| v.saturating_add(shift));

@@ -4,6 +4,7 @@
 use crate::{Profile, Site};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 #[derive(
     Clone,
@@ -495,6 +496,78 @@ fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
             objects[i].name.push_str(&suffix);
         }
     }
+}
+
+/// Whether an ELF object is a system library, installed in a distribution's
+/// library directory: libc's, ld.so's, MPI's own variables are not the
+/// program's data.
+pub fn is_system_library(path: &str) -> bool {
+    ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"]
+        .iter()
+        .any(|dir| path.starts_with(dir))
+}
+
+/// Variables the C toolchain's startup files (crt1.o, crti.o, crtbegin.o)
+/// put in every program: not the program's data.
+const C_STARTUP_VARIABLES: [&str; 4] =
+    ["_IO_stdin_used", "__abi_tag", "completed.0", "__dso_handle"];
+
+/// The objects as reports list them.
+pub struct Listed {
+    /// The program's own objects (heap, mappings, its own and its own
+    /// libraries' variables, tags, groups, stacks).
+    pub own: Vec<DataObject>,
+    /// Each system library's variables as one object ("statics of
+    /// libc.so.6 (143 variables)", their sizes summed).
+    pub libraries: Vec<DataObject>,
+}
+
+/// The objects as reports list them: each system library's variables are
+/// one object, apart from the program's own. Every object keeps its own
+/// name for attribution; only lists group them.
+pub fn listed_objects(p: &Profile, all: &Objects) -> Listed {
+    let system: std::collections::HashSet<(u32, String)> = (p.modules.iter())
+        .filter(|m| is_system_library(&m.path))
+        .map(|m| {
+            let name = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
+            (m.pid, name)
+        })
+        .collect();
+    let mut library_of = vec![None; all.list.len()];
+    for (s, &o) in p.statics.iter().zip(&all.of_static) {
+        if system.contains(&(s.pid, s.module.clone())) {
+            library_of[o] = Some(s.module.as_str());
+        } else if C_STARTUP_VARIABLES.contains(&s.name.as_str()) {
+            library_of[o] = Some("the C startup files");
+        }
+    }
+    let mut own = Vec::with_capacity(all.list.len());
+    let mut groups: BTreeMap<(u32, &str), (DataObject, usize)> = BTreeMap::new();
+    for (o, library) in all.list.iter().zip(library_of) {
+        let Some(library) = library else {
+            own.push(o.clone());
+            continue;
+        };
+        let (group, n) = groups.entry((o.pid, library)).or_insert_with(|| {
+            let mut g = o.clone();
+            (g.peak_bytes, g.allocated_bytes, g.address) = (0.0, 0.0, None);
+            (g, 0)
+        });
+        group.peak_bytes += o.peak_bytes;
+        group.allocated_bytes += o.allocated_bytes;
+        group.first_ns = group.first_ns.min(o.first_ns);
+        group.last_ns = group.last_ns.max(o.last_ns);
+        *n += 1;
+    }
+    let libraries = groups
+        .into_iter()
+        .map(|((_, library), (mut g, n))| {
+            g.name = format!("statics of {library} ({n} variables)");
+            g.allocations = n as f64;
+            g
+        })
+        .collect();
+    Listed { own, libraries }
 }
 
 /// Indices of the `n` largest objects by a key.

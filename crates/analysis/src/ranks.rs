@@ -235,28 +235,19 @@ pub fn summarize_ranks(p: &Profile, host: &str, shift_ns: u64, grid: TimeGrid) -
         }
     }
 
-    let objects = crate::data_objects(p);
-    // A library's own variables are one object per library: MPI's and the C
-    // runtime's thousands of statics would otherwise be most of what each
-    // rank keeps, and are the same in every rank.
-    let mut library_of: HashMap<usize, &str> = HashMap::new();
-    for (s, &o) in p.statics.iter().zip(&objects.of_static) {
-        let exe = (p.meta.processes.iter())
-            .find(|x| x.pid == s.pid)
-            .and_then(|x| std::path::Path::new(&x.exe).file_name()?.to_str());
-        if exe != Some(s.module.as_str()) {
-            library_of.insert(o, s.module.as_str());
-        }
-    }
-    for (i, o) in objects.list.into_iter().enumerate() {
+    // A system library's variables are one object per library: MPI's and
+    // the C runtime's thousands of statics would otherwise be most of what
+    // each rank keeps, and are the same in every rank.
+    let listed = crate::listed_objects(p, &crate::data_objects(p));
+    for o in listed.own.into_iter().chain(listed.libraries) {
         let Some(s) = rank_of.get(&o.pid).and_then(|r| out.get_mut(r)) else {
             continue;
         };
         // A thread's stack is named by its tid, which no other rank shares:
-        // a rank's stacks are matched as one object.
-        let name = match (o.kind, library_of.get(&i)) {
-            (ObjectKind::Stack, _) => "thread stacks (reserved)".to_string(),
-            (ObjectKind::Static, Some(library)) => format!("statics of {library}"),
+        // a rank's stacks are matched as one object; a library's variables
+        // by the library alone (their count is the same in every rank).
+        let name = match o.kind {
+            ObjectKind::Stack => "thread stacks (reserved)".to_string(),
             _ => o.name,
         };
         let e = s.objects.entry((o.kind, name)).or_default();

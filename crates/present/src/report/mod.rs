@@ -163,10 +163,10 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
     let all = analysis::data_objects(p);
     let objects = &all.list;
     // Listed objects carry their whole stacks.
-    let pick = |idx: Vec<usize>| {
+    let pick_from = |list: &[DataObject], idx: Vec<usize>| {
         idx.into_iter()
             .map(|i| {
-                let mut o = objects[i].clone();
+                let mut o = list[i].clone();
                 o.frames = (p.stacks.get(&(o.pid, o.stack_id)).into_iter().flatten())
                     .map(|f| analysis::code_label(&f.function, &f.file, f.line, &f.module))
                     .collect();
@@ -174,15 +174,25 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
             })
             .collect::<Vec<_>>()
     };
+    let pick = |idx: Vec<usize>| pick_from(objects, idx);
     // Thread stacks are reserved address space, mostly not resident: they are
-    // summarized apart instead of crowding the top list.
-    let by_peak = pick(analysis::top_by(objects, top, |o| {
+    // summarized apart instead of crowding the top list. System libraries'
+    // own variables (libc's, ld.so's) come after the program's objects, one
+    // row per library.
+    let listed = analysis::listed_objects(p, &all);
+    let peak_of = |o: &DataObject| {
         if o.kind == ObjectKind::Stack {
             0.0
         } else {
             o.peak_bytes
         }
-    }));
+    };
+    let mut by_peak = pick_from(&listed.own, analysis::top_by(&listed.own, top, peak_of));
+    let room = top.saturating_sub(by_peak.len());
+    by_peak.extend(pick_from(
+        &listed.libraries,
+        analysis::top_by(&listed.libraries, room, peak_of),
+    ));
     let stacks: Vec<&DataObject> = objects
         .iter()
         .filter(|o| o.kind == ObjectKind::Stack)

@@ -17,12 +17,21 @@ pub fn section(r: &Report) -> Option<Section> {
     }
     let page_faults = a.sources.contains(&Backend::PageFaults);
     let mut s = s.note(how_sampled(a, page_faults)).figure(Figure::Scatter);
-    if let Some(acc) = a.accuracy {
-        s = s.note(format!(
-            "sampling accuracy {:.3}% (NMO's accuracy: samples x period against {} counted accesses)",
-            acc * 100.0,
-            a.counted
-        ));
+    match a.accuracy {
+        Some(acc) => {
+            s = s.note(format!(
+                "sampling accuracy {:.3}% (NMO's accuracy: samples x period against {} counted accesses)",
+                acc * 100.0,
+                a.counted
+            ))
+        }
+        None if a.counted > 0 => {
+            s = s.note(format!(
+                "sampling accuracy n/a: no sample of the {} counted accesses (one per {}: a lower --period samples a short run)",
+                a.counted, a.period
+            ))
+        }
+        None => {}
     }
     if !a.levels.is_empty() {
         s = s.table(levels(a));
@@ -176,8 +185,22 @@ fn regions(a: &AccessReport) -> Table {
         Column::text("objects touched (samples)").at_most(100),
     ])
     .titled("Regions")
-    .note("bytes exact; bandwidth = bytes / time in region")
+    .note(if a.bytes_counted {
+        "bytes exact; bandwidth = bytes / time in region".to_string()
+    } else {
+        format!(
+            "bytes not measured: {} samples count no bytes (a `memlens cc` build counts them exactly)",
+            Backend::list(&a.sources)
+        )
+    })
     .or_else(super::regions::NO_REGIONS);
+    let measured = |shown: String| {
+        if a.bytes_counted {
+            shown
+        } else {
+            "not measured".to_string()
+        }
+    };
     for r in &a.regions {
         let objects: Vec<String> = r
             .objects
@@ -189,10 +212,10 @@ fn regions(a: &AccessReport) -> Table {
             r.name.clone(),
             r.instances.to_string(),
             seconds(r.total_ns),
-            human_bytes(r.bytes_read as f64),
-            human_bytes(r.bytes_written as f64),
-            rate(r.read_bandwidth),
-            rate(r.write_bandwidth),
+            measured(human_bytes(r.bytes_read as f64)),
+            measured(human_bytes(r.bytes_written as f64)),
+            measured(rate(r.read_bandwidth)),
+            measured(rate(r.write_bandwidth)),
             objects.join(", "),
         ]
         .into();
