@@ -448,6 +448,13 @@ fn transparent_preload_mode_with_env_configuration() {
         r["peak"]["samples"].as_u64().unwrap() >= 3,
         "the runtime's own sampler ran"
     );
+    // Without a collector the runtime records the command line and the exit
+    // status itself.
+    assert_eq!(
+        r["summary"]["command"],
+        serde_json::json!([program("phases")])
+    );
+    assert_eq!(r["summary"]["processes"][0]["exit_code"], 0);
     assert!(r["peak"]["rss_bytes"].as_u64().unwrap() > (40u64 << 20));
 }
 

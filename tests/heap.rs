@@ -464,3 +464,40 @@ fn every_block_memory_is_bounded_by_live_blocks_not_calls() {
         assert!(*l < s + 25 && *l < 200, "{command}: {s} then {l} MiB");
     }
 }
+
+#[test]
+fn a_region_holds_no_block_freed_before_it() {
+    // Ticks every second: the one before the region saw the freed 64 MiB.
+    let dir = tempdir();
+    let exe = dir.path().join("freed_before_region");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join("tests/programs/freed_before_region.c"))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let region = |extra: &[&str]| {
+        let p = dir.path().join(format!("p{}", extra.len()));
+        let mut flags = vec!["--interval", "1000"];
+        flags.extend(extra);
+        assert_ran(&record(&p, &flags, &[exe.to_str().unwrap()]));
+        named(&report_json(&p)["regions"], "after").clone()
+    };
+    // Every block recorded: exact, 1 MiB over what lived before.
+    let exact = region(&["--leaks"]);
+    assert_eq!(exact["heap_exact"], true);
+    let peak = exact["heap_peak"].as_u64().unwrap();
+    assert!((MIB..MIB + 64 * 1024).contains(&peak), "{exact}");
+    assert_eq!(exact["heap_growth"], 0, "{exact}");
+    // At the defaults, read at ticks inside the region: none fell in its
+    // 0.3 s, so no figure, rather than the tick before it.
+    let ticks = region(&[]);
+    assert_eq!(ticks["heap_exact"], false);
+    assert!(
+        ticks["heap_peak"].as_u64().is_none_or(|p| p < 8 * MIB),
+        "{ticks}"
+    );
+}

@@ -99,11 +99,18 @@ pub struct RegionCapacity {
     /// Resident set at the first begin and at the last end (nearest samples).
     pub rss_begin: u64,
     pub rss_end: u64,
-    /// Highest resident set and live heap sampled while the region ran.
-    pub rss_peak: u64,
-    pub heap_peak: u64,
-    /// Live heap change over all instances (end minus begin, summed).
+    /// Highest resident set read at a tick while the region ran; none when
+    /// no tick fell inside it.
+    pub rss_peak: Option<u64>,
+    /// Highest live heap while the region ran: exact where every block was
+    /// recorded ([`RegionCapacity::heap_exact`]), else read at the ticks
+    /// inside it (none when no tick fell inside).
+    pub heap_peak: Option<u64>,
+    /// Live heap change over all instances (end minus begin, summed): exact,
+    /// or between the ticks nearest each end.
     pub heap_growth: i64,
+    /// The heap figures replay every block's events.
+    pub heap_exact: bool,
     /// Timeline samples that fell inside the region.
     pub samples: u64,
 }
@@ -121,31 +128,42 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
         let points: Vec<&TimelinePoint> = p.timeline.iter().filter(|t| t.pid == r.pid).collect();
         let end = r.end_ns.unwrap_or_else(|| p.process_end(r.pid));
         let key = (r.pid, crate::region_label(r));
+        let exact = r.heap_begin.zip(r.heap_end).zip(r.heap_peak);
         let e = by_key.entry(key.clone()).or_insert_with(|| RegionCapacity {
             name: key.1.clone(),
             pid: r.pid,
             rss_begin: sample_at(&points, r.begin_ns).map_or(0, |s| s.rss),
+            heap_exact: exact.is_some(),
             ..Default::default()
         });
         threads.entry(key).or_default().insert(r.tid);
         e.instances += 1;
         e.total_ns = e.total_ns.saturating_add(end.saturating_sub(r.begin_ns));
-        let begin_s = sample_at(&points, r.begin_ns);
         let end_s = sample_at(&points, end);
         e.rss_end = end_s.as_ref().map_or(0, |s| s.rss);
-        e.heap_growth += end_s.as_ref().map_or(0, |s| s.heap_live as i64)
-            - begin_s.as_ref().map_or(0, |s| s.heap_live as i64);
-        for s in begin_s.iter().chain(end_s.iter()) {
-            e.rss_peak = e.rss_peak.max(s.rss);
-            e.heap_peak = e.heap_peak.max(s.heap_live);
+        e.heap_exact &= exact.is_some();
+        match exact {
+            Some(((begin, end), peak)) => {
+                e.heap_growth += end as i64 - begin as i64;
+                e.heap_peak = e.heap_peak.max(Some(peak));
+            }
+            None => {
+                let begin_s = sample_at(&points, r.begin_ns);
+                e.heap_growth += end_s.as_ref().map_or(0, |s| s.heap_live as i64)
+                    - begin_s.as_ref().map_or(0, |s| s.heap_live as i64);
+            }
         }
+        // Only ticks inside: the one before a region began can hold a block
+        // freed before it.
         for s in points
             .iter()
             .filter(|s| s.time_ns >= r.begin_ns && s.time_ns <= end)
         {
             e.samples += 1;
-            e.rss_peak = e.rss_peak.max(s.rss);
-            e.heap_peak = e.heap_peak.max(s.heap_live);
+            e.rss_peak = e.rss_peak.max(Some(s.rss));
+            if exact.is_none() {
+                e.heap_peak = e.heap_peak.max(Some(s.heap_live));
+            }
         }
     }
     for (key, t) in threads {

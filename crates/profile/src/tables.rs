@@ -127,6 +127,13 @@ table! {
         /// A phase of the whole process (`memlens_phase_begin`): every
         /// thread's accesses between its marks, `tid` the thread that began it.
         process_wide: bool,
+        /// The process's exact live heap (requested bytes) when the region
+        /// began and ended, and the most in between, replayed from every
+        /// block's events: null unless every block was recorded
+        /// (`--sample-rate 1`, `--leaks`).
+        heap_begin: Option<u64>,
+        heap_end: Option<u64>,
+        heap_peak: Option<u64>,
     }
 }
 

@@ -283,6 +283,10 @@ pub mod tag {
     /// A mapping of an attached process appeared in, or left, its
     /// /proc/PID/maps: a [`Mapping`].
     pub const MAPPING: u16 = 30;
+    /// The image's command line as /proc/self/cmdline gives it (arguments
+    /// each followed by a NUL), written by the runtime at its start when no
+    /// collector knows it (transparent mode): a [`CommandLine`].
+    pub const COMMAND_LINE: u16 = 31;
 }
 
 /// Bits of [`FileHeader::faults`]: each makes a part of the log incomplete, and
@@ -660,6 +664,19 @@ pub struct Mapping {
     pub shared: u32,
 }
 
+/// An image's command line. Followed by its arguments, each ending in a NUL
+/// (cut at [`CommandLine::MAX_BYTES`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CommandLine {
+    pub time: u64,
+}
+
+impl CommandLine {
+    /// The most bytes of arguments recorded: a record's length is 16 bits.
+    pub const MAX_BYTES: usize = 4096;
+}
+
 /// The kernel's account of a child the collector reaped (wait4's rusage): CPU
 /// time, including the children it waited for. (Its peak resident set is left
 /// out: Linux carries it over exec, so it would be memlens' own at fork.)
@@ -748,6 +765,7 @@ payload!(
     ProcessUsage,
     UntrackedProcess,
     Mapping,
+    CommandLine,
     CounterDef,
     CounterReading
 );

@@ -5,7 +5,8 @@
 use crate::events::record_thread_totals;
 use crate::guard::{enter, errno, leave, set_errno, DISABLED, READY, STATE, UNINIT};
 use crate::process::{
-    fork_child, fork_parent, fork_prepare, record_exit, record_modules_from_here, EXIT_STATUS,
+    fork_child, fork_parent, fork_prepare, record_command_line, record_exit,
+    record_modules_from_here, EXIT_STATUS,
 };
 use crate::{access, allocator, log, model, sampler, sys, thread};
 use core::ffi::{c_char, CStr};
@@ -85,6 +86,7 @@ extern "C" fn init() {
         record_allocator_faults();
         record_modules_from_here();
         if OWN_SAMPLER {
+            record_command_line();
             sampler::start(INTERVAL_MS);
         }
     }

@@ -189,6 +189,20 @@ pub unsafe extern "C" fn pthread_getattr_np(
     real_pthread_getattr_np(thread, attr)
 }
 
+/// Records the image's command line (transparent mode: no collector knows
+/// it) through the calling thread's writer.
+pub(crate) fn record_command_line() {
+    let mut args = [0u8; raw::CommandLine::MAX_BYTES];
+    let n = sys::read_file(c"/proc/self/cmdline", &mut args);
+    if let Some(st) = enter() {
+        let ev = raw::CommandLine {
+            time: sys::now_ns(),
+        };
+        st.writer.write(st.tid, tag::COMMAND_LINE, &ev, &args[..n]);
+        leave(st);
+    }
+}
+
 /// Records the loaded objects through the calling thread's writer.
 pub(crate) fn record_modules_from_here() {
     if let Some(st) = enter() {

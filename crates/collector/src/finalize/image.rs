@@ -188,6 +188,8 @@ pub(super) struct Definitions {
     pub(super) strings: HashMap<u64, String>,
     pub(super) stacks: HashMap<u64, Vec<u64>>,
     pub(super) modules: Vec<(u64, LoadedModule)>,
+    /// The command line the runtime recorded (transparent mode).
+    pub(super) command: Vec<String>,
     pub(super) exit_ns: Option<u64>,
     /// Status the program passed to exit/_exit, when the runtime saw it.
     pub(super) exit_status: Option<i32>,
@@ -250,6 +252,12 @@ pub(super) fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> D
                     if let Some(module) = module_def(&rec) {
                         d.modules.push(module);
                     }
+                }
+                tag::COMMAND_LINE => {
+                    let args = rec.trailing::<raw::CommandLine>();
+                    d.command = (args.split(|&b| b == 0).filter(|a| !a.is_empty()))
+                        .map(|a| String::from_utf8_lossy(a).into_owned())
+                        .collect();
                 }
                 tag::PROCESS_EXIT => {
                     if let Some(e) = rec.payload::<raw::ProcessExit>() {

@@ -410,6 +410,7 @@ pub fn finalize(
     let mut last_time = run.end_ns.unwrap_or(0).saturating_sub(t0);
     // Each process's modules (its last image's), for samples of perf backends.
     let mut modules_of: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
+    let mut recorded_command = Vec::new();
 
     let total: u64 = images.iter().map(|l| l.block_bytes).sum();
     let mut replayed = 0;
@@ -419,6 +420,10 @@ pub fn finalize(
         let window = TimeWindow::of(log);
         let defs = definitions(&streams, window);
         let merged = Merged::new(&streams, window);
+        // Without a collector, the first image's own record of it.
+        if recorded_command.is_empty() {
+            recorded_command = defs.command.clone();
+        }
         let report = |bytes| progress(replayed + bytes, total);
         let built = replay(log, &defs, merged, t0, &mut sinks, &report);
         replayed += log.block_bytes;
@@ -569,7 +574,11 @@ pub fn finalize(
     let meta = Meta {
         format_version: profile::FORMAT_VERSION,
         memlens_version: env!("CARGO_PKG_VERSION").to_string(),
-        command: run.command.clone(),
+        command: if run.command.is_empty() {
+            recorded_command
+        } else {
+            run.command.clone()
+        },
         host: crate::sysinfo::hostname(),
         cpu: crate::sysinfo::cpu_model(),
         kernel: crate::sysinfo::kernel(),

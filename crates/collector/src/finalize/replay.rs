@@ -83,6 +83,7 @@ pub(super) fn replay(
         maps: Mappings::default(),
         open_regions: HashMap::new(),
         region_start: HashMap::new(),
+        region_heap: FxHashMap::default(),
         open_stacks: FxHashMap::default(),
         thread_times: BTreeMap::new(),
         final_totals: BTreeMap::new(),
@@ -116,6 +117,9 @@ struct Replay<'a> {
     open_regions: HashMap<u64, Vec<usize>>,
     /// A region's thread's exact counts when it began.
     region_start: HashMap<usize, [u64; raw::COUNTS]>,
+    /// Every block recorded: each open region's exact live heap when it
+    /// began and the most since.
+    region_heap: FxHashMap<usize, (f64, f64)>,
     open_stacks: FxHashMap<u32, Allocation>,
     /// Per thread: (start, end) and its totals (final, or as last published).
     thread_times: BTreeMap<u32, (Option<u64>, Option<u64>)>,
@@ -204,6 +208,10 @@ impl Replay<'_> {
             self.block_ended(a.ptr, old, None, at);
         }
         self.heap_sites.allocated(a.ptr, &block);
+        let live = self.heap_sites.live();
+        for (_, peak) in self.region_heap.values_mut() {
+            *peak = peak.max(live);
+        }
     }
 
     fn free(&mut self, tid: u32, f: &raw::Free) {
@@ -322,6 +330,10 @@ impl Replay<'_> {
         open.push(index);
         let depth = (open.len() - 1) as u32;
         self.region_start.insert(index, n.counts);
+        if self.every_block {
+            let live = self.heap_sites.live();
+            self.region_heap.insert(index, (live, live));
+        }
         let region = Region {
             pid: self.log.pid,
             tid,
@@ -353,6 +365,12 @@ impl Replay<'_> {
         let r = open.remove(pos);
         let region = &mut self.built.regions[r];
         region.end_ns = Some(at);
+        if let Some((begin, peak)) = self.region_heap.remove(&r) {
+            let end = self.heap_sites.live();
+            region.heap_begin = Some(begin as u64);
+            region.heap_end = Some(end as u64);
+            region.heap_peak = Some(peak.max(end) as u64);
+        }
         if let (true, Some(begin)) = (self.log.instrumented, self.region_start.remove(&r)) {
             // The thread's exact counts at both ends: their difference is exact.
             let diff: [u64; raw::COUNTS] =

@@ -131,6 +131,12 @@ impl HeapSites {
         }
     }
 
+    /// The process's live heap now, requested bytes (exact when every block
+    /// is recorded).
+    pub fn live(&self) -> f64 {
+        self.live
+    }
+
     pub fn allocated(&mut self, ptr: u64, b: &LiveBlock) {
         self.before_change(b.site);
         let s = &mut self.sites[b.site as usize];

@@ -1,6 +1,6 @@
 //! Resident set and heap in each annotated region.
 
-use crate::format::{human_bytes, seconds};
+use crate::format::{human_bytes, or_dash, seconds};
 use crate::report::model::{Column, Section, Table};
 use crate::report::Report;
 
@@ -25,10 +25,19 @@ pub fn section(r: &Report) -> Option<Section> {
             g.instances.to_string(),
             seconds(g.total_ns),
             human_bytes(g.rss_begin as f64),
-            human_bytes(g.rss_peak as f64),
-            human_bytes(g.heap_peak as f64),
+            or_dash(g.rss_peak, |b| human_bytes(b as f64)),
+            or_dash(g.heap_peak, |b| human_bytes(b as f64)),
             human_bytes(g.heap_growth as f64),
         ]);
     }
-    Some(Section::new("regions", "Capacity by region").table(t))
+    let exact = !r.regions.is_empty() && r.regions.iter().all(|g| g.heap_exact);
+    let how = if exact {
+        "heap exact, replayed from every block's events (requested bytes); resident set read at the ticks inside each region".to_string()
+    } else {
+        format!(
+            "peaks read at the ticks inside each region (every {} ms; - when none fell inside; --sample-rate 1 gives the heap exactly)",
+            r.summary.settings.interval_ms
+        )
+    };
+    Some(Section::new("regions", "Capacity by region").table(t.note(how)))
 }
