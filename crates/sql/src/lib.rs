@@ -102,7 +102,11 @@ impl Engine {
         }
         // Every part's processes, from its meta.json: rank and host by pid.
         let mut processes = Vec::new();
-        for dir in parts {
+        // A directory of tables alone (no meta.json) has no processes.
+        for dir in parts
+            .iter()
+            .filter(|d| d.join(memlens_profile::META_FILE).exists())
+        {
             let meta = memlens_profile::Meta::read(dir)?;
             let part = dir
                 .file_name()
