@@ -357,7 +357,11 @@ fn diff_finds_the_padded_buffers_and_the_false_sharing_gone() {
             .map(|()| dir.path().join(format!("buffers{buf}")))
             .unwrap();
         let p = dir.path().join(format!("p{buf}"));
-        assert_ran(&record(&p, &["--min-size", "64"], &[exe.to_str().unwrap()]));
+        assert_ran(&record(
+            &p,
+            &["--min-size", "64", "--period", "997"],
+            &[exe.to_str().unwrap()],
+        ));
         p
     };
     let (a, b) = (profile(32), profile(96));
@@ -390,7 +394,7 @@ fn diff_finds_the_padded_buffers_and_the_false_sharing_gone() {
             assert_eq!(pa, pb, "only the buffers changed size: {o}");
         }
     }
-    assert!(d["unchanged_objects"].as_u64().unwrap() > 10, "{d:#}");
+    assert!(d["unchanged_objects"].as_u64().unwrap() >= 5, "{d:#}");
     // The line both threads wrote was falsely shared, and no longer is.
     let line = (d["sharing"].as_array().unwrap().iter())
         .find(|s| s["object"] == buffers.as_str())

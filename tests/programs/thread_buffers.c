@@ -9,7 +9,7 @@
 #ifndef BUF
 #define BUF 32
 #endif
-#define ROUNDS 2000000L
+#define ROUNDS 20000000L
 
 static pthread_barrier_t start;
 
