@@ -528,7 +528,10 @@ fn calibrate(
     let mut opts = cal::Options::for_machine(&memlens_collector::sysinfo::cache_levels());
     opts.max_bytes = max_size.unwrap_or(opts.max_bytes);
     opts.threads = threads.map_or(opts.threads, |t| t as usize);
-    let c = cal::calibrate(&opts, |what, bytes| {
+    let cal::Measured {
+        calibration: c,
+        refused,
+    } = cal::calibrate(&opts, |what, bytes| {
         eprint!(
             "\rmemlens calibrate: {what} at {:<12}",
             memlens_present::human_bytes(bytes as f64)
@@ -536,7 +539,10 @@ fn calibrate(
     })
     .context("cannot map the calibration buffer; give a smaller --max-size")?;
     eprintln!();
-    print!("{}", memlens_present::render_calibration(&c));
+    print!(
+        "{}",
+        memlens_present::render_calibration(&c, &refused, cal::MAX_BANDWIDTH_SPREAD)
+    );
     let path = output.unwrap_or_else(memlens_profile::Calibration::default_path);
     c.write(&path)?;
     println!("\nsaved to {}", path.display());

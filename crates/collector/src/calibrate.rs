@@ -44,12 +44,26 @@ fn physical_memory() -> u64 {
 /// Time spent measuring each point (after a warm-up pass).
 const POINT_TIME: Duration = Duration::from_millis(40);
 
+/// Runs of each bandwidth figure, interleaved round by round so that a moment
+/// of other load falls on one run of several figures rather than on every run
+/// of one.
+const BANDWIDTH_RUNS: usize = 7;
+/// Time of one bandwidth run (at least two passes over the buffer).
+const RUN_TIME: Duration = Duration::from_millis(40);
+/// Widest spread of a bandwidth figure's runs, (fastest - slowest) / median,
+/// that is stored: beyond it the machine was busy and the median is a guess.
+pub const MAX_BANDWIDTH_SPREAD: f64 = 0.25;
+
+/// What `memlens calibrate` measured: the calibration to save, and the
+/// bandwidth figures left out of it because their runs disagreed.
+pub struct Measured {
+    pub calibration: Calibration,
+    pub refused: Vec<BandwidthPoint>,
+}
+
 /// Measures the curve and the bandwidth; `progress` hears of each step (what,
 /// working-set bytes).
-pub fn calibrate(
-    opts: &Options,
-    mut progress: impl FnMut(&str, u64),
-) -> std::io::Result<Calibration> {
+pub fn calibrate(opts: &Options, mut progress: impl FnMut(&str, u64)) -> std::io::Result<Measured> {
     let caches = sysinfo::cache_levels();
     let line = caches.first().map_or(64, |c| c.line.max(8)) as usize;
     let mut buf = Buffer::new(opts.max_bytes as usize)?;
@@ -59,35 +73,67 @@ pub fn calibrate(
         let ns = chase_ns(buf.words(bytes as usize), line / 8);
         latency.push(LatencyPoint { bytes, ns });
     }
-    let mut bandwidth = Vec::new();
     // One thread, then all of them when there are more.
-    let mut thread_counts = vec![1];
-    if opts.threads > 1 {
-        thread_counts.push(opts.threads);
-    }
-    for threads in thread_counts {
-        for kind in ["read", "write", "copy"] {
-            progress(kind, opts.max_bytes);
-            bandwidth.push(stream(kind, buf.words(opts.max_bytes as usize), threads));
+    let mut figures: Vec<(&str, usize)> = Vec::new();
+    for threads in [1, opts.threads].into_iter().filter(|&t| t >= 1) {
+        if figures.iter().all(|&(_, t)| t != threads) {
+            figures.extend(["read", "write", "copy"].map(|kind| (kind, threads)));
         }
     }
+    let mut runs = vec![Vec::with_capacity(BANDWIDTH_RUNS); figures.len()];
+    for round in 0..BANDWIDTH_RUNS {
+        progress(
+            &format!("bandwidth, run {} of {BANDWIDTH_RUNS},", round + 1),
+            opts.max_bytes,
+        );
+        for (&(kind, threads), runs) in figures.iter().zip(&mut runs) {
+            runs.push(stream(kind, buf.words(opts.max_bytes as usize), threads));
+        }
+    }
+    let (bandwidth, refused): (Vec<BandwidthPoint>, Vec<BandwidthPoint>) = figures
+        .iter()
+        .zip(runs)
+        .map(|(&(kind, threads), runs)| BandwidthPoint {
+            kind: kind.to_string(),
+            threads: threads as u32,
+            ..summarize_runs(&runs, opts.max_bytes)
+        })
+        .partition(|b| b.spread() <= MAX_BANDWIDTH_SPREAD);
     let levels = plateaus(&caches, &latency);
-    Ok(Calibration {
+    let calibration = Calibration {
         host: sysinfo::hostname(),
         cpu: sysinfo::cpu_model(),
         kernel: sysinfo::kernel(),
         memlens_version: env!("CARGO_PKG_VERSION").to_string(),
         method: format!(
-            "measured: dependent loads over a random cycle of {line}-byte lines (as lat_mem_rd, prefetching defeated), at least {} ms per size; streaming read/write/copy of {} MiB (as bw_mem)",
+            "measured: dependent loads over a random cycle of {line}-byte lines (as lat_mem_rd, prefetching defeated), at least {} ms per size; streaming read/write/copy of {} MiB (as bw_mem), the median of {BANDWIDTH_RUNS} runs of {} ms each, interleaved, a figure kept only when its runs spread at most {:.0}%",
             POINT_TIME.as_millis(),
-            opts.max_bytes >> 20
+            opts.max_bytes >> 20,
+            RUN_TIME.as_millis(),
+            MAX_BANDWIDTH_SPREAD * 100.0
         ),
         knees: knees(&latency),
         caches,
         latency,
         levels,
         bandwidth,
+    };
+    Ok(Measured {
+        calibration,
+        refused,
     })
+}
+
+/// A figure from its runs' GiB/s: the median, and the runs in order.
+fn summarize_runs(runs: &[f64], bytes: u64) -> BandwidthPoint {
+    let mut sorted = runs.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    BandwidthPoint {
+        bytes,
+        gib_per_s: sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
+        runs_gib_per_s: sorted,
+        ..BandwidthPoint::default()
+    }
 }
 
 /// 4 KiB to `max`, two sizes per doubling.
@@ -143,14 +189,14 @@ fn chase_ns(words: &mut [usize], stride: usize) -> f64 {
     start.elapsed().as_nanos() as f64 / steps as f64
 }
 
-/// Streaming `kind` over `words` split among `threads`, repeated for about
-/// 200 ms; bytes the program moved per second.
-fn stream(kind: &str, words: &mut [usize], threads: usize) -> BandwidthPoint {
+/// Streaming `kind` over `words` split among `threads`, repeated for
+/// RUN_TIME: GiB the program moved per second.
+fn stream(kind: &str, words: &mut [usize], threads: usize) -> f64 {
     let bytes = std::mem::size_of_val(words) as u64;
     let per_thread = words.len().div_ceil(threads);
     let start = Instant::now();
     let mut passes = 0u64;
-    while start.elapsed() < Duration::from_millis(200) || passes < 2 {
+    while start.elapsed() < RUN_TIME || passes < 2 {
         std::thread::scope(|s| {
             for part in words.chunks_mut(per_thread) {
                 s.spawn(move || match kind {
@@ -167,14 +213,8 @@ fn stream(kind: &str, words: &mut [usize], threads: usize) -> BandwidthPoint {
         });
         passes += 1;
     }
-    let secs = start.elapsed().as_secs_f64();
-    BandwidthPoint {
-        kind: kind.to_string(),
-        threads: threads as u32,
-        bytes,
-        // A copy reads half the buffer and writes the other half.
-        gib_per_s: (bytes * passes) as f64 / secs / (1u64 << 30) as f64,
-    }
+    // A copy reads half the buffer and writes the other half.
+    (bytes * passes) as f64 / start.elapsed().as_secs_f64() / (1u64 << 30) as f64
 }
 
 /// Each cache's plateau: the median latency of the sizes between twice the
@@ -285,5 +325,24 @@ mod tests {
             ]
         );
         assert_eq!(knees(&curve), [32 << 10, 1 << 20]);
+    }
+
+    #[test]
+    fn a_bandwidth_figure_is_the_median_run_and_kept_only_when_runs_agree() {
+        let steady = summarize_runs(&[10.0, 10.4, 9.8, 10.1, 9.9, 10.2, 10.0], 1 << 28);
+        assert_eq!(steady.gib_per_s, 10.0);
+        assert_eq!(
+            steady.runs_gib_per_s,
+            [9.8, 9.9, 10.0, 10.0, 10.1, 10.2, 10.4]
+        );
+        assert!((steady.spread() - 0.03).abs() < 1e-9, "{}", steady.spread());
+        // One run of a busy moment moves neither the median nor the spread.
+        let one_busy = summarize_runs(&[1.78, 10.4, 9.8, 10.1, 9.9, 10.2, 10.0], 1 << 28);
+        assert_eq!(one_busy.gib_per_s, 10.0);
+        assert!(one_busy.spread() <= MAX_BANDWIDTH_SPREAD);
+        // Runs that disagree among themselves (the machine busy throughout,
+        // or a figure that changes from run to run) are refused.
+        let busy = summarize_runs(&[1.78, 24.5, 16.9, 14.9, 9.0, 12.0, 20.0], 1 << 28);
+        assert!(busy.spread() > MAX_BANDWIDTH_SPREAD, "{}", busy.spread());
     }
 }

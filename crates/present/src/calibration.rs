@@ -2,10 +2,12 @@
 //! the cache sizes sysfs gives, and the streaming bandwidth.
 
 use crate::human_bytes;
-use memlens_profile::Calibration;
+use memlens_profile::{BandwidthPoint, Calibration};
 use std::fmt::Write;
 
-pub fn render_calibration(c: &Calibration) -> String {
+/// `refused`: bandwidth figures measured but not saved, their runs spread
+/// beyond `max_spread`.
+pub fn render_calibration(c: &Calibration, refused: &[BandwidthPoint], max_spread: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "CALIBRATION  {}  ({})", c.cpu, c.host);
     let _ = writeln!(out, "  method     {}", c.method);
@@ -69,16 +71,39 @@ pub fn render_calibration(c: &Calibration) -> String {
             knees.join(", ")
         }
     );
-    let _ = writeln!(out, "\nBANDWIDTH (measured, bytes the program moved)");
+    let _ = writeln!(
+        out,
+        "\nBANDWIDTH (measured, bytes the program moved; median of the runs, and their range)"
+    );
     for b in &c.bandwidth {
+        let _ = writeln!(out, "  {}", bandwidth_line(b));
+    }
+    for b in refused {
         let _ = writeln!(
             out,
-            "  {:<6} {:>2} thread(s) over {:>10}  {:>7.2} GiB/s",
-            b.kind,
-            b.threads,
-            human_bytes(b.bytes as f64),
-            b.gib_per_s
+            "  {}  REFUSED, not saved: the middle runs spread {:.0}% (at most {:.0}% is kept); the machine was busy, run again when it is quiet",
+            bandwidth_line(b),
+            b.spread() * 100.0,
+            max_spread * 100.0
         );
     }
     out
+}
+
+fn bandwidth_line(b: &BandwidthPoint) -> String {
+    let range = match (b.runs_gib_per_s.first(), b.runs_gib_per_s.last()) {
+        (Some(lo), Some(hi)) => format!(
+            "  {} runs {lo:.2} .. {hi:.2}, spread {:.0}%",
+            b.runs_gib_per_s.len(),
+            b.spread() * 100.0
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "{:<6} {:>2} thread(s) over {:>10}  {:>7.2} GiB/s{range}",
+        b.kind,
+        b.threads,
+        human_bytes(b.bytes as f64),
+        b.gib_per_s
+    )
 }

@@ -39,14 +39,39 @@ pub struct LevelLatency {
     pub points: u32,
 }
 
-/// Streaming bandwidth of one kind ("read", "write", "copy") over a buffer.
+/// Streaming bandwidth of one kind ("read", "write", "copy") over a buffer,
+/// the median of repeated runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BandwidthPoint {
     pub kind: String,
     pub threads: u32,
     pub bytes: u64,
-    /// Bytes moved by the program per second (a copy counts its reads and writes).
+    /// Bytes moved by the program per second (a copy counts its reads and
+    /// writes): the median run's.
     pub gib_per_s: f64,
+    /// Every run's GiB/s, slowest first (empty in calibrations written
+    /// before runs were repeated).
+    #[serde(default)]
+    pub runs_gib_per_s: Vec<f64>,
+}
+
+impl BandwidthPoint {
+    /// How far the runs spread around the median: (fastest - slowest) /
+    /// median, without the one fastest and one slowest run when there are
+    /// five or more (a single disturbed run moves the median little and
+    /// should not condemn the figure).
+    pub fn spread(&self) -> f64 {
+        let runs = &self.runs_gib_per_s;
+        let middle = if runs.len() >= 5 {
+            &runs[1..runs.len() - 1]
+        } else {
+            &runs[..]
+        };
+        match (middle.first(), middle.last()) {
+            (Some(lo), Some(hi)) => (hi - lo) / self.gib_per_s.max(f64::MIN_POSITIVE),
+            _ => 0.0,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -64,6 +89,7 @@ pub struct Calibration {
     /// Working-set sizes after which latency rose by half or more: where the
     /// curve itself puts the caches' capacities (sysfs may differ in a VM).
     pub knees: Vec<u64>,
+    /// Only figures whose runs agreed (`memlens calibrate` refuses the others).
     pub bandwidth: Vec<BandwidthPoint>,
 }
 
