@@ -50,6 +50,22 @@ fn the_period_of_an_unannotated_loop_is_found_and_a_loop_free_run_has_none() {
         spacing.len()
     );
 
+    // The same loop annotated every second iteration: the period the samples
+    // show is half the annotated spacing, which contradicts the program's
+    // own mark of what repeats, so it is refused and the region named.
+    let p = dir.path().join("loop-every-2");
+    assert_ran(&record(&p, &[], &[&app.to_string_lossy(), "400", "2"]));
+    let out = report_view(&p, &["--fold-detect"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is not the spacing of its annotated region iteration (")
+            && stderr.contains("--fold iteration"),
+        "{stderr}"
+    );
+    let out = report_view(&p, &["--fold", "iteration"]);
+    assert_ran(&out);
+
     // A pointer chase repeats nothing: no period is claimed.
     let app = memlens_cc(dir.path(), "chase_levels.c", &["-O2"]);
     let p = dir.path().join("chase");

@@ -1,8 +1,9 @@
-/* `fold_phases ITERATIONS`, or `fold_phases until FILE` to run until FILE
+/* `fold_phases ITERATIONS [EVERY]`, or `fold_phases until FILE` to run until FILE
  * exists. ITERATIONS identical iterations (region "iteration"), each three copies of
  * equal work in turn: first -> second, second -> third, third -> first. Folded,
  * each third of an iteration touches two of the arrays, and the offsets within
- * them grow with the phase. */
+ * them grow with the phase. With EVERY, one region "iteration" marks EVERY
+ * iterations (an annotation that disagrees with the loop's own period). */
 #include <memlens.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +34,15 @@ static void copy(double *restrict to, const double *restrict from) {
 int main(int argc, char **argv) {
     const char *until = argc > 2 && strcmp(argv[1], "until") == 0 ? argv[2] : NULL;
     long iterations = until ? -1 : argc > 1 ? atol(argv[1]) : 100;
+    long every = !until && argc > 2 ? atol(argv[2]) : 1;
     for (long it = 0; until ? access(until, F_OK) != 0 : it < iterations; it++) {
-        memlens_region_begin("iteration");
+        if (it % every == 0)
+            memlens_region_begin("iteration");
         copy(second, first);
         copy(third, second);
         copy(first, third);
-        memlens_region_end("iteration");
+        if (it % every == every - 1)
+            memlens_region_end("iteration");
     }
     printf("%g\n", first[N / 2]);
     return 0;

@@ -179,6 +179,7 @@ pub fn fold(
         }
         FoldBy::DetectedPeriod => {
             let d = period::detect(p, objects)?;
+            period::agrees_with_annotation(p, &d)?;
             // Instances are periods of the thread's running time, on the wall
             // clock: one the thread was preempted in is longer, and pruned.
             let start = d.running.running(d.start_ns);

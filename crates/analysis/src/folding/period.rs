@@ -165,6 +165,13 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
     let (period_ns, chi2) =
         refine(fine, labels.len(), start, lag as f64 * width, width).ok_or_else(no_period)?;
     let (period_ns, chi2) = fundamental(fine, labels.len(), start, (period_ns, chi2), width);
+    // The fine search may move the period off the coarse lag's range.
+    let repeats = (end - start) as f64 / period_ns;
+    if repeats < MIN_PERIODS as f64 {
+        return Err(format!(
+            "the pattern in thread {tid}'s samples repeats {repeats:.0} times in the run, too few to fold ({MIN_PERIODS} needed): annotate the iteration with memlens_region_begin/end"
+        ));
+    }
     // Flat phases give chi-square ~ its degrees of freedom (sd sqrt(2 dof));
     // a period must stand ten deviations above.
     let dof = (labels.len() - 1) * (PHASES - 1);
@@ -187,6 +194,57 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
         running,
     })
 }
+
+/// Where the detected thread also marks an iteration (a region with
+/// MIN_ANNOTATED or more instances inside the detected span), the period
+/// must be that iteration's spacing, or a whole number of iterations (an
+/// outer loop nobody annotated), for at least a quarter of the instances
+/// within 10% (the iterations' own durations wander with the machine's
+/// load). Anything else (a fraction of the iteration, or no multiple of it)
+/// contradicts what the program itself says repeats, and is refused with
+/// the annotation to fold instead.
+pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
+    let mut by_name: HashMap<&str, Vec<u64>> = HashMap::new();
+    for r in &p.regions {
+        if (r.pid, r.tid) == (d.pid, d.tid)
+            && r.end_ns.is_some()
+            && (d.start_ns..=d.end_ns).contains(&r.begin_ns)
+        {
+            by_name.entry(&r.name).or_default().push(r.begin_ns);
+        }
+    }
+    let Some((name, mut starts)) = by_name
+        .into_iter()
+        .filter(|(_, starts)| starts.len() >= MIN_ANNOTATED)
+        .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(a.0)))
+    else {
+        return Ok(());
+    };
+    starts.sort_unstable();
+    // Spacings on the running time the period was found on.
+    let starts: Vec<u64> = starts.iter().map(|&t| d.running.running(t)).collect();
+    let spacings = starts.len() - 1;
+    let mut spacing: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    let median = *spacing.select_nth_unstable(spacings / 2).1 as f64;
+    let k = (d.period_ns / median).round().max(1.0) as usize;
+    let matching = (starts.windows(k + 1))
+        .filter(|w| (d.period_ns / (w[k] - w[0]) as f64 - 1.0).abs() < 0.10)
+        .count();
+    if matching * 4 >= spacings {
+        return Ok(());
+    }
+    Err(format!(
+        "the period found in thread {}'s samples, {:.1} us, is not the spacing of its annotated region {name} ({} instances, median spacing {:.1} us) nor a whole number of them, so it is not trusted: fold the annotated region instead, --fold {name}",
+        d.tid,
+        d.period_ns / 1e3,
+        starts.len(),
+        median / 1e3
+    ))
+}
+
+/// Instances of a region on the detected thread that make it the run's
+/// annotated iteration, for [`agrees_with_annotation`].
+const MIN_ANNOTATED: usize = 4;
 
 /// The lag (in bins) of the labels' summed autocorrelation's fundamental
 /// peak: past its first zero crossing, the shortest local maximum reaching
