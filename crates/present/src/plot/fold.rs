@@ -1,4 +1,4 @@
-use super::scatter::{draw_scatter, Scatter, MAX_DOTS};
+use super::scatter::{dots_note, draw_scatter, Scatter, MAX_DOTS};
 use super::*;
 
 /// `memlens plot fold`: a repeated region folded onto one instance: sampled
@@ -15,26 +15,26 @@ pub fn plot_fold<'a>(
     let folding = analysis::fold(p, &objects, by, bins, true)
         .map_err(|why| PlotError(format!("cannot fold: {why}")))?;
     let stride = (folding.points.len() / MAX_DOTS).max(1);
+    let points: Vec<(f64, usize)> = (folding.points.iter())
+        .step_by(stride)
+        .map(|pt| (f64::from(pt.phase), pt.sample))
+        .collect();
+    let caption = title(
+        &format!(
+            "{} folded ({} of {} instances, mean {:.1} us, sampled)",
+            folding.label(),
+            folding.folded,
+            folding.instances,
+            folding.mean_ns / 1e3
+        ),
+        p,
+    ) + &dots_note(points.len(), folding.points.len());
     let scatter = Scatter {
         placed: analysis::sample_positions(p, &objects),
-        points: folding
-            .points
-            .iter()
-            .step_by(stride)
-            .map(|pt| (f64::from(pt.phase), pt.sample))
-            .collect(),
+        points,
         x_max: 1.0,
         x_desc: "phase of the instance",
-        caption: title(
-            &format!(
-                "{} folded ({} of {} instances, mean {:.1} us, sampled)",
-                folding.label(),
-                folding.folded,
-                folding.instances,
-                folding.mean_ns / 1e3
-            ),
-            p,
-        ),
+        caption,
         regions: Vec::new(),
     };
     render!(out, draw_fold(p, &objects, &scatter, &folding))

@@ -10,16 +10,19 @@ pub fn plot_scatter<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), Pl
         ));
     }
     let objects = analysis::data_objects(p);
+    // A few hundred thousand samples show the pattern; more only slow the drawing.
+    let points: Vec<(f64, usize)> = (0..p.samples.len())
+        .step_by((p.samples.len() / MAX_DOTS).max(1))
+        .map(|i| (p.samples[i].time_ns as f64 / 1e9, i))
+        .collect();
+    let caption =
+        title("sampled accesses by data object", p) + &dots_note(points.len(), p.samples.len());
     let scatter = Scatter {
         placed: analysis::sample_positions(p, &objects),
-        // A few hundred thousand dots show the pattern; more only slow the drawing.
-        points: (0..p.samples.len())
-            .step_by((p.samples.len() / MAX_DOTS).max(1))
-            .map(|i| (p.samples[i].time_ns as f64 / 1e9, i))
-            .collect(),
+        points,
         x_max: run_seconds(p),
         x_desc: "time (s)",
-        caption: title("sampled accesses by data object", p),
+        caption,
         regions: top_level_regions(p),
     };
     render!(out, draw_scatter_alone(p, &objects, &scatter))
@@ -129,11 +132,50 @@ where
             let b = *band.get(&(o as usize))?;
             (p.samples[i].is_store == is_store).then_some((x, b as f64 + frac as f64))
         });
+        let dots: Vec<((f64, f64), f64)> = if scatter.points.len() <= MAX_SINGLE_DOTS {
+            points.map(|c| (c, DOT_OPACITY)).collect()
+        } else {
+            per_pixel(points, |c| chart.backend_coord(c))
+        };
         chart
-            .draw_series(points.map(|c| Circle::new(c, 1, color.mix(0.5).filled())))
+            .draw_series(
+                (dots.into_iter())
+                    .map(|(c, opacity)| Circle::new(c, 1, color.mix(opacity).filled())),
+            )
             .map_err(drawing_error)?
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
     }
     legend(&mut chart)
+}
+
+/// Opacity of one sample's dot: dots that fall on each other darken.
+const DOT_OPACITY: f64 = 0.5;
+/// Above this many samples a plot draws one dot per pixel (see [`per_pixel`]):
+/// a dot per sample made a `--reuse` run's HTML report 28 MB.
+pub(super) const MAX_SINGLE_DOTS: usize = 20_000;
+
+/// One dot per pixel the samples fall on, as dark as that many dots of
+/// DOT_OPACITY drawn over each other (1 - (1 - a)^n): the same picture at a
+/// size bounded by the plot's pixels, not by the samples.
+fn per_pixel(
+    points: impl Iterator<Item = (f64, f64)>,
+    pixel: impl Fn(&(f64, f64)) -> (i32, i32),
+) -> Vec<((f64, f64), f64)> {
+    let mut at: BTreeMap<(i32, i32), ((f64, f64), i32)> = BTreeMap::new();
+    for c in points {
+        at.entry(pixel(&c)).or_insert((c, 0)).1 += 1;
+    }
+    at.into_values()
+        .map(|(c, n)| (c, 1.0 - (1.0 - DOT_OPACITY).powi(n)))
+        .collect()
+}
+
+/// What the caption adds when samples share dots or only some are drawn.
+pub(super) fn dots_note(drawn: usize, samples: usize) -> String {
+    match (drawn < samples, drawn > MAX_SINGLE_DOTS) {
+        (true, _) => format!(" ({drawn} of {samples} samples, a dot per pixel)"),
+        (false, true) => format!(" ({samples} samples, a dot per pixel)"),
+        (false, false) => String::new(),
+    }
 }
