@@ -230,6 +230,39 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
     );
 }
 
+#[test]
+fn a_long_loops_html_report_stays_a_few_megabytes() {
+    // 100 000 annotated iterations of ~13 us, ticks every ms, ~600 000
+    // samples: a rectangle per iteration on three plots and a circle per
+    // sample made this page 72 MB. Instances less than a pixel apart are one
+    // band, dense dots one PNG layer, lines one point set per pixel column.
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2"]);
+    let p = dir.path().join("p");
+    assert_ran(&record(
+        &p,
+        &["--interval", "1"],
+        &[&app.to_string_lossy(), "100000"],
+    ));
+    let html = dir.path().join("report.html");
+    let out = Command::new(memlens())
+        .args(["report", "--html"])
+        .arg(&html)
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.len() < 3 << 20, "{} bytes", page.len());
+    // Every plot is there: capacity, bandwidth, the scatter and the fold
+    // (both painted as layers), and the iterations' band on the time plots.
+    assert!(page.matches("<svg").count() >= 4);
+    assert_eq!(page.matches("href=\"data:image/png;base64,").count(), 2);
+    let rects = page.matches("<rect").count();
+    assert!(rects < 100, "{rects} rectangles");
+    assert!(page.contains(">\niteration\n</text>") || page.contains(">iteration</text>"));
+}
+
 /// The cells of every HTML table row, unescaped.
 fn html_rows(page: &str) -> Vec<Vec<String>> {
     let unescape = |s: &str| {

@@ -75,9 +75,10 @@ where
             (0usize, RGBColor(31, 119, 180), "read"),
             (1, RGBColor(214, 39, 40), "written"),
         ] {
-            let line = series
-                .iter()
-                .map(|s| (s.0, if pick == 0 { s.1 } else { s.2 }));
+            let line = thin_line(
+                (series.iter()).map(|s| (s.0, if pick == 0 { s.1 } else { s.2 })),
+                x_max,
+            );
             chart
                 .draw_series(LineSeries::new(line, color.stroke_width(2)))
                 .map_err(drawing_error)?
@@ -93,7 +94,7 @@ where
         let color = PALETTE[(i + 2) % PALETTE.len()];
         chart
             .draw_series(DashedLineSeries::new(
-                c.rates.iter().copied(),
+                thin_line(c.rates.iter().copied(), x_max),
                 8,
                 5,
                 color.stroke_width(2),

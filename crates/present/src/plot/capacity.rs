@@ -121,11 +121,10 @@ where
     }
 
     let line = |v: &[u64]| -> Vec<(f64, f64)> {
-        c.time_ns
-            .iter()
-            .zip(v)
-            .map(|(&t, &b)| (secs(t), mib(b as f64)))
-            .collect()
+        thin_line(
+            (c.time_ns.iter().zip(v)).map(|(&t, &b)| (secs(t), mib(b as f64))),
+            x_max,
+        )
     };
     chart
         .draw_series(LineSeries::new(line(&c.rss), BLACK.stroke_width(2)))

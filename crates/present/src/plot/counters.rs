@@ -77,7 +77,7 @@ where
         let color = PALETTE[i % PALETTE.len()];
         chart
             .draw_series(LineSeries::new(
-                rates.iter().map(|r| (r.0, r.1 * scale)),
+                thin_line(rates.iter().map(|r| (r.0, r.1 * scale)), x_max),
                 color.stroke_width(2),
             ))
             .map_err(drawing_error)?;

@@ -1,4 +1,4 @@
-use super::scatter::{dots_note, draw_scatter, Scatter, MAX_DOTS};
+use super::scatter::{dots_note, draw_scatter, DotLayerSlot, Scatter, MAX_DOTS};
 use super::*;
 
 /// `memlens plot fold`: a repeated region folded onto one instance: sampled
@@ -35,9 +35,14 @@ pub fn plot_fold<'a>(
         x_max: 1.0,
         x_desc: "phase of the instance",
         caption,
+        layer: DotLayerSlot::for_image(&out),
         regions: Vec::new(),
     };
-    render!(out, draw_fold(p, &objects, &scatter, &folding))
+    render!(
+        out,
+        draw_fold(p, &objects, &scatter, &folding),
+        |svg: &mut String| scatter.layer.replace_marker(svg)
+    )
 }
 
 fn draw_fold<DB: DrawingBackend>(

@@ -1,3 +1,4 @@
+use super::dots::{self, DotLayer};
 use super::*;
 
 /// `memlens plot scatter`: sampled address against time, one band per data object
@@ -24,8 +25,13 @@ pub fn plot_scatter<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), Pl
         x_desc: "time (s)",
         caption,
         regions: top_level_regions(p),
+        layer: DotLayerSlot::for_image(&out),
     };
-    render!(out, draw_scatter_alone(p, &objects, &scatter))
+    render!(
+        out,
+        draw_scatter_alone(p, &objects, &scatter),
+        |svg: &mut String| scatter.layer.replace_marker(svg)
+    )
 }
 
 const MAX_BANDS: usize = 10;
@@ -41,6 +47,24 @@ pub(super) struct Scatter {
     pub(super) caption: String,
     /// Regions to shade (time axes only).
     pub(super) regions: Vec<(String, u64, u64)>,
+    /// Where a dense SVG scatter paints its dots (see [`DotLayer`]).
+    pub(super) layer: DotLayerSlot,
+}
+
+/// The dot layer of a scatter drawn as SVG (none for PNG, whose pixels bound
+/// it already), filled while drawing when the dots are many.
+pub(super) struct DotLayerSlot(Option<std::cell::RefCell<Option<DotLayer>>>);
+
+impl DotLayerSlot {
+    pub(super) fn for_image(out: &Image) -> DotLayerSlot {
+        DotLayerSlot(out.is_svg().then(Default::default))
+    }
+
+    pub(super) fn replace_marker(&self, svg: &mut String) {
+        if let Some(layer) = self.0.as_ref().and_then(|l| l.borrow_mut().take()) {
+            layer.replace_marker(svg);
+        }
+    }
 }
 
 fn draw_scatter_alone<DB: DrawingBackend>(
@@ -132,50 +156,58 @@ where
             let b = *band.get(&(o as usize))?;
             (p.samples[i].is_store == is_store).then_some((x, b as f64 + frac as f64))
         });
-        let dots: Vec<((f64, f64), f64)> = if scatter.points.len() <= MAX_SINGLE_DOTS {
-            points.map(|c| (c, DOT_OPACITY)).collect()
-        } else {
-            per_pixel(points, |c| chart.backend_coord(c))
+        let layer = scatter
+            .layer
+            .0
+            .as_ref()
+            .filter(|_| scatter.points.len() > MAX_SINGLE_DOTS);
+        let series = match layer {
+            None => chart
+                .draw_series(points.map(|c| Circle::new(c, 1, color.mix(DOT_OPACITY).filled()))),
+            Some(layer) => {
+                let mut layer = layer.borrow_mut();
+                let (x, y) = chart.plotting_area().get_pixel_range();
+                let layer = layer.get_or_insert_with(|| DotLayer::new(x, y));
+                for c in points {
+                    layer.dot(chart.backend_coord(&c), color, DOT_OPACITY as f32);
+                }
+                chart.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+            }
         };
-        chart
-            .draw_series(
-                (dots.into_iter())
-                    .map(|(c, opacity)| Circle::new(c, 1, color.mix(opacity).filled())),
-            )
+        series
             .map_err(drawing_error)?
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
+    }
+    if scatter
+        .layer
+        .0
+        .as_ref()
+        .is_some_and(|l| l.borrow().is_some())
+    {
+        // The layer goes under the legend, where this text is drawn.
+        chart
+            .draw_series(std::iter::once(Text::new(
+                dots::MARKER,
+                (0.0, 0.0),
+                ("sans-serif", 1),
+            )))
+            .map_err(drawing_error)?;
     }
     legend(&mut chart)
 }
 
 /// Opacity of one sample's dot: dots that fall on each other darken.
 const DOT_OPACITY: f64 = 0.5;
-/// Above this many samples a plot draws one dot per pixel (see [`per_pixel`]):
-/// a dot per sample made a `--reuse` run's HTML report 28 MB.
-pub(super) const MAX_SINGLE_DOTS: usize = 20_000;
+/// Above this many samples an SVG scatter paints its dots into one PNG layer
+/// ([`DotLayer`]).
+const MAX_SINGLE_DOTS: usize = 20_000;
 
-/// One dot per pixel the samples fall on, as dark as that many dots of
-/// DOT_OPACITY drawn over each other (1 - (1 - a)^n): the same picture at a
-/// size bounded by the plot's pixels, not by the samples.
-fn per_pixel(
-    points: impl Iterator<Item = (f64, f64)>,
-    pixel: impl Fn(&(f64, f64)) -> (i32, i32),
-) -> Vec<((f64, f64), f64)> {
-    let mut at: BTreeMap<(i32, i32), ((f64, f64), i32)> = BTreeMap::new();
-    for c in points {
-        at.entry(pixel(&c)).or_insert((c, 0)).1 += 1;
-    }
-    at.into_values()
-        .map(|(c, n)| (c, 1.0 - (1.0 - DOT_OPACITY).powi(n)))
-        .collect()
-}
-
-/// What the caption adds when samples share dots or only some are drawn.
+/// What the caption adds when only some samples are drawn.
 pub(super) fn dots_note(drawn: usize, samples: usize) -> String {
-    match (drawn < samples, drawn > MAX_SINGLE_DOTS) {
-        (true, _) => format!(" ({drawn} of {samples} samples, a dot per pixel)"),
-        (false, true) => format!(" ({samples} samples, a dot per pixel)"),
-        (false, false) => String::new(),
+    if drawn < samples {
+        format!(" ({drawn} of {samples} samples drawn)")
+    } else {
+        String::new()
     }
 }
