@@ -96,7 +96,9 @@ pub struct RegionCapacity {
     pub instances: u64,
     pub threads: u64,
     pub total_ns: u64,
-    /// Resident set at the first begin and at the last end (nearest samples).
+    /// Resident set at the first instance's first tick inside it (the tick
+    /// before it when none fell inside: one before can hold memory freed
+    /// before the region began), and at the last end (the tick at or before).
     pub rss_begin: u64,
     pub rss_end: u64,
     /// Highest resident set read at a tick while the region ran; none when
@@ -124,22 +126,36 @@ fn sample_at(points: &[&TimelinePoint], t: u64) -> Option<TimelinePoint> {
 pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
     let mut by_key: BTreeMap<(u32, String), RegionCapacity> = BTreeMap::new();
     let mut threads: BTreeMap<(u32, String), std::collections::BTreeSet<u32>> = BTreeMap::new();
+    // Each process's ticks, in time order.
+    let mut by_pid: BTreeMap<u32, Vec<&TimelinePoint>> = BTreeMap::new();
+    for t in &p.timeline {
+        by_pid.entry(t.pid).or_default().push(t);
+    }
+    for v in by_pid.values_mut() {
+        v.sort_by_key(|t| t.time_ns);
+    }
     for r in &p.regions {
-        let points: Vec<&TimelinePoint> = p.timeline.iter().filter(|t| t.pid == r.pid).collect();
+        let points: &[&TimelinePoint] = by_pid.get(&r.pid).map_or(&[], |v| v);
         let end = r.end_ns.unwrap_or_else(|| p.process_end(r.pid));
+        let inside = &points[points.partition_point(|s| s.time_ns < r.begin_ns)
+            ..points.partition_point(|s| s.time_ns <= end)];
         let key = (r.pid, crate::region_label(r));
         let exact = r.heap_begin.zip(r.heap_end).zip(r.heap_peak);
+        let first_inside = inside.first();
         let e = by_key.entry(key.clone()).or_insert_with(|| RegionCapacity {
             name: key.1.clone(),
             pid: r.pid,
-            rss_begin: sample_at(&points, r.begin_ns).map_or(0, |s| s.rss),
+            rss_begin: first_inside
+                .map(|s| s.rss)
+                .or_else(|| sample_at(points, r.begin_ns).map(|s| s.rss))
+                .unwrap_or(0),
             heap_exact: exact.is_some(),
             ..Default::default()
         });
         threads.entry(key).or_default().insert(r.tid);
         e.instances += 1;
         e.total_ns = e.total_ns.saturating_add(end.saturating_sub(r.begin_ns));
-        let end_s = sample_at(&points, end);
+        let end_s = sample_at(points, end);
         e.rss_end = end_s.as_ref().map_or(0, |s| s.rss);
         e.heap_exact &= exact.is_some();
         match exact {
@@ -148,17 +164,14 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
                 e.heap_peak = e.heap_peak.max(Some(peak));
             }
             None => {
-                let begin_s = sample_at(&points, r.begin_ns);
+                let begin_s = sample_at(points, r.begin_ns);
                 e.heap_growth += end_s.as_ref().map_or(0, |s| s.heap_live as i64)
                     - begin_s.as_ref().map_or(0, |s| s.heap_live as i64);
             }
         }
         // Only ticks inside: the one before a region began can hold a block
         // freed before it.
-        for s in points
-            .iter()
-            .filter(|s| s.time_ns >= r.begin_ns && s.time_ns <= end)
-        {
+        for s in inside {
             e.samples += 1;
             e.rss_peak = e.rss_peak.max(Some(s.rss));
             if exact.is_none() {
@@ -335,5 +348,44 @@ mod tests {
         let mib: Vec<f64> = c.objects[0].bytes.iter().map(|b| b / MIB as f64).collect();
         assert_eq!(mib, [0.0, 0.0, 9.0, 9.0, 0.0]);
         assert_eq!(c.rss, [100 * MIB; 5]);
+    }
+
+    /// A region that begins 5 ms after a tick of 113 MiB, just after 64 MiB
+    /// were unmapped: its begin is its first tick inside, never above its peak.
+    #[test]
+    fn a_regions_rss_begin_is_read_inside_it() {
+        const MIB: u64 = 1 << 20;
+        let mut p = Profile::default();
+        p.timeline = [(0, 113), (10, 39), (20, 38), (30, 38)]
+            .map(|(ms, mib)| TimelinePoint {
+                pid: 1,
+                time_ns: ms * 1_000_000,
+                rss: mib * MIB,
+                ..Default::default()
+            })
+            .to_vec();
+        let region = |name: &str, from_ms: u64, to_ms: u64| memlens_profile::Region {
+            pid: 1,
+            tid: 1,
+            name: name.into(),
+            begin_ns: from_ms * 1_000_000,
+            end_ns: Some(to_ms * 1_000_000),
+            ..Default::default()
+        };
+        p.regions = vec![region("teardown", 5, 25), region("short", 21, 24)];
+        let regions = super::region_capacity(&p);
+        let teardown = regions.iter().find(|r| r.name == "teardown").unwrap();
+        assert_eq!(
+            (
+                teardown.rss_begin,
+                teardown.rss_peak,
+                teardown.rss_end,
+                teardown.samples
+            ),
+            (39 * MIB, Some(39 * MIB), 38 * MIB, 2)
+        );
+        // No tick inside: no peak, and the tick before as its begin.
+        let short = regions.iter().find(|r| r.name == "short").unwrap();
+        assert_eq!((short.rss_begin, short.rss_peak), (38 * MIB, None));
     }
 }

@@ -562,7 +562,8 @@ pub fn listed_objects(p: &Profile, all: &Objects) -> Listed {
     let libraries = groups
         .into_iter()
         .map(|((_, library), (mut g, n))| {
-            g.name = format!("statics of {library} ({n} variables)");
+            let variables = if n == 1 { "variable" } else { "variables" };
+            g.name = format!("statics of {library} ({n} {variables})");
             g.allocations = n as f64;
             g
         })

@@ -1,7 +1,7 @@
 //! Access profiling: samples by memory level, the most accessed objects and
 //! their hottest lines, and each region's exact bytes and bandwidth.
 
-use crate::format::{context_path, human_bytes, or_dash, rate, seconds};
+use crate::format::{context_path, counted, human_bytes, or_dash, rate, seconds};
 use crate::report::model::{Column, Figure, Row, Section, Table};
 use crate::report::Report;
 use memlens_analysis::{self as analysis, AccessReport, RegionAccess};
@@ -136,13 +136,17 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
         // The calling contexts where samples carry them, else the lines.
         if o.contexts.is_empty() {
             for l in o.lines.iter().take(3) {
-                row = row.detail(format!("{} samples at {}", l.samples, l.location));
+                row = row.detail(format!(
+                    "{} at {}",
+                    counted(l.samples, "sample"),
+                    l.location
+                ));
             }
         }
         for c in o.contexts.iter().take(3) {
             row = row.detail(format!(
-                "{} samples ({:.0}%) at {}",
-                c.samples,
+                "{} ({:.0}%) at {}",
+                counted(c.samples, "sample"),
                 100.0 * c.share,
                 context_path(&c.frames)
             ));

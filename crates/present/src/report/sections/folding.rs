@@ -8,11 +8,18 @@ pub fn section(r: &Report) -> Option<Section> {
     let f = r.folding.content.as_ref()?;
     let mut s = Section::new("folding", "Folding")
         .note(format!(
-            "{} folded (pid {}): {} instances, {} folded (the rest were outliers in duration: preempted or disturbed), mean {}; {} samples, 1 per {}; sampled and scaled",
+            "{} folded (pid {}): {} instances, {}, mean {}; {} samples, 1 per {}; sampled and scaled",
             f.label(),
             f.pid,
             f.instances,
-            f.folded,
+            if f.folded < f.instances {
+                format!(
+                    "{} folded (the rest were outliers in duration: preempted or disturbed)",
+                    f.folded
+                )
+            } else {
+                "all folded".to_string()
+            },
             duration(f.mean_ns),
             f.samples,
             f.period

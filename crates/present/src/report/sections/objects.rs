@@ -24,7 +24,8 @@ pub fn by_allocated(r: &Report) -> Option<Section> {
         &r.objects_by_allocated,
         |o| o.allocated_bytes,
         "allocated",
-    );
+    )
+    .or_else("none recorded: no mapping, group or heap block carried an event (small blocks are sampled at the defaults; record with --leaks for every block)");
     Some(Section::new("allocated", "Top data objects by bytes allocated").table(table))
 }
 

@@ -16,13 +16,20 @@ pub fn section(r: &Report) -> Option<Section> {
             pk.heap_pid
         )
     } else if pk.heap_measured {
+        let between = if pk.heap_bound_bytes > pk.heap_bytes {
+            format!(
+                "between ticks it can have reached at most {} (record with --sample-rate 1 for the exact peak)",
+                human_bytes(pk.heap_bound_bytes as f64)
+            )
+        } else {
+            "no allocation between ticks can have raised it".to_string()
+        };
         format!(
-            "{} live at {} (pid {}), usable bytes read every {} ms; between two reads at most {} (record with --sample-rate 1 for the exact peak)",
+            "{} live at {} (pid {}), the most read at a tick (usable bytes, every {} ms); {between}",
             human_bytes(pk.heap_bytes as f64),
             seconds(pk.heap_time_ns),
             pk.heap_pid,
             r.summary.settings.interval_ms,
-            human_bytes(pk.heap_bound_bytes as f64),
         )
     } else if r.summary.processes.iter().any(|p| p.attached) {
         "not measured: memlens attached to a running process (it hooks the allocator only in programs it starts)".into()
