@@ -495,7 +495,11 @@ pub fn render_diff(d: &Diff) -> String {
     if !d.counters.is_empty() {
         let _ = writeln!(out, "\nCOUNTERS (totals)");
         for c in &d.counters {
-            change_line(&mut out, c, &|v| format!("{v:.4e}"));
+            // Named "NAME (UNIT, METHOD)" by `diff`.
+            let unit = (c.name.rsplit_once(" ("))
+                .and_then(|(_, rest)| rest.split(',').next())
+                .unwrap_or("");
+            change_line(&mut out, c, &|v| crate::format::counter_value(v, unit));
         }
     }
     out

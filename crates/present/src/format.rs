@@ -56,7 +56,6 @@ pub fn counter_value(v: f64, unit: &str) -> String {
     }
 }
 
-/// An optional figure, "-" when absent.
 /// "1 sample", "2 samples": `n` and the noun, plural unless one.
 pub fn counted(n: u64, noun: &str) -> String {
     if n == 1 {
@@ -66,6 +65,7 @@ pub fn counted(n: u64, noun: &str) -> String {
     }
 }
 
+/// An optional figure, "-" when absent.
 pub fn or_dash<T>(v: Option<T>, shown: impl Fn(T) -> String) -> String {
     v.map_or_else(|| "-".to_string(), shown)
 }

@@ -15,6 +15,11 @@ pub fn section(r: &Report) -> Option<Section> {
             seconds(pk.heap_time_ns),
             pk.heap_pid
         )
+    } else if pk.heap_measured && pk.heap_bound_bytes == 0 {
+        format!(
+            "0 B: no heap block was live at any tick, nor allocated between two (usable bytes, read every {} ms)",
+            r.summary.settings.interval_ms
+        )
     } else if pk.heap_measured {
         let between = if pk.heap_bound_bytes > pk.heap_bytes {
             format!(
