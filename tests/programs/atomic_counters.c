@@ -1,11 +1,13 @@
 /* Two threads each add to their own atomic counter. The counters sit side by
  * side in one cache line (false sharing, the most common kind), or a line
- * apart with -DPADDED. Both start at a barrier so their additions overlap. */
+ * apart with -DPADDED. They meet at a barrier before each of CHUNKS chunks, so
+ * their uses of the line alternate however loaded the machine. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
 #define ROUNDS 4000000L
+#define CHUNKS 20
 
 static struct {
     atomic_long first;
@@ -18,9 +20,11 @@ static pthread_barrier_t start;
 
 static void *bump(void *arg) {
     atomic_long *counter = arg;
-    pthread_barrier_wait(&start);
-    for (long i = 0; i < ROUNDS; i++)
-        atomic_fetch_add_explicit(counter, 1, memory_order_relaxed); /* BUMP */
+    for (int c = 0; c < CHUNKS; c++) {
+        pthread_barrier_wait(&start);
+        for (long i = 0; i < ROUNDS / CHUNKS; i++)
+            atomic_fetch_add_explicit(counter, 1, memory_order_relaxed); /* BUMP */
+    }
     return 0;
 }
 
