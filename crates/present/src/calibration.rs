@@ -81,7 +81,7 @@ pub fn render_calibration(c: &Calibration, refused: &[BandwidthPoint], max_sprea
     for b in refused {
         let _ = writeln!(
             out,
-            "  {}  REFUSED, not saved: the middle runs spread {:.0}% (at most {:.0}% is kept); the machine was busy, run again when it is quiet",
+            "  {}  REFUSED, not saved: the middle runs spread {:.1}% (at most {:.0}% is kept); the machine was busy, run again when it is quiet",
             bandwidth_line(b),
             b.spread() * 100.0,
             max_spread * 100.0
@@ -93,7 +93,7 @@ pub fn render_calibration(c: &Calibration, refused: &[BandwidthPoint], max_sprea
 fn bandwidth_line(b: &BandwidthPoint) -> String {
     let range = match (b.runs_gib_per_s.first(), b.runs_gib_per_s.last()) {
         (Some(lo), Some(hi)) => format!(
-            "  {} runs {lo:.2} .. {hi:.2}, spread {:.0}%",
+            "  {} runs {lo:.2} .. {hi:.2}, spread {:.1}%",
             b.runs_gib_per_s.len(),
             b.spread() * 100.0
         ),
