@@ -81,9 +81,8 @@ pub fn render_calibration(c: &Calibration, refused: &[BandwidthPoint], max_sprea
     for b in refused {
         let _ = writeln!(
             out,
-            "  {}  REFUSED, not saved: the middle runs spread {:.1}% (at most {:.0}% is kept); the machine was busy, run again when it is quiet",
+            "  {}  REFUSED, not saved: over {:.0}%, the machine was busy; run again when it is quiet",
             bandwidth_line(b),
-            b.spread() * 100.0,
             max_spread * 100.0
         );
     }
