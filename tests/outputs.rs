@@ -263,6 +263,53 @@ fn a_long_loops_html_report_stays_a_few_megabytes() {
     assert!(page.contains(">\niteration\n</text>") || page.contains(">iteration</text>"));
 }
 
+#[test]
+fn a_many_rank_jobs_map_is_one_layer_of_pixels() {
+    // One rank of 300 ticks (`sleep 0.3` at --interval 1: the map's 200 time
+    // bins) copied as 150 ranks: 30 000 cells, a rectangle each before (the
+    // map's SVG was 2.6 MB), now painted into one PNG (17 KB).
+    let dir = tempdir();
+    let rank = dir.path().join("rank");
+    assert_ran(&record(&rank, &["--interval", "1"], &["sleep", "0.3"]));
+    let job = dir.path().join("job");
+    for r in 0..150 {
+        let part = job.join(format!("rank={r}"));
+        std::fs::create_dir_all(&part).unwrap();
+        for entry in std::fs::read_dir(&rank).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name();
+            if name == "meta.json" {
+                let mut meta: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(entry.path()).unwrap()).unwrap();
+                for p in meta["processes"].as_array_mut().unwrap() {
+                    p["rank"] = r.into();
+                }
+                std::fs::write(part.join(&name), meta.to_string()).unwrap();
+            } else if entry.file_type().unwrap().is_file() && name != ".memlens.lock" {
+                std::fs::copy(entry.path(), part.join(&name)).unwrap();
+            }
+        }
+    }
+    let svg = dir.path().join("map.svg");
+    assert_ran(&plot("ranks", &job, &svg));
+    let map = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(map.matches("href=\"data:image/png;base64,").count(), 1);
+    assert!(map.len() < 200_000, "{} bytes", map.len());
+    assert!(map.matches("<rect").count() < 100);
+    let html = dir.path().join("job.html");
+    let out = Command::new(memlens())
+        .arg("report")
+        .arg(&job)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.len() < 1 << 20, "{} bytes", page.len());
+    assert_eq!(page.matches("href=\"data:image/png;base64,").count(), 1);
+}
+
 /// The cells of every HTML table row, unescaped.
 fn html_rows(page: &str) -> Vec<Vec<String>> {
     let unescape = |s: &str| {

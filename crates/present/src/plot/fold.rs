@@ -1,4 +1,5 @@
-use super::scatter::{dots_note, draw_scatter, DotLayerSlot, Scatter, MAX_DOTS};
+use super::layer::LayerSlot;
+use super::scatter::{dots_note, draw_scatter, Scatter, MAX_DOTS};
 use super::*;
 
 /// `memlens plot fold`: a repeated region folded onto one instance: sampled
@@ -35,7 +36,7 @@ pub fn plot_fold<'a>(
         x_max: 1.0,
         x_desc: "phase of the instance",
         caption,
-        layer: DotLayerSlot::for_image(&out),
+        layer: LayerSlot::for_image(&out),
         regions: Vec::new(),
     };
     render!(

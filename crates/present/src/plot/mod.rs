@@ -123,8 +123,8 @@ mod bandwidth;
 mod calibration;
 mod capacity;
 mod counters;
-mod dots;
 mod fold;
+mod layer;
 mod ranks;
 mod scatter;
 

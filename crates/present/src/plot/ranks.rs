@@ -2,6 +2,7 @@
 //! the most of any rank in each time bin, and their mean), and a rank x time
 //! map of either.
 
+use super::layer::{self, LayerSlot};
 use super::*;
 use memlens_analysis::{Band, JobView};
 
@@ -34,7 +35,10 @@ pub fn plot_rank_map<'a>(
     out: impl Into<Image<'a>>,
 ) -> Result<(), PlotError> {
     let out = out.into();
-    render!(out, draw_map(job, measure))
+    let layer = LayerSlot::for_image(&out);
+    render!(out, draw_map(job, measure, &layer), |svg: &mut String| {
+        layer.replace_marker(svg)
+    })
 }
 
 fn draw_band<DB: DrawingBackend>(
@@ -106,6 +110,7 @@ fn draw_map<DB: DrawingBackend>(
     area: DrawingArea<DB, Shift>,
     job: &JobView,
     measure: RankMeasure,
+    layer: &LayerSlot,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
@@ -155,19 +160,33 @@ where
         .draw()
         .map_err(drawing_error)?;
     let bin = secs(job.grid.bin_ns);
-    chart
-        .draw_series(rows.iter().enumerate().flat_map(|(r, row)| {
-            row.iter().enumerate().map(move |(b, &v)| {
-                Rectangle::new(
-                    [
-                        (b as f64 * bin, r as f64 - 0.5),
-                        ((b + 1) as f64 * bin, r as f64 + 0.5),
-                    ],
-                    heat(v / most).filled(),
-                )
-            })
-        }))
-        .map_err(drawing_error)?;
+    let cells = rows.iter().enumerate().flat_map(|(r, row)| {
+        row.iter().enumerate().map(move |(b, &v)| {
+            (
+                (b as f64 * bin, r as f64 - 0.5),
+                ((b + 1) as f64 * bin, r as f64 + 0.5),
+                heat(v / most),
+            )
+        })
+    });
+    let (x, y) = chart.plotting_area().get_pixel_range();
+    let count = rows.iter().map(Vec::len).sum();
+    match layer.paint(count, x, y) {
+        None => {
+            chart
+                .draw_series(cells.map(|(a, b, color)| Rectangle::new([a, b], color.filled())))
+                .map_err(drawing_error)?;
+        }
+        Some(mut painted) => {
+            // A cell covers the pixels from its corner up to the next cell's.
+            for (a, b, color) in cells {
+                let (a, b) = (chart.backend_coord(&a), chart.backend_coord(&b));
+                painted.fill(a, (b.0 - 1, b.1 + 1), color);
+            }
+            drop(painted);
+            layer::draw_marker(&mut chart)?;
+        }
+    }
     // The colour scale, from none (bottom) to the most (top).
     let mut key = ChartBuilder::on(&scale)
         .margin(12)

@@ -1,4 +1,4 @@
-use super::dots::{self, DotLayer};
+use super::layer::{self, LayerSlot};
 use super::*;
 
 /// `memlens plot scatter`: sampled address against time, one band per data object
@@ -25,7 +25,7 @@ pub fn plot_scatter<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), Pl
         x_desc: "time (s)",
         caption,
         regions: top_level_regions(p),
-        layer: DotLayerSlot::for_image(&out),
+        layer: LayerSlot::for_image(&out),
     };
     render!(
         out,
@@ -47,24 +47,8 @@ pub(super) struct Scatter {
     pub(super) caption: String,
     /// Regions to shade (time axes only).
     pub(super) regions: Vec<(String, u64, u64)>,
-    /// Where a dense SVG scatter paints its dots (see [`DotLayer`]).
-    pub(super) layer: DotLayerSlot,
-}
-
-/// The dot layer of a scatter drawn as SVG (none for PNG, whose pixels bound
-/// it already), filled while drawing when the dots are many.
-pub(super) struct DotLayerSlot(Option<std::cell::RefCell<Option<DotLayer>>>);
-
-impl DotLayerSlot {
-    pub(super) fn for_image(out: &Image) -> DotLayerSlot {
-        DotLayerSlot(out.is_svg().then(Default::default))
-    }
-
-    pub(super) fn replace_marker(&self, svg: &mut String) {
-        if let Some(layer) = self.0.as_ref().and_then(|l| l.borrow_mut().take()) {
-            layer.replace_marker(svg);
-        }
-    }
+    /// Where a dense SVG scatter paints its dots.
+    pub(super) layer: LayerSlot,
 }
 
 fn draw_scatter_alone<DB: DrawingBackend>(
@@ -156,18 +140,11 @@ where
             let b = *band.get(&(o as usize))?;
             (p.samples[i].is_store == is_store).then_some((x, b as f64 + frac as f64))
         });
-        let layer = scatter
-            .layer
-            .0
-            .as_ref()
-            .filter(|_| scatter.points.len() > MAX_SINGLE_DOTS);
-        let series = match layer {
+        let (x, y) = chart.plotting_area().get_pixel_range();
+        let series = match scatter.layer.paint(scatter.points.len(), x, y) {
             None => chart
                 .draw_series(points.map(|c| Circle::new(c, 1, color.mix(DOT_OPACITY).filled()))),
-            Some(layer) => {
-                let mut layer = layer.borrow_mut();
-                let (x, y) = chart.plotting_area().get_pixel_range();
-                let layer = layer.get_or_insert_with(|| DotLayer::new(x, y));
+            Some(mut layer) => {
                 for c in points {
                     layer.dot(chart.backend_coord(&c), color, DOT_OPACITY as f32);
                 }
@@ -179,29 +156,15 @@ where
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
     }
-    if scatter
-        .layer
-        .0
-        .as_ref()
-        .is_some_and(|l| l.borrow().is_some())
-    {
+    if scatter.layer.painted() {
         // The layer goes under the legend, where this text is drawn.
-        chart
-            .draw_series(std::iter::once(Text::new(
-                dots::MARKER,
-                (0.0, 0.0),
-                ("sans-serif", 1),
-            )))
-            .map_err(drawing_error)?;
+        layer::draw_marker(&mut chart)?;
     }
     legend(&mut chart)
 }
 
 /// Opacity of one sample's dot: dots that fall on each other darken.
 const DOT_OPACITY: f64 = 0.5;
-/// Above this many samples an SVG scatter paints its dots into one PNG layer
-/// ([`DotLayer`]).
-const MAX_SINGLE_DOTS: usize = 20_000;
 
 /// What the caption adds when only some samples are drawn.
 pub(super) fn dots_note(drawn: usize, samples: usize) -> String {
