@@ -9,8 +9,10 @@
 use base64::Engine;
 use plotters::style::RGBColor;
 
-/// Text drawn where the layer goes, replaced by it afterwards.
-pub(super) const MARKER: &str = "memlens-pixel-layer";
+/// Text drawn where the layer goes, replaced by it afterwards. Text a user
+/// names (programs, objects, regions) is drawn before it, and only axis and
+/// legend labels after, so the last occurrence is the marker.
+pub(super) const MARKER: &str = "memlens-pixel-layer-7c1f";
 
 pub(super) struct PixelLayer {
     x0: i32,
@@ -114,7 +116,7 @@ impl PixelLayer {
 
     /// Puts the layer where the marker text was drawn.
     pub(super) fn replace_marker(&self, svg: &mut String) {
-        let Some(at) = svg.find(MARKER) else {
+        let Some(at) = svg.rfind(MARKER) else {
             return;
         };
         let start = svg[..at].rfind("<text").unwrap_or(at);
@@ -210,9 +212,13 @@ mod tests {
         assert_eq!(at(&layer, 14, 9), [1.0, 0.0, 0.0, 1.0]);
         assert_eq!(at(&layer, 15, 10), [1.0, 0.0, 0.0, 1.0]);
         assert_eq!(at(&layer, 16, 10)[3], 0.0);
-        let mut svg = format!("<svg><text x=\"1\">\n{MARKER}\n</text><rect/></svg>");
+        // A program named like the marker keeps its title: the marker is
+        // the last such text.
+        let title = format!("<text x=\"0\">\nrun of {MARKER}\n</text>");
+        let mut svg = format!("<svg>{title}<text x=\"1\">\n{MARKER}\n</text><rect/></svg>");
         layer.replace_marker(&mut svg);
-        assert!(svg.starts_with("<svg><image x=\"10\" y=\"5\" width=\"10\" height=\"10\" href=\"data:image/png;base64,iVBOR"));
+        let image = format!("<svg>{title}<image x=\"10\" y=\"5\" width=\"10\" height=\"10\" href=\"data:image/png;base64,iVBOR");
+        assert!(svg.starts_with(&image), "{svg}");
         assert!(svg.ends_with("\"/><rect/></svg>"), "{svg}");
     }
 }
