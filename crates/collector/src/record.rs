@@ -216,6 +216,7 @@ impl Watched {
 }
 
 pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
+    crate::perf::counters::warm_up();
     if let Some(pid) = cfg.attach {
         return crate::attach::attach(cfg, pid);
     }
