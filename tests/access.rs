@@ -901,15 +901,7 @@ fn sampled_lines_estimate_reuse_within_stated_tolerance() {
     // The exact run made every access a sample: its HTML page paints the
     // 300 000 dots into one PNG layer of the scatter and stays small (a
     // circle element per sample made it 28 MB).
-    let html = dir.path().join("reuse.html");
-    let out = Command::new(memlens())
-        .args(["report", "--html"])
-        .arg(&html)
-        .arg(dir.path().join("reuse-1"))
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = html_report(&dir.path().join("reuse-1"), &dir.path().join("reuse.html"));
     assert!(page.len() < 3 << 20, "{} bytes", page.len());
     assert!(page.contains("<image x=") && page.contains("href=\"data:image/png;base64,"));
     let circles = page.matches("<circle").count();

@@ -588,16 +588,7 @@ fn an_mpi_job_is_read_across_its_ranks() {
         assert_ran(&plot(kind, &job, &image));
         assert!(std::fs::metadata(&image).unwrap().len() > 10_000, "{kind}");
     }
-    let html = dir.path().join("job.html");
-    let out = Command::new(memlens())
-        .arg("report")
-        .arg(&job)
-        .arg("--html")
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = html_report(&job, &dir.path().join("job.html"));
     assert_eq!(page.matches("<svg").count(), 2, "the band and the map");
     // SQL reads the ranks' tables as one, each row's rank by its process.
     let sql = Command::new(memlens())

@@ -80,14 +80,7 @@ fn scatter_and_bandwidth_plots() {
 fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
     let (dir, p) = recorded_stream(&["-DN=200000L", "-DCHASE=4096L"], &[]);
     let html = dir.path().join("report.html");
-    let out = Command::new(memlens())
-        .args(["report", "--html"])
-        .arg(&html)
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = html_report(&p, &html);
     // Self-contained: figures inline, nothing to fetch.
     assert!(
         page.matches("<svg").count() >= 4,
@@ -244,15 +237,7 @@ fn a_long_loops_html_report_stays_a_few_megabytes() {
         &["--interval", "1"],
         &[&app.to_string_lossy(), "100000"],
     ));
-    let html = dir.path().join("report.html");
-    let out = Command::new(memlens())
-        .args(["report", "--html"])
-        .arg(&html)
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = html_report(&p, &dir.path().join("report.html"));
     assert!(page.len() < 3 << 20, "{} bytes", page.len());
     // Every plot is there: capacity, bandwidth, the scatter and the fold
     // (both painted as layers), and the iterations' band on the time plots.
@@ -296,16 +281,7 @@ fn a_many_rank_jobs_map_is_one_layer_of_pixels() {
     assert_eq!(map.matches("href=\"data:image/png;base64,").count(), 1);
     assert!(map.len() < 200_000, "{} bytes", map.len());
     assert!(map.matches("<rect").count() < 100);
-    let html = dir.path().join("job.html");
-    let out = Command::new(memlens())
-        .arg("report")
-        .arg(&job)
-        .arg("--html")
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = html_report(&job, &dir.path().join("job.html"));
     assert!(page.len() < 1 << 20, "{} bytes", page.len());
     assert_eq!(page.matches("href=\"data:image/png;base64,").count(), 1);
 }

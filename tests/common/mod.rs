@@ -480,6 +480,19 @@ pub fn stream_example(dir: &std::path::Path, defines: &[&str]) -> String {
 }
 
 /// `memlens report --format json VIEW... DIR`.
+/// `memlens report PROFILE --html HTML` (a profile or a job): the page.
+pub fn html_report(p: &Path, html: &Path) -> String {
+    let out = Command::new(memlens())
+        .arg("report")
+        .arg(p)
+        .arg("--html")
+        .arg(html)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    std::fs::read_to_string(html).unwrap()
+}
+
 pub fn report_view(p: &Path, view: &[&str]) -> Output {
     Command::new(memlens())
         .args(["report", "--format", "json"])
