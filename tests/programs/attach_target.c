@@ -1,11 +1,14 @@
 /* A process memlens attaches to while it runs. It prints "ready", then waits
  * for a line on stdin: "go" maps 64 MiB and has a thread it starts now touch
- * every page once, fills a 1 MiB static table, unmaps the 64 MiB and exits
- * with status 3; "wait" waits until stdin closes and exits 0. */
+ * every page once, fills a 1 MiB static table, keeps the mapping 250 ms
+ * (memlens looks at /proc/PID/maps every 100 ms and misses a mapping made and
+ * removed between two looks: a clean-clone CI run did), unmaps the 64 MiB and
+ * exits with status 3; "wait" waits until stdin closes and exits 0. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define MAPPED (64L << 20)
 
@@ -37,6 +40,7 @@ int main(void) {
     pthread_create(&t, NULL, toucher, mem);
     pthread_join(t, NULL);
     memset(table, 2, sizeof table);
+    usleep(250000);
     munmap(mem, MAPPED);
     printf("done %d\n", table[12345]);
     return 3;
