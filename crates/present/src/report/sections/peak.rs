@@ -23,8 +23,8 @@ pub fn section(r: &Report) -> Option<Section> {
     } else if pk.heap_measured {
         let between = if pk.heap_bound_bytes > pk.heap_bytes {
             format!(
-                "between ticks it can have reached at most {} (record with --sample-rate 1 for the exact peak)",
-                human_bytes(pk.heap_bound_bytes as f64)
+                "between ticks it can have been up to {} higher (record with --sample-rate 1 for the exact peak)",
+                human_bytes((pk.heap_bound_bytes - pk.heap_bytes) as f64)
             )
         } else {
             "no allocation between ticks can have raised it".to_string()
