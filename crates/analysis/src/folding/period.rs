@@ -79,10 +79,16 @@ impl RunningTime {
         RunningTime { cuts }
     }
 
-    /// Running time of a sample's wall time.
+    /// Running time of a wall time; one inside a cut gap maps no later than
+    /// the gap's end, so that the mapping never goes back in time (an
+    /// annotated region can begin while the thread's samples paused).
     pub fn running(&self, wall: u64) -> u64 {
         let i = self.cuts.partition_point(|c| c.0 <= wall);
-        wall - i.checked_sub(1).map_or(0, |i| self.cuts[i].1)
+        let running = wall - i.checked_sub(1).map_or(0, |i| self.cuts[i].1);
+        match self.cuts.get(i) {
+            Some(&(gap_end, removed)) => running.min(gap_end - removed),
+            None => running,
+        }
     }
 
     /// Wall time of a running time (inside a cut gap: its start).
@@ -200,9 +206,12 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
 /// must be that iteration's spacing, or a whole number of iterations (an
 /// outer loop nobody annotated), for at least a quarter of the instances
 /// within 10% (the iterations' own durations wander with the machine's
-/// load). Anything else (a fraction of the iteration, or no multiple of it)
-/// contradicts what the program itself says repeats, and is refused with
-/// the annotation to fold instead.
+/// load), or so short that the iteration holds INNER_REPEATS or more of it
+/// (a loop inside the annotated one). Anything else (a few periods to an
+/// iteration, not a whole number of them) cannot describe the run: each
+/// iteration would restart the pattern at another phase. It contradicts what
+/// the program itself says repeats, and is refused with the annotation to
+/// fold instead.
 pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
     let mut by_name: HashMap<&str, Vec<u64>> = HashMap::new();
     for r in &p.regions {
@@ -220,12 +229,15 @@ pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
     else {
         return Ok(());
     };
-    starts.sort_unstable();
     // Spacings on the running time the period was found on.
-    let starts: Vec<u64> = starts.iter().map(|&t| d.running.running(t)).collect();
+    let mut starts: Vec<u64> = starts.iter().map(|&t| d.running.running(t)).collect();
+    starts.sort_unstable();
     let spacings = starts.len() - 1;
     let mut spacing: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
     let median = *spacing.select_nth_unstable(spacings / 2).1 as f64;
+    if median >= INNER_REPEATS * d.period_ns {
+        return Ok(());
+    }
     let k = (d.period_ns / median).round().max(1.0) as usize;
     let matching = (starts.windows(k + 1))
         .filter(|w| (d.period_ns / (w[k] - w[0]) as f64 - 1.0).abs() < 0.10)
@@ -234,7 +246,7 @@ pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
         return Ok(());
     }
     Err(format!(
-        "the period found in thread {}'s samples, {:.1} us, is not the spacing of its annotated region {name} ({} instances, median spacing {:.1} us) nor a whole number of them, so it is not trusted: fold the annotated region instead, --fold {name}",
+        "the period found in thread {}'s samples, {:.1} us, is not the spacing of its annotated region {name} ({} instances, median spacing {:.1} us) nor a whole number of them, nor a loop repeating inside it, so it is not trusted: fold the annotated region instead, --fold {name}",
         d.tid,
         d.period_ns / 1e3,
         starts.len(),
@@ -245,6 +257,9 @@ pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
 /// Instances of a region on the detected thread that make it the run's
 /// annotated iteration, for [`agrees_with_annotation`].
 const MIN_ANNOTATED: usize = 4;
+/// Periods an annotated iteration must hold for the period to be taken as a
+/// loop inside it.
+const INNER_REPEATS: f64 = 8.0;
 
 /// The lag (in bins) of the labels' summed autocorrelation's fundamental
 /// peak: past its first zero crossing, the shortest local maximum reaching
@@ -545,6 +560,12 @@ mod tests {
         for (&wall, &run) in times.iter().zip(&running) {
             assert_eq!(r.wall(run), wall);
         }
+        // A wall time inside a cut gap maps to no later than its end: the
+        // mapping never goes back in time.
+        let inside = times[99] + 2_000_000;
+        assert_eq!(r.running(inside), r.running(times[100]));
+        let walls: Vec<u64> = (times[0]..*times.last().unwrap()).step_by(9_973).collect();
+        assert!(walls.windows(2).all(|w| r.running(w[0]) <= r.running(w[1])));
         // Steady samples: nothing is cut.
         let steady: Vec<u64> = (0..100).map(|i| i * 1_000).collect();
         assert_eq!(RunningTime::new(&steady).gaps_cut(), 0);
