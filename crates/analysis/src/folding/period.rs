@@ -222,7 +222,7 @@ pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
             by_name.entry(&r.name).or_default().push(r.begin_ns);
         }
     }
-    let Some((name, mut starts)) = by_name
+    let Some((name, starts)) = by_name
         .into_iter()
         .filter(|(_, starts)| starts.len() >= MIN_ANNOTATED)
         .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(a.0)))
