@@ -238,7 +238,8 @@ pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
     if median >= INNER_REPEATS * d.period_ns {
         return Ok(());
     }
-    let k = (d.period_ns / median).round().max(1.0) as usize;
+    // Iterations a period spans (starts can coincide: never past them all).
+    let k = ((d.period_ns / median.max(1.0)).round().max(1.0) as usize).min(spacings);
     let matching = (starts.windows(k + 1))
         .filter(|w| (d.period_ns / (w[k] - w[0]) as f64 - 1.0).abs() < 0.10)
         .count();
