@@ -616,9 +616,11 @@ pub struct Timeline {
 
 impl Timeline {
     /// Heap bytes live at the reading: what the allocator held when the
-    /// runtime started, plus the exact counters' allocated - freed.
+    /// runtime started, plus the exact counters' allocated - freed (saturating:
+    /// a damaged log's counters can be anything).
     pub fn heap_live(&self) -> u64 {
-        (self.heap_before_start + self.heap_alloc_bytes).saturating_sub(self.heap_free_bytes)
+        (self.heap_before_start.saturating_add(self.heap_alloc_bytes))
+            .saturating_sub(self.heap_free_bytes)
     }
 }
 
