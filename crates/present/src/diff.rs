@@ -96,7 +96,15 @@ pub struct Diff {
     /// Share of load samples per memory level (when both runs have levels).
     pub levels: Vec<Change>,
     /// Counter totals (measured or modelled as each says).
-    pub counters: Vec<Change>,
+    pub counters: Vec<CounterChange>,
+}
+
+/// A counter's total in both runs, with the unit it counts in.
+#[derive(Clone, Debug, Serialize)]
+pub struct CounterChange {
+    #[serde(flatten)]
+    pub change: Change,
+    pub unit: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -339,12 +347,18 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
     let counters_of = |r: &Report| {
         r.counters
             .iter()
-            .map(|c| (format!("{} ({}, {})", c.name, c.unit, c.method), c.total))
+            .map(|c| {
+                let name = format!("{} ({}, {})", c.name, c.unit, c.method);
+                ((name, c.unit.clone()), c.total)
+            })
             .collect::<Vec<_>>()
     };
     let counters = paired(counters_of(a), counters_of(b))
         .into_iter()
-        .map(|(name, (x, y))| Change::new(name, x, y))
+        .map(|((name, unit), (x, y))| CounterChange {
+            change: Change::new(name, x, y),
+            unit,
+        })
         .collect();
     Diff {
         a: a.profile.clone(),
@@ -495,11 +509,9 @@ pub fn render_diff(d: &Diff) -> String {
     if !d.counters.is_empty() {
         let _ = writeln!(out, "\nCOUNTERS (totals)");
         for c in &d.counters {
-            // Named "NAME (UNIT, METHOD)" by `diff`.
-            let unit = (c.name.rsplit_once(" ("))
-                .and_then(|(_, rest)| rest.split(',').next())
-                .unwrap_or("");
-            change_line(&mut out, c, &|v| crate::format::counter_value(v, unit));
+            change_line(&mut out, &c.change, &|v| {
+                crate::format::counter_value(v, &c.unit)
+            });
         }
     }
     out
