@@ -141,13 +141,12 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
             ..points.partition_point(|s| s.time_ns <= end)];
         let key = (r.pid, crate::region_label(r));
         let exact = r.heap_begin.zip(r.heap_end).zip(r.heap_peak);
-        let first_inside = inside.first();
+        let begin_s = sample_at(points, r.begin_ns);
         let e = by_key.entry(key.clone()).or_insert_with(|| RegionCapacity {
             name: key.1.clone(),
             pid: r.pid,
-            rss_begin: first_inside
-                .map(|s| s.rss)
-                .or_else(|| sample_at(points, r.begin_ns).map(|s| s.rss))
+            rss_begin: (inside.first().map(|s| s.rss))
+                .or(begin_s.as_ref().map(|s| s.rss))
                 .unwrap_or(0),
             heap_exact: exact.is_some(),
             ..Default::default()
@@ -164,7 +163,6 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
                 e.heap_peak = e.heap_peak.max(Some(peak));
             }
             None => {
-                let begin_s = sample_at(points, r.begin_ns);
                 e.heap_growth += end_s.as_ref().map_or(0, |s| s.heap_live as i64)
                     - begin_s.as_ref().map_or(0, |s| s.heap_live as i64);
             }

@@ -74,12 +74,13 @@ pub fn calibrate(opts: &Options, mut progress: impl FnMut(&str, u64)) -> std::io
         latency.push(LatencyPoint { bytes, ns });
     }
     // One thread, then all of them when there are more.
-    let mut figures: Vec<(&str, usize)> = Vec::new();
-    for threads in [1, opts.threads].into_iter().filter(|&t| t >= 1) {
-        if figures.iter().all(|&(_, t)| t != threads) {
-            figures.extend(["read", "write", "copy"].map(|kind| (kind, threads)));
-        }
+    let mut thread_counts = vec![1];
+    if opts.threads > 1 {
+        thread_counts.push(opts.threads);
     }
+    let figures: Vec<(&str, usize)> = (thread_counts.into_iter())
+        .flat_map(|threads| ["read", "write", "copy"].map(|kind| (kind, threads)))
+        .collect();
     let mut runs = vec![Vec::with_capacity(BANDWIDTH_RUNS); figures.len()];
     for round in 0..BANDWIDTH_RUNS {
         progress(
