@@ -628,29 +628,18 @@ print(' '.join(str(v) for v in t.groupby('rank')['size'].max()))";
     // and started 2 s later: their wall-clock starts place them.
     let hosts = dir.path().join("two-hosts");
     for rank in 0..4 {
-        let (from, to) = (
-            job.join(format!("rank={rank}")),
-            hosts.join(format!("rank={rank}")),
-        );
-        std::fs::create_dir_all(&to).unwrap();
-        for f in std::fs::read_dir(&from).unwrap() {
-            let f = f.unwrap().path();
-            if f.extension().is_some_and(|e| e == "parquet" || e == "json") {
-                std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        let part = format!("rank={rank}");
+        copy_profile(&job.join(&part), &hosts.join(&part), |meta| {
+            if rank >= 2 {
+                meta["host"] = "other".into();
+                let clock = &mut meta["clock"];
+                let later = |v: &serde_json::Value, by: u64| {
+                    serde_json::Value::from(v.as_u64().unwrap() + by)
+                };
+                clock["start_ns"] = later(&clock["start_ns"], 1_000_000_000_000);
+                clock["realtime_start_ns"] = later(&clock["realtime_start_ns"], 2_000_000_000);
             }
-        }
-        if rank >= 2 {
-            let path = to.join("meta.json");
-            let mut meta: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-            meta["host"] = "other".into();
-            let clock = &mut meta["clock"];
-            let later =
-                |v: &serde_json::Value, by: u64| serde_json::Value::from(v.as_u64().unwrap() + by);
-            clock["start_ns"] = later(&clock["start_ns"], 1_000_000_000_000);
-            clock["realtime_start_ns"] = later(&clock["realtime_start_ns"], 2_000_000_000);
-            std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
-        }
+        });
     }
     let r = report_json_with(&hosts, &["--per-rank"]);
     let v = &r["job"];

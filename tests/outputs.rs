@@ -258,22 +258,11 @@ fn a_many_rank_jobs_map_is_one_layer_of_pixels() {
     assert_ran(&record(&rank, &["--interval", "1"], &["sleep", "0.3"]));
     let job = dir.path().join("job");
     for r in 0..150 {
-        let part = job.join(format!("rank={r}"));
-        std::fs::create_dir_all(&part).unwrap();
-        for entry in std::fs::read_dir(&rank).unwrap() {
-            let entry = entry.unwrap();
-            let name = entry.file_name();
-            if name == "meta.json" {
-                let mut meta: serde_json::Value =
-                    serde_json::from_slice(&std::fs::read(entry.path()).unwrap()).unwrap();
-                for p in meta["processes"].as_array_mut().unwrap() {
-                    p["rank"] = r.into();
-                }
-                std::fs::write(part.join(&name), meta.to_string()).unwrap();
-            } else if entry.file_type().unwrap().is_file() && name != ".memlens.lock" {
-                std::fs::copy(entry.path(), part.join(&name)).unwrap();
+        copy_profile(&rank, &job.join(format!("rank={r}")), |meta| {
+            for p in meta["processes"].as_array_mut().unwrap() {
+                p["rank"] = r.into();
             }
-        }
+        });
     }
     let svg = dir.path().join("map.svg");
     assert_ran(&plot("ranks", &job, &svg));

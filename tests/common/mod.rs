@@ -480,6 +480,23 @@ pub fn stream_example(dir: &std::path::Path, defines: &[&str]) -> String {
 }
 
 /// `memlens report --format json VIEW... DIR`.
+/// A copy of profile `from` (its tables and meta.json) at `to`, its
+/// meta.json edited by `edit`: a rank of a synthetic job.
+pub fn copy_profile(from: &Path, to: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    std::fs::create_dir_all(to).unwrap();
+    for f in std::fs::read_dir(from).unwrap() {
+        let f = f.unwrap().path();
+        if f.extension().is_some_and(|e| e == "parquet" || e == "json") {
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let path = to.join("meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut meta);
+    std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+}
+
 /// `memlens report PROFILE --html HTML` (a profile or a job): the page.
 pub fn html_report(p: &Path, html: &Path) -> String {
     let out = Command::new(memlens())
