@@ -3,6 +3,7 @@
 
 mod attach;
 pub mod calibrate;
+mod code_seen;
 mod finalize;
 mod live;
 pub use live::{LiveSite, LiveView, RenderLive};

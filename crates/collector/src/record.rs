@@ -206,6 +206,8 @@ struct Watched {
     pid: u32,
     log: std::fs::File,
     header: memmap2::Mmap,
+    /// The modules its stacks and samples name, for the read-ahead.
+    code: Option<crate::code_seen::CodeSeen>,
 }
 
 impl Watched {
@@ -882,13 +884,17 @@ impl Sampler {
             else {
                 continue;
             };
+            let code = crate::code_seen::CodeSeen::new(&file);
             let w = Watched {
                 pid,
                 log: file,
                 header,
+                code,
             };
             if w.header().magic == raw::MAGIC {
-                self.read_ahead_code(pid);
+                if w.code.is_none() {
+                    self.read_ahead_code(pid);
+                }
                 self.watched.insert(pid, (seq, w));
                 // A newer image the runtime entered (a static program exec'd
                 // a dynamic one).
@@ -915,8 +921,18 @@ impl Sampler {
         if self.ticks.is_multiple_of(10) {
             self.find_untracked();
         }
+        for (_, w) in self.watched.values_mut() {
+            if let Some(code) = &mut w.code {
+                code.update(&mut |path| self.read_ahead.request(path));
+            }
+        }
         if self.ticks.is_multiple_of(100) {
-            for &pid in self.watched.keys().chain(self.attached.keys()) {
+            // Code of images whose logs are not followed (any more): all of it.
+            let unfollowed = (self.watched.iter())
+                .filter(|(_, (_, w))| !w.code.as_ref().is_some_and(|c| c.following()))
+                .map(|(&pid, _)| pid);
+            let pids: Vec<u32> = unfollowed.chain(self.attached.keys().copied()).collect();
+            for pid in pids {
                 self.read_ahead_code(pid);
             }
         }
@@ -982,7 +998,13 @@ impl Sampler {
             pid: pid as u64,
         };
         self.write(tag::PROCESS_EXIT, &ev);
-        self.watched.remove(&pid);
+        // What it logged since the last tick: read ahead while the finalizer
+        // replays the logs.
+        if let Some((_, mut w)) = self.watched.remove(&pid) {
+            if let Some(code) = &mut w.code {
+                code.update(&mut |path| self.read_ahead.request(path));
+            }
+        }
     }
 
     fn record_usage(&mut self, pid: u32, usage: &libc::rusage) {

@@ -1,0 +1,172 @@
+//! Which modules a running image's code addresses fall in, for the debug
+//! information read ahead while it runs: its call stacks and sampled
+//! accesses name the modules the finalizer will symbolize, usually a few of
+//! those it maps (STREAM's frames are in the program and libc, not in libm,
+//! ld.so or libgcc_s, whose DWARF read ahead cost the run ~10 ms of the
+//! second core and 9 MB).
+
+use crate::finalize::{module_def, stack_def};
+use crate::tail::LogTail;
+use memlens_convert::symbols::LoadedModule;
+use memlens_rawlog::{self as raw, tag};
+use std::collections::HashSet;
+
+/// Log bytes followed per image; past them a long run's every module is read
+/// ahead as it is mapped, and the log is not read twice while it runs.
+const FOLLOWED_BYTES: u64 = 64 << 20;
+
+pub(crate) struct CodeSeen {
+    tail: LogTail,
+    /// The image's modules as its runtime logged them.
+    modules: Vec<LoadedModule>,
+    /// Modules whose debug information was asked for, by index.
+    requested: HashSet<usize>,
+    followed: u64,
+}
+
+impl CodeSeen {
+    pub(crate) fn new(log: &std::fs::File) -> Option<CodeSeen> {
+        Some(CodeSeen {
+            tail: LogTail::new(log.try_clone().ok()?),
+            modules: Vec::new(),
+            requested: HashSet::new(),
+            followed: 0,
+        })
+    }
+
+    /// Whether the log is still followed (else its process's mapped code is
+    /// read ahead whole, as it appears).
+    pub(crate) fn following(&self) -> bool {
+        self.followed < FOLLOWED_BYTES
+    }
+
+    /// Reads what the image logged since the last call and hands `request`
+    /// each module its new stacks and samples fall in, once.
+    pub(crate) fn update(&mut self, request: &mut dyn FnMut(&str)) {
+        if !self.following() {
+            return;
+        }
+        let mut addresses = Vec::new();
+        let (modules, followed) = (&mut self.modules, &mut self.followed);
+        self.tail.read_new(&mut |rec| {
+            *followed += rec.body.len() as u64;
+            match rec.tag {
+                tag::MODULE => modules.extend(module_def(&rec).map(|(_, m)| m)),
+                tag::STACK => addresses.extend(stack_def(&rec).into_iter().flat_map(|s| s.1)),
+                tag::SAMPLE => addresses.extend(rec.payload::<raw::Sample>().map(|s| s.pc)),
+                _ => {}
+            }
+        });
+        for addr in addresses {
+            // The latest module over the address, as the finalizer picks it.
+            let Some(i) = (self.modules.iter()).rposition(|m| addr >= m.start && addr < m.end)
+            else {
+                continue; // a module not logged yet: the finalizer reads it
+            };
+            if self.requested.insert(i) {
+                // The symbolizer takes a module by its canonical path.
+                let path = &self.modules[i].path;
+                let canonical = std::fs::canonicalize(path)
+                    .map_or(path.clone(), |p| p.to_string_lossy().into_owned());
+                request(&canonical);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn record<P: raw::Payload>(body: &mut Vec<u8>, tag: u16, payload: &P, extra: &[u8]) {
+        let used = body.len();
+        body.resize(raw::BLOCK_CAPACITY, 0);
+        // SAFETY: the buffer has BLOCK_CAPACITY - used bytes after `used`.
+        let n = unsafe {
+            raw::encode(
+                body.as_mut_ptr().add(used),
+                raw::BLOCK_CAPACITY - used,
+                tag,
+                payload,
+                extra,
+            )
+        }
+        .expect("fits");
+        body.truncate(used + n);
+    }
+
+    fn module(body: &mut Vec<u8>, path: &str, start: u64, end: u64) {
+        let m = raw::Module {
+            start,
+            end,
+            path_len: path.len() as u32,
+            ..Default::default()
+        };
+        record(body, tag::MODULE, &m, path.as_bytes());
+    }
+
+    /// One block of thread 1 holding `body`, after the file header.
+    fn log_file(body: &[u8]) -> std::fs::File {
+        let path = std::env::temp_dir().join(format!("memlens-code-seen-{}", std::process::id()));
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&vec![0u8; raw::HEADER_SIZE]).unwrap();
+        file.write_all(&raw::BLOCK_MAGIC.to_le_bytes()).unwrap();
+        file.write_all(&1u32.to_le_bytes()).unwrap();
+        file.write_all(&(body.len() as u64).to_le_bytes()).unwrap();
+        let mut rest = body.to_vec();
+        rest.resize(raw::BLOCK_CAPACITY, 0);
+        file.write_all(&rest).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        file
+    }
+
+    #[test]
+    fn only_modules_that_stacks_and_samples_fall_in_are_requested() {
+        let mut body = Vec::new();
+        module(&mut body, "/nonexistent/program", 0x1000, 0x2000);
+        module(&mut body, "/nonexistent/libc.so.6", 0x10000, 0x20000);
+        module(&mut body, "/nonexistent/libm.so.6", 0x30000, 0x40000);
+        module(&mut body, "/nonexistent/plugin.so", 0x50000, 0x60000);
+        let frames: Vec<u8> = [0x1234u64, 0x10500, 0x1300]
+            .iter()
+            .flat_map(|a| a.to_le_bytes())
+            .collect();
+        let stack = raw::StackDef {
+            id: 7,
+            frames: 3,
+            _pad: 0,
+        };
+        record(&mut body, tag::STACK, &stack, &frames);
+        // A sample in code no stack of the log passes through.
+        let sample = raw::Sample {
+            pc: 0x50010,
+            stack: 7,
+            ..Default::default()
+        };
+        record(&mut body, tag::SAMPLE, &sample, &[]);
+        // An address outside every module is left to the finalizer.
+        let sample = raw::Sample {
+            pc: 0x99999,
+            ..Default::default()
+        };
+        record(&mut body, tag::SAMPLE, &sample, &[]);
+
+        let mut seen = CodeSeen::new(&log_file(&body)).unwrap();
+        let mut requested = Vec::new();
+        seen.update(&mut |p| requested.push(p.to_string()));
+        assert_eq!(
+            requested,
+            [
+                "/nonexistent/program",
+                "/nonexistent/libc.so.6",
+                "/nonexistent/plugin.so"
+            ]
+        );
+        // Each once: the log read again asks for nothing more.
+        seen.update(&mut |p| requested.push(p.to_string()));
+        assert_eq!(requested.len(), 3);
+        assert!(seen.following());
+    }
+}
