@@ -137,8 +137,9 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
     for r in &p.regions {
         let points: &[&TimelinePoint] = by_pid.get(&r.pid).map_or(&[], |v| v);
         let end = r.end_ns.unwrap_or_else(|| p.process_end(r.pid));
-        let inside = &points[points.partition_point(|s| s.time_ns < r.begin_ns)
-            ..points.partition_point(|s| s.time_ns <= end)];
+        // A damaged log can end a region before it began: nothing is inside.
+        let first = points.partition_point(|s| s.time_ns < r.begin_ns);
+        let inside = &points[first..points.partition_point(|s| s.time_ns <= end).max(first)];
         let key = (r.pid, crate::region_label(r));
         let exact = r.heap_begin.zip(r.heap_end).zip(r.heap_peak);
         let begin_s = sample_at(points, r.begin_ns);
@@ -370,7 +371,12 @@ mod tests {
             end_ns: Some(to_ms * 1_000_000),
             ..Default::default()
         };
-        p.regions = vec![region("teardown", 5, 25), region("short", 21, 24)];
+        // A damaged log's region that ends before it begins (it panicked).
+        p.regions = vec![
+            region("teardown", 5, 25),
+            region("short", 21, 24),
+            region("damaged", 25, 15),
+        ];
         let regions = super::region_capacity(&p);
         let teardown = regions.iter().find(|r| r.name == "teardown").unwrap();
         assert_eq!(
@@ -385,5 +391,7 @@ mod tests {
         // No tick inside: no peak, and the tick before as its begin.
         let short = regions.iter().find(|r| r.name == "short").unwrap();
         assert_eq!((short.rss_begin, short.rss_peak), (38 * MIB, None));
+        let damaged = regions.iter().find(|r| r.name == "damaged").unwrap();
+        assert_eq!((damaged.rss_peak, damaged.samples), (None, 0));
     }
 }
