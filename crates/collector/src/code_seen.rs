@@ -25,13 +25,13 @@ pub(crate) struct CodeSeen {
 }
 
 impl CodeSeen {
-    pub(crate) fn new(log: &std::fs::File) -> Option<CodeSeen> {
-        Some(CodeSeen {
-            tail: LogTail::new(log.try_clone().ok()?),
+    pub(crate) fn new() -> CodeSeen {
+        CodeSeen {
+            tail: LogTail::new(),
             modules: Vec::new(),
             requested: HashSet::new(),
             followed: 0,
-        })
+        }
     }
 
     /// Whether the log is still followed (else its process's mapped code is
@@ -40,15 +40,15 @@ impl CodeSeen {
         self.followed < FOLLOWED_BYTES
     }
 
-    /// Reads what the image logged since the last call and hands `request`
-    /// each module its new stacks and samples fall in, once.
-    pub(crate) fn update(&mut self, request: &mut dyn FnMut(&str)) {
+    /// Reads what the image logged to `log` since the last call and hands
+    /// `request` each module its new stacks and samples fall in, once.
+    pub(crate) fn update(&mut self, log: &std::fs::File, request: &mut dyn FnMut(&str)) {
         if !self.following() {
             return;
         }
         let mut addresses = Vec::new();
         let (modules, followed) = (&mut self.modules, &mut self.followed);
-        self.tail.read_new(&mut |rec| {
+        self.tail.read_new(log, &mut |rec| {
             *followed += rec.body.len() as u64;
             match rec.tag {
                 tag::MODULE => modules.extend(module_def(&rec).map(|(_, m)| m)),
@@ -153,9 +153,10 @@ mod tests {
         };
         record(&mut body, tag::SAMPLE, &sample, &[]);
 
-        let mut seen = CodeSeen::new(&log_file(&body)).unwrap();
+        let log = log_file(&body);
+        let mut seen = CodeSeen::new();
         let mut requested = Vec::new();
-        seen.update(&mut |p| requested.push(p.to_string()));
+        seen.update(&log, &mut |p| requested.push(p.to_string()));
         assert_eq!(
             requested,
             [
@@ -165,7 +166,7 @@ mod tests {
             ]
         );
         // Each once: the log read again asks for nothing more.
-        seen.update(&mut |p| requested.push(p.to_string()));
+        seen.update(&log, &mut |p| requested.push(p.to_string()));
         assert_eq!(requested.len(), 3);
         assert!(seen.following());
     }

@@ -160,10 +160,7 @@ impl Live {
             let entry = match self.objects.entry((image.pid, image.seq)) {
                 Entry::Occupied(entry) => entry.into_mut(),
                 Entry::Vacant(entry) => {
-                    let Ok(file) = image.log.try_clone() else {
-                        continue;
-                    };
-                    entry.insert((LogTail::new(file), LiveObjects::new(image.sample_rate)))
+                    entry.insert((LogTail::new(), LiveObjects::new(image.sample_rate)))
                 }
             };
             let (tail, objects) = entry;
@@ -171,7 +168,7 @@ impl Live {
             // its pages again (millions of events a tick when every block is
             // recorded).
             let mut events = std::mem::take(&mut objects.queued);
-            tail.read_new(&mut |rec| objects.take(rec, &mut events));
+            tail.read_new(image.log, &mut |rec| objects.take(rec, &mut events));
             objects.apply(&mut events);
             objects.queued = events;
         }

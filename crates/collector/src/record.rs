@@ -207,7 +207,7 @@ struct Watched {
     log: std::fs::File,
     header: memmap2::Mmap,
     /// The modules its stacks and samples name, for the read-ahead.
-    code: Option<crate::code_seen::CodeSeen>,
+    code: crate::code_seen::CodeSeen,
 }
 
 impl Watched {
@@ -884,17 +884,13 @@ impl Sampler {
             else {
                 continue;
             };
-            let code = crate::code_seen::CodeSeen::new(&file);
             let w = Watched {
                 pid,
                 log: file,
                 header,
-                code,
+                code: crate::code_seen::CodeSeen::new(),
             };
             if w.header().magic == raw::MAGIC {
-                if w.code.is_none() {
-                    self.read_ahead_code(pid);
-                }
                 self.watched.insert(pid, (seq, w));
                 // A newer image the runtime entered (a static program exec'd
                 // a dynamic one).
@@ -922,14 +918,12 @@ impl Sampler {
             self.find_untracked();
         }
         for (_, w) in self.watched.values_mut() {
-            if let Some(code) = &mut w.code {
-                code.update(&mut |path| self.read_ahead.request(path));
-            }
+            (w.code).update(&w.log, &mut |path| self.read_ahead.request(path));
         }
         if self.ticks.is_multiple_of(100) {
             // Code of images whose logs are not followed (any more): all of it.
             let unfollowed = (self.watched.iter())
-                .filter(|(_, (_, w))| !w.code.as_ref().is_some_and(|c| c.following()))
+                .filter(|(_, (_, w))| !w.code.following())
                 .map(|(&pid, _)| pid);
             let pids: Vec<u32> = unfollowed.chain(self.attached.keys().copied()).collect();
             for pid in pids {
@@ -1001,9 +995,7 @@ impl Sampler {
         // What it logged since the last tick: read ahead while the finalizer
         // replays the logs.
         if let Some((_, mut w)) = self.watched.remove(&pid) {
-            if let Some(code) = &mut w.code {
-                code.update(&mut |path| self.read_ahead.request(path));
-            }
+            (w.code).update(&w.log, &mut |path| self.read_ahead.request(path));
         }
     }
 

@@ -20,8 +20,9 @@ struct OpenBlock {
     consumed: usize,
 }
 
+/// The file is the caller's (passed to each read): a process's log is opened
+/// once however many followers it has.
 pub struct LogTail {
-    file: File,
     /// Blocks looked at so far (the file grows a block at a time).
     scanned: u64,
     /// Blocks that may still grow, by index.
@@ -32,9 +33,8 @@ pub struct LogTail {
 }
 
 impl LogTail {
-    pub fn new(file: File) -> LogTail {
+    pub fn new() -> LogTail {
         LogTail {
-            file,
             scanned: 0,
             open: BTreeMap::new(),
             newest: HashMap::new(),
@@ -44,8 +44,8 @@ impl LogTail {
 
     /// Calls `each` with every record published since the last call, in each
     /// thread's order (not in time order across threads).
-    pub fn read_new(&mut self, each: &mut dyn FnMut(RawRecord<'_>)) {
-        let len = self.file.metadata().map_or(0, |m| m.len());
+    pub fn read_new(&mut self, file: &File, each: &mut dyn FnMut(RawRecord<'_>)) {
+        let len = file.metadata().map_or(0, |m| m.len());
         let blocks = len.saturating_sub(raw::HEADER_SIZE as u64) / raw::BLOCK_SIZE as u64;
         for index in self.scanned..blocks {
             self.open.insert(index, OpenBlock::default());
@@ -60,7 +60,7 @@ impl LogTail {
                 .is_some_and(|tid| self.newest.get(&tid).is_some_and(|&n| n > index));
             let offset = raw::HEADER_SIZE as u64 + index * raw::BLOCK_SIZE as u64;
             let mut header = [0u8; raw::BLOCK_HEADER_SIZE];
-            if self.file.read_exact_at(&mut header, offset).is_err() {
+            if file.read_exact_at(&mut header, offset).is_err() {
                 continue;
             }
             let Some((tid, used)) = raw::BlockHeader::read(&header) else {
@@ -73,7 +73,7 @@ impl LogTail {
             if used > block.consumed {
                 self.buf.resize(used - block.consumed, 0);
                 let at = offset + (raw::BLOCK_HEADER_SIZE + block.consumed) as u64;
-                if self.file.read_exact_at(&mut self.buf, at).is_err() {
+                if file.read_exact_at(&mut self.buf, at).is_err() {
                     continue;
                 }
                 let mut records = Records::new(&self.buf);
@@ -127,9 +127,11 @@ mod tests {
         file.write_all(&body).unwrap();
     }
 
-    fn read(tail: &mut LogTail) -> Vec<u64> {
+    fn read(tail: &mut LogTail, file: &File) -> Vec<u64> {
         let mut out = Vec::new();
-        tail.read_new(&mut |rec| out.extend(rec.payload::<raw::Free>().map(|f| f.ptr)));
+        tail.read_new(file, &mut |rec| {
+            out.extend(rec.payload::<raw::Free>().map(|f| f.ptr))
+        });
         out
     }
 
@@ -139,18 +141,19 @@ mod tests {
         let path = dir.path().join("1.0.mlraw");
         let mut file = File::create(&path).unwrap();
         file.set_len(raw::HEADER_SIZE as u64).unwrap();
-        let mut tail = LogTail::new(File::open(&path).unwrap());
-        assert!(read(&mut tail).is_empty());
+        let reader = File::open(&path).unwrap();
+        let mut tail = LogTail::new();
+        assert!(read(&mut tail, &reader).is_empty());
         write_block(&mut file, 0, 7, &[1, 2]);
-        assert_eq!(read(&mut tail), [1, 2]);
+        assert_eq!(read(&mut tail, &reader), [1, 2]);
         write_block(&mut file, 0, 7, &[1, 2, 3]);
         write_block(&mut file, 1, 8, &[10]);
-        assert_eq!(read(&mut tail), [3, 10]);
+        assert_eq!(read(&mut tail, &reader), [3, 10]);
         // Thread 7 moves on: its old block is read once more, then left alone.
         write_block(&mut file, 0, 7, &[1, 2, 3, 4]);
         write_block(&mut file, 2, 7, &[5]);
-        assert_eq!(read(&mut tail), [4, 5]);
-        assert_eq!(read(&mut tail), Vec::<u64>::new());
+        assert_eq!(read(&mut tail, &reader), [4, 5]);
+        assert_eq!(read(&mut tail, &reader), Vec::<u64>::new());
         assert!(!tail.open.contains_key(&0));
         assert!(tail.open.contains_key(&1) && tail.open.contains_key(&2));
     }
