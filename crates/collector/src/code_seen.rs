@@ -77,24 +77,7 @@ impl CodeSeen {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-
-    fn record<P: raw::Payload>(body: &mut Vec<u8>, tag: u16, payload: &P, extra: &[u8]) {
-        let used = body.len();
-        body.resize(raw::BLOCK_CAPACITY, 0);
-        // SAFETY: the buffer has BLOCK_CAPACITY - used bytes after `used`.
-        let n = unsafe {
-            raw::encode(
-                body.as_mut_ptr().add(used),
-                raw::BLOCK_CAPACITY - used,
-                tag,
-                payload,
-                extra,
-            )
-        }
-        .expect("fits");
-        body.truncate(used + n);
-    }
+    use crate::tail::test_log::{push, write_block};
 
     fn module(body: &mut Vec<u8>, path: &str, start: u64, end: u64) {
         let m = raw::Module {
@@ -103,23 +86,7 @@ mod tests {
             path_len: path.len() as u32,
             ..Default::default()
         };
-        record(body, tag::MODULE, &m, path.as_bytes());
-    }
-
-    /// One block of thread 1 holding `body`, after the file header.
-    fn log_file(body: &[u8]) -> std::fs::File {
-        let path = std::env::temp_dir().join(format!("memlens-code-seen-{}", std::process::id()));
-        let mut file = std::fs::File::create(&path).unwrap();
-        file.write_all(&vec![0u8; raw::HEADER_SIZE]).unwrap();
-        file.write_all(&raw::BLOCK_MAGIC.to_le_bytes()).unwrap();
-        file.write_all(&1u32.to_le_bytes()).unwrap();
-        file.write_all(&(body.len() as u64).to_le_bytes()).unwrap();
-        let mut rest = body.to_vec();
-        rest.resize(raw::BLOCK_CAPACITY, 0);
-        file.write_all(&rest).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        file
+        push(body, tag::MODULE, &m, path.as_bytes());
     }
 
     #[test]
@@ -138,22 +105,25 @@ mod tests {
             frames: 3,
             _pad: 0,
         };
-        record(&mut body, tag::STACK, &stack, &frames);
+        push(&mut body, tag::STACK, &stack, &frames);
         // A sample in code no stack of the log passes through.
         let sample = raw::Sample {
             pc: 0x50010,
             stack: 7,
             ..Default::default()
         };
-        record(&mut body, tag::SAMPLE, &sample, &[]);
+        push(&mut body, tag::SAMPLE, &sample, &[]);
         // An address outside every module is left to the finalizer.
         let sample = raw::Sample {
             pc: 0x99999,
             ..Default::default()
         };
-        record(&mut body, tag::SAMPLE, &sample, &[]);
+        push(&mut body, tag::SAMPLE, &sample, &[]);
 
-        let log = log_file(&body);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.0.mlraw");
+        write_block(&mut std::fs::File::create(&path).unwrap(), 0, 1, &body);
+        let log = std::fs::File::open(&path).unwrap();
         let mut seen = CodeSeen::new();
         let mut requested = Vec::new();
         seen.update(&log, &mut |p| requested.push(p.to_string()));

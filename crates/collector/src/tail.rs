@@ -94,37 +94,56 @@ impl LogTail {
     }
 }
 
+/// Raw logs written by hand, for the tests of what follows them.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use memlens_rawlog::tag;
+pub(crate) mod test_log {
+    use memlens_rawlog as raw;
+    use std::fs::File;
     use std::io::{Seek, SeekFrom, Write};
 
-    /// Writes a block header with `used` bytes of `Free` records after it.
-    fn write_block(file: &mut File, index: u64, tid: u32, frees: &[u64]) {
-        let mut body = vec![0u8; raw::BLOCK_CAPACITY];
-        let mut used = 0;
-        for &ptr in frees {
-            let rec = raw::Free { time: 1, ptr };
-            // SAFETY: the buffer has BLOCK_CAPACITY - used bytes after `used`.
-            let n = unsafe {
-                raw::encode(
-                    body.as_mut_ptr().add(used),
-                    raw::BLOCK_CAPACITY - used,
-                    tag::FREE,
-                    &rec,
-                    &[],
-                )
-            }
-            .expect("fits");
-            used += n;
+    /// Appends one record to a block's body.
+    pub(crate) fn push<P: raw::Payload>(body: &mut Vec<u8>, tag: u16, payload: &P, extra: &[u8]) {
+        let used = body.len();
+        body.resize(raw::BLOCK_CAPACITY, 0);
+        // SAFETY: the buffer has BLOCK_CAPACITY - used bytes after `used`.
+        let n = unsafe {
+            raw::encode(
+                body.as_mut_ptr().add(used),
+                raw::BLOCK_CAPACITY - used,
+                tag,
+                payload,
+                extra,
+            )
         }
+        .expect("fits");
+        body.truncate(used + n);
+    }
+
+    /// Writes block `index` of thread `tid`: its header, `body` published.
+    pub(crate) fn write_block(file: &mut File, index: u64, tid: u32, body: &[u8]) {
         let offset = raw::HEADER_SIZE as u64 + index * raw::BLOCK_SIZE as u64;
         file.seek(SeekFrom::Start(offset)).unwrap();
         file.write_all(&raw::BLOCK_MAGIC.to_le_bytes()).unwrap();
         file.write_all(&tid.to_le_bytes()).unwrap();
-        file.write_all(&(used as u64).to_le_bytes()).unwrap();
-        file.write_all(&body).unwrap();
+        file.write_all(&(body.len() as u64).to_le_bytes()).unwrap();
+        let mut whole = body.to_vec();
+        whole.resize(raw::BLOCK_CAPACITY, 0);
+        file.write_all(&whole).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memlens_rawlog::tag;
+
+    /// Writes a block of `Free` records.
+    fn write_block(file: &mut File, index: u64, tid: u32, frees: &[u64]) {
+        let mut body = Vec::new();
+        for &ptr in frees {
+            test_log::push(&mut body, tag::FREE, &raw::Free { time: 1, ptr }, &[]);
+        }
+        test_log::write_block(file, index, tid, &body);
     }
 
     fn read(tail: &mut LogTail, file: &File) -> Vec<u64> {
