@@ -479,7 +479,6 @@ pub fn stream_example(dir: &std::path::Path, defines: &[&str]) -> String {
     out.to_string_lossy().into_owned()
 }
 
-/// `memlens report --format json VIEW... DIR`.
 /// A copy of profile `from` (its tables and meta.json) at `to`, its
 /// meta.json edited by `edit`: a rank of a synthetic job.
 pub fn copy_profile(from: &Path, to: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
@@ -510,6 +509,7 @@ pub fn html_report(p: &Path, html: &Path) -> String {
     std::fs::read_to_string(html).unwrap()
 }
 
+/// `memlens report --format json VIEW... DIR`.
 pub fn report_view(p: &Path, view: &[&str]) -> Output {
     Command::new(memlens())
         .args(["report", "--format", "json"])
