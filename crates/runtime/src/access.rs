@@ -10,8 +10,8 @@
 
 use crate::guard::{enter, errno, leave, set_errno};
 use crate::init::settings;
+use crate::log;
 use crate::thread::{self, ThreadState};
-use crate::{log, sys};
 use core::sync::atomic::Ordering;
 use memlens_rawlog::{self as raw, tag, ACCESS_CLASSES, COUNTS, PUBLISH_EVERY};
 
@@ -325,7 +325,7 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES], f
     };
     if due {
         let ev = raw::Sample {
-            time: sys::now_ns(),
+            time: st.clock.sample_time(),
             addr,
             pc,
             stack: access_context(st),
@@ -406,7 +406,10 @@ const BULK_STORE_CLASS: usize = 8;
 
 /// The start of an intercepted bulk call: its time, if this thread records.
 fn bulk_begin() -> Option<u64> {
-    thread::current().map(|_| sys::now_ns())
+    let st = enter()?;
+    let begin = st.clock.sample_time();
+    leave(st);
+    Some(begin)
 }
 
 /// Counts the bytes an intercepted bulk call of instrumented code moved
@@ -418,7 +421,7 @@ fn bulk_end(begin: Option<u64>, pc: u64, source: Option<u64>, dest: u64, n: usiz
     let Some(st) = enter() else { return };
     let saved = errno();
     let n = n as u64;
-    let end = sys::now_ns();
+    let end = st.clock.sample_time();
     if let Some(source) = source {
         st.access.bulk[0] += n;
         sample_bulk(st, source, n, BULK_LOAD_CLASS, pc, (begin, end));

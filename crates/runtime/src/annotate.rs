@@ -2,7 +2,7 @@
 
 use crate::events::intern;
 use crate::guard::{enter, errno, leave, set_errno, READY, STATE};
-use crate::{access, sys, thread};
+use crate::{access, thread};
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::Ordering;
 use memlens_rawlog::{self as raw, tag};
@@ -23,7 +23,7 @@ fn record_region(tag: u16, name: *const c_char) {
             _ => access::exact_counts(st),
         };
         let ev = raw::RegionMark {
-            time: sys::now_ns(),
+            time: st.clock.now(),
             name: id,
             counts,
         };
@@ -80,7 +80,7 @@ pub unsafe extern "C" fn memlens_tag(name: *const c_char, start: *const c_void, 
         let saved = errno();
         let id = intern(st, name);
         let ev = raw::Tag {
-            time: sys::now_ns(),
+            time: st.clock.now(),
             name: id,
             start: start as u64,
             len: len as u64,
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn memlens_tag(name: *const c_char, start: *const c_void, 
 pub unsafe extern "C" fn memlens_untag(start: *const c_void) {
     if let Some(st) = enter() {
         let ev = raw::Untag {
-            time: sys::now_ns(),
+            time: st.clock.now(),
             start: start as u64,
         };
         st.writer.write(st.tid, tag::UNTAG, &ev, &[]);
@@ -122,7 +122,7 @@ pub unsafe extern "C" fn memlens_group_begin(name: *const c_char) {
         }
         st.group_depth += 1;
         let ev = raw::Named {
-            time: sys::now_ns(),
+            time: st.clock.now(),
             name: id,
         };
         st.writer.write(st.tid, tag::GROUP_BEGIN, &ev, &[]);
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn memlens_group_end() {
             st.group_depth -= 1;
             let name = st.groups[st.group_depth.min(thread::MAX_GROUP_DEPTH - 1)];
             let ev = raw::Named {
-                time: sys::now_ns(),
+                time: st.clock.now(),
                 name,
             };
             st.writer.write(st.tid, tag::GROUP_END, &ev, &[]);

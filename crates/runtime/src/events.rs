@@ -201,7 +201,7 @@ pub(crate) fn record_alloc(
         }
     }
     let ev = raw::Alloc {
-        time: sys::now_ns(),
+        time: st.clock.now(),
         ptr,
         size,
         usable,
@@ -221,7 +221,7 @@ pub(crate) fn record_alloc(
 /// The thread's exact totals, from its own counters.
 pub(crate) fn record_thread_totals(st: &mut ThreadState) {
     let mut ev = raw::ThreadTotals {
-        time: sys::now_ns(),
+        time: st.clock.now(),
         tid: st.tid as u64,
         access: access::exact_counts(st),
         ..Default::default()
@@ -239,7 +239,7 @@ pub(crate) fn record_thread_totals(st: &mut ThreadState) {
 
 pub(crate) fn record_thread_exit(st: &mut ThreadState) {
     let ev = raw::ThreadEvent {
-        time: sys::now_ns(),
+        time: st.clock.now(),
         tid: st.tid as u64,
         ..Default::default()
     };
@@ -249,7 +249,7 @@ pub(crate) fn record_thread_exit(st: &mut ThreadState) {
 /// The thread's stack becomes a data object from its first event on.
 pub(crate) fn record_thread_start(st: &mut ThreadState) {
     let ev = raw::ThreadEvent {
-        time: sys::now_ns(),
+        time: st.clock.now(),
         tid: st.tid as u64,
         stack_lo: st.stack_lo,
         stack_hi: st.stack_hi,

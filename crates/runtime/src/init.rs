@@ -8,7 +8,7 @@ use crate::process::{
     fork_child, fork_parent, fork_prepare, record_command_line, record_exit,
     record_modules_from_here, EXIT_STATUS,
 };
-use crate::{access, allocator, log, model, sampler, sys, thread};
+use crate::{access, allocator, clock, log, model, sampler, sys, thread};
 use core::ffi::{c_char, CStr};
 use core::sync::atomic::Ordering;
 use memlens_rawlog::{self as raw, access_filter, tag, RuntimeSettings};
@@ -69,6 +69,7 @@ extern "C" fn init() {
             return;
         }
         allocator::resolve();
+        clock::init();
         thread::init_key();
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
         if !open_log(libc::getppid() as u32) {

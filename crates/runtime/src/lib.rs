@@ -13,6 +13,7 @@
 mod access;
 mod allocator;
 mod annotate;
+mod clock;
 mod events;
 mod guard;
 mod init;

@@ -50,7 +50,7 @@ fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
     let p = ptr as u64;
     if track::take(p) {
         let ev = raw::Free {
-            time: sys::now_ns(),
+            time: st.clock.now(),
             ptr: p,
         };
         st.writer.write(st.tid, tag::FREE, &ev, &[]);
@@ -169,7 +169,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     count(st, 0, old_usable);
     if was_tracked {
         let ev = raw::Free {
-            time: sys::now_ns(),
+            time: st.clock.now(),
             ptr: p as u64,
         };
         st.writer.write(st.tid, tag::FREE, &ev, &[]);

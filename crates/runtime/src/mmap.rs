@@ -6,7 +6,8 @@ use crate::sys;
 use core::ffi::{c_int, c_void};
 use memlens_rawlog::{self as raw, tag};
 
-fn record_mapping_event<P: raw::Payload>(tag: u16, make: impl FnOnce(u64) -> P) {
+/// Records the payload `make` builds from the event's time and call stack.
+fn record_mapping_event<P: raw::Payload>(tag: u16, make: impl FnOnce(u64, u64) -> P) {
     if let Some(st) = enter() {
         let saved = errno();
         let stack = if tag == raw::tag::MMAP {
@@ -14,7 +15,7 @@ fn record_mapping_event<P: raw::Payload>(tag: u16, make: impl FnOnce(u64) -> P) 
         } else {
             0
         };
-        let ev = make(stack);
+        let ev = make(st.clock.now(), stack);
         st.writer.write(st.tid, tag, &ev, &[]);
         set_errno(saved);
         leave(st);
@@ -34,8 +35,8 @@ pub unsafe extern "C" fn mmap(
 ) -> *mut c_void {
     let p = sys::mmap(addr, len, prot, flags, fd, off);
     if p != libc::MAP_FAILED {
-        record_mapping_event(tag::MMAP, |stack| raw::Mmap {
-            time: sys::now_ns(),
+        record_mapping_event(tag::MMAP, |time, stack| raw::Mmap {
+            time,
             addr: p as u64,
             len: len as u64,
             stack,
@@ -68,8 +69,8 @@ pub unsafe extern "C" fn mmap64(
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     let r = sys::munmap(addr, len);
     if r == 0 {
-        record_mapping_event(tag::MUNMAP, |_| raw::Munmap {
-            time: sys::now_ns(),
+        record_mapping_event(tag::MUNMAP, |time, _| raw::Munmap {
+            time,
             addr: addr as u64,
             len: len as u64,
         });
@@ -92,8 +93,8 @@ pub unsafe extern "C" fn mremap(
 ) -> *mut c_void {
     let p = sys::mremap(old, old_len, new_len, flags, new_addr);
     if p != libc::MAP_FAILED {
-        record_mapping_event(tag::MREMAP, |_| raw::Mremap {
-            time: sys::now_ns(),
+        record_mapping_event(tag::MREMAP, |time, _| raw::Mremap {
+            time,
             old_addr: old as u64,
             old_len: old_len as u64,
             new_addr: p as u64,

@@ -19,7 +19,7 @@ static REAL_EXIT: AtomicU64 = AtomicU64::new(0);
 
 pub(crate) fn record_exit(st: &mut ThreadState, status: i32) {
     let exit = raw::ProcessExit {
-        time: sys::now_ns(),
+        time: st.clock.now(),
         status,
         signaled: 0,
         pid: sys::getpid() as u64,
@@ -196,7 +196,7 @@ pub(crate) fn record_command_line() {
     let n = sys::read_file(c"/proc/self/cmdline", &mut args);
     if let Some(st) = enter() {
         let ev = raw::CommandLine {
-            time: sys::now_ns(),
+            time: st.clock.now(),
         };
         st.writer.write(st.tid, tag::COMMAND_LINE, &ev, &args[..n]);
         leave(st);

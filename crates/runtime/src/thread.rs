@@ -30,6 +30,7 @@ pub struct ThreadState {
     pub stack_hi: u64,
     /// The cache model's levels for this thread (built at its first access).
     pub model: crate::model::ThreadModel,
+    pub clock: crate::clock::Clock,
 }
 
 /// TLS values that are not pointers to a state.
@@ -150,6 +151,7 @@ pub fn create() -> *mut ThreadState {
             stack_lo,
             stack_hi,
             model: crate::model::ThreadModel::off(),
+            clock: crate::clock::Clock::new(),
         });
         (*p).countdown = crate::events::next_sample_countdown(&mut *p);
     }
