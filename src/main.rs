@@ -784,9 +784,11 @@ fn record(args: RecordArgs) -> Result<i32> {
         attach: args.pid,
         duration,
     };
-    let outcome = memlens_collector::record(&cfg)?;
+    let mut outcome = memlens_collector::record(&cfg)?;
+    let live_samples = outcome.live_samples.take();
     progress::bar("writing the profile", |progress| {
-        memlens_collector::finalize(&outcome.dir, &outcome.run, !cfg.keep_raw, progress)
+        let (dir, run) = (&outcome.dir, &outcome.run);
+        memlens_collector::finalize(dir, run, live_samples, !cfg.keep_raw, progress)
     })?;
     // The summary needs no samples: do not read back what may be millions of them.
     let p =
@@ -930,7 +932,7 @@ fn finalize_if_needed(dir: &Path) -> Result<()> {
         ..Default::default()
     };
     // Inside the caller's "reading" step: no bar of its own.
-    memlens_collector::finalize(dir, &run, false, &|_, _| {})?;
+    memlens_collector::finalize(dir, &run, None, false, &|_, _| {})?;
     Ok(())
 }
 

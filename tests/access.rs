@@ -1098,6 +1098,69 @@ fn sample_times_keep_the_real_clock_between_its_readings() {
 }
 
 #[test]
+fn samples_written_while_the_program_runs_equal_the_finalizers_replay() {
+    // `record` writes each image's samples as it follows the logs, complete
+    // once the image's process exited or exec'd; the finalizer alone
+    // (`memlens finalize` of the same raw logs) replays them. Both must give
+    // the same rows: a thread, the main thread, a forked child and the
+    // image it execs (tests/programs/fork_samples.c).
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "fork_samples.c", &["-O2", "-pthread"]);
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--keep-raw"], &[&app.to_string_lossy()]));
+    let replayed = dir.path().join("q");
+    std::fs::create_dir_all(replayed.join("raw")).unwrap();
+    for f in std::fs::read_dir(p.join("raw")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, replayed.join("raw").join(f.file_name().unwrap())).unwrap();
+    }
+    let out = Command::new(memlens())
+        .arg("finalize")
+        .arg(&replayed)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    // Times as the clock read them: the two count from different starts.
+    let rows = |p: &std::path::Path| {
+        let start = memlens_profile::Meta::read(p).unwrap().clock.start_ns;
+        let mut rows: Vec<_> = memlens_profile::read_table::<AccessSample>(p)
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                let t = start + s.time_ns;
+                (
+                    s.pid, s.tid, t, s.pc, s.address, s.size, s.is_store, s.stack_id, s.cpu, s.bulk,
+                )
+            })
+            .collect();
+        rows.sort_unstable();
+        rows
+    };
+    let (live, replayed_rows) = (rows(&p), rows(&replayed));
+    let streams: std::collections::BTreeSet<(u32, u32)> = live.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(streams.len(), 3, "{streams:?}");
+    assert!(live.len() > 500, "{} samples", live.len());
+    assert!(
+        live == replayed_rows,
+        "{} rows live, {} replayed",
+        live.len(),
+        replayed_rows.len()
+    );
+    // Every sampled code address is symbolized in both.
+    let pcs = |p: &std::path::Path| {
+        let located: std::collections::BTreeSet<(u32, u64)> =
+            memlens_profile::read_table::<memlens_profile::CodeLocation>(p)
+                .unwrap()
+                .iter()
+                .map(|l| (l.pid, l.pc))
+                .collect();
+        located
+    };
+    let sampled: std::collections::BTreeSet<(u32, u64)> = live.iter().map(|r| (r.0, r.3)).collect();
+    assert!(sampled.is_subset(&pcs(&p)) && sampled.is_subset(&pcs(&replayed)));
+}
+
+#[test]
 fn threads_have_exact_counts_and_a_report_of_their_own() {
     // Ticks every millisecond: the workers' traffic is read many times.
     let (_dir, p) = recorded_program(

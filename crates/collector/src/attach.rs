@@ -129,6 +129,7 @@ pub fn attach(cfg: &RecordConfig, pid: u32) -> Result<RecordOutcome> {
             attached_ended: ended,
             ..RunInfo::default()
         },
+        live_samples: None,
     })
 }
 

@@ -6,19 +6,20 @@
 //! second core and 9 MB).
 
 use crate::finalize::{module_def, stack_def};
-use crate::tail::LogTail;
 use memlens_convert::symbols::LoadedModule;
-use memlens_rawlog::{self as raw, tag};
+use memlens_rawlog::{self as raw, tag, RawRecord};
 use std::collections::HashSet;
 
-/// Log bytes followed per image; past them a long run's every module is read
-/// ahead as it is mapped, and the log is not read twice while it runs.
+/// Log bytes looked at per image; past them a long run's every module is
+/// read ahead as it is mapped, and the log is not read twice while it runs
+/// (unless its samples are written while it runs).
 const FOLLOWED_BYTES: u64 = 64 << 20;
 
 pub(crate) struct CodeSeen {
-    tail: LogTail,
     /// The image's modules as its runtime logged them.
     modules: Vec<LoadedModule>,
+    /// Code addresses seen since the last [`CodeSeen::request_new`].
+    addresses: Vec<u64>,
     /// Modules whose debug information was asked for, by index.
     requested: HashSet<usize>,
     followed: u64,
@@ -27,37 +28,37 @@ pub(crate) struct CodeSeen {
 impl CodeSeen {
     pub(crate) fn new() -> CodeSeen {
         CodeSeen {
-            tail: LogTail::new(),
             modules: Vec::new(),
+            addresses: Vec::new(),
             requested: HashSet::new(),
             followed: 0,
         }
     }
 
-    /// Whether the log is still followed (else its process's mapped code is
-    /// read ahead whole, as it appears).
+    /// Whether the log is still looked at for code (else its process's
+    /// mapped code is read ahead whole, as it appears).
     pub(crate) fn following(&self) -> bool {
         self.followed < FOLLOWED_BYTES
     }
 
-    /// Reads what the image logged to `log` since the last call and hands
-    /// `request` each module its new stacks and samples fall in, once.
-    pub(crate) fn update(&mut self, log: &std::fs::File, request: &mut dyn FnMut(&str)) {
+    /// One record of the log, in each thread's order.
+    pub(crate) fn see(&mut self, rec: &RawRecord<'_>) {
         if !self.following() {
             return;
         }
-        let mut addresses = Vec::new();
-        let (modules, followed) = (&mut self.modules, &mut self.followed);
-        self.tail.read_new(log, &mut |rec| {
-            *followed += rec.body.len() as u64;
-            match rec.tag {
-                tag::MODULE => modules.extend(module_def(&rec).map(|(_, m)| m)),
-                tag::STACK => addresses.extend(stack_def(&rec).into_iter().flat_map(|s| s.1)),
-                tag::SAMPLE => addresses.extend(rec.payload::<raw::Sample>().map(|s| s.pc)),
-                _ => {}
-            }
-        });
-        for addr in addresses {
+        self.followed += rec.body.len() as u64;
+        match rec.tag {
+            tag::MODULE => self.modules.extend(module_def(rec).map(|(_, m)| m)),
+            tag::STACK => (self.addresses).extend(stack_def(rec).into_iter().flat_map(|s| s.1)),
+            tag::SAMPLE => (self.addresses).extend(rec.payload::<raw::Sample>().map(|s| s.pc)),
+            _ => {}
+        }
+    }
+
+    /// Hands `request` each module the stacks and samples seen since the
+    /// last call fall in, once.
+    pub(crate) fn request_new(&mut self, request: &mut dyn FnMut(&str)) {
+        for addr in std::mem::take(&mut self.addresses) {
             // The latest module over the address, as the finalizer picks it.
             let Some(i) = (self.modules.iter()).rposition(|m| addr >= m.start && addr < m.end)
             else {
@@ -78,6 +79,7 @@ impl CodeSeen {
 mod tests {
     use super::*;
     use crate::tail::test_log::{push, write_block};
+    use crate::tail::LogTail;
 
     fn module(body: &mut Vec<u8>, path: &str, start: u64, end: u64) {
         let m = raw::Module {
@@ -124,9 +126,13 @@ mod tests {
         let path = dir.path().join("1.0.mlraw");
         write_block(&mut std::fs::File::create(&path).unwrap(), 0, 1, &body);
         let log = std::fs::File::open(&path).unwrap();
-        let mut seen = CodeSeen::new();
+        let (mut tail, mut seen) = (LogTail::new(), CodeSeen::new());
         let mut requested = Vec::new();
-        seen.update(&log, &mut |p| requested.push(p.to_string()));
+        let mut update = |seen: &mut CodeSeen, requested: &mut Vec<String>| {
+            tail.read_new(&log, &mut |_, rec| seen.see(&rec));
+            seen.request_new(&mut |p| requested.push(p.to_string()));
+        };
+        update(&mut seen, &mut requested);
         assert_eq!(
             requested,
             [
@@ -136,7 +142,7 @@ mod tests {
             ]
         );
         // Each once: the log read again asks for nothing more.
-        seen.update(&log, &mut |p| requested.push(p.to_string()));
+        update(&mut seen, &mut requested);
         assert_eq!(requested.len(), 3);
         assert!(seen.following());
     }

@@ -168,7 +168,7 @@ impl Live {
             // its pages again (millions of events a tick when every block is
             // recorded).
             let mut events = std::mem::take(&mut objects.queued);
-            tail.read_new(image.log, &mut |rec| objects.take(rec, &mut events));
+            tail.read_new(image.log, &mut |_, rec| objects.take(rec, &mut events));
             objects.apply(&mut events);
             objects.queued = events;
         }

@@ -6,7 +6,7 @@ use crate::finalize::{RunInfo, COLLECTOR_LOG};
 use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
-use crate::{Error, Result};
+use crate::{Error, LiveSamples, Result};
 use memlens_convert::symbols::ReadAhead;
 use memlens_rawlog::{self as raw, env, procfs, tag, FileHeader};
 use std::collections::{HashMap, HashSet};
@@ -98,6 +98,8 @@ pub struct RecordOutcome {
     pub lock: memlens_profile::DirLock,
     pub exit: TargetExit,
     pub run: RunInfo,
+    /// The samples written while the program ran, for the finalizer.
+    pub live_samples: Option<crate::LiveSamples>,
 }
 
 /// Finds the program as the shell would, with a clear error if it cannot run.
@@ -201,11 +203,14 @@ fn descendants(root: u32) -> Vec<u32> {
     tree
 }
 
-/// A process image being recorded: its log header, mapped read-only.
+/// A process image being recorded: its log, and its header mapped read-only.
 struct Watched {
     pid: u32,
+    path: PathBuf,
     log: std::fs::File,
     header: memmap2::Mmap,
+    /// Follows the log as the runtime publishes it.
+    tail: crate::tail::LogTail,
     /// The modules its stacks and samples name, for the read-ahead.
     code: crate::code_seen::CodeSeen,
 }
@@ -214,6 +219,31 @@ impl Watched {
     fn header(&self) -> &FileHeader {
         // SAFETY: the mapping is HEADER_SIZE bytes and FileHeader fits in it.
         unsafe { &*(self.header.as_ptr() as *const FileHeader) }
+    }
+
+    /// Reads what the image logged since the last look: the code it names,
+    /// for the read-ahead, and its access samples, into the table. `ended`:
+    /// the image ran its last (its process exited or exec'd), so this look
+    /// reads its log to the end and its samples are complete.
+    fn follow(&mut self, read_ahead: &ReadAhead, samples: Option<&mut LiveSamples>, ended: bool) {
+        let instrumented = self.header().instrumented.load(Ordering::Relaxed) != 0;
+        let mut samples = samples.filter(|s| instrumented || s.has_rows(&self.path));
+        if !self.code.following() && samples.is_none() {
+            return;
+        }
+        let start_ns = self.header().start_ns;
+        let mut image = (samples.as_deref_mut()).map(|s| s.image(&self.path, self.pid, start_ns));
+        let code = &mut self.code;
+        self.tail.read_new(&self.log, &mut |tid, rec| {
+            code.see(&rec);
+            if let Some(image) = &mut image {
+                image.add(tid, &rec);
+            }
+        });
+        self.code.request_new(&mut |path| read_ahead.request(path));
+        if let (true, Some(samples)) = (ended, samples) {
+            samples.complete(&self.path);
+        }
     }
 }
 
@@ -334,6 +364,10 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
 
     let live = (cfg.live).map(|render| crate::live::Live::new(start_ns, render));
     let mut sampler = Sampler::new(&raw_dir, counters, live)?;
+    // A modelled sample's cost comes from the calibration the finalizer reads.
+    if cfg.cache_model.is_none() {
+        sampler.samples = Some(LiveSamples::create(&cfg.out_dir, start_ns)?);
+    }
     if let Some(why) = runtime_cannot_load(&program_path) {
         eprintln!(
             "memlens: {} is {why}: memlens' runtime cannot be loaded into it; recording its resident memory from /proc only (no heap, objects or call sites)",
@@ -382,6 +416,11 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         wait_for_child(next.saturating_duration_since(std::time::Instant::now()));
     }
     block_sigchld(false);
+    // Every process of the run ended: what is still followed is complete.
+    for (_, (_, mut w)) in std::mem::take(&mut sampler.watched) {
+        w.follow(&sampler.read_ahead, sampler.samples.as_mut(), true);
+    }
+    let live_samples = sampler.samples.take();
     if let Some(live) = &mut sampler.live {
         live.finish();
     }
@@ -418,6 +457,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         lock,
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
         run,
+        live_samples,
     })
 }
 
@@ -649,8 +689,11 @@ pub(crate) fn now_ns() -> u64 {
 
 pub(crate) struct Sampler {
     raw_dir: PathBuf,
-    /// Latest image log per pid.
+    /// Latest image log per pid, with its sequence number.
     watched: HashMap<u32, (u32, Watched)>,
+    /// Per pid, the sequence number of its last image that ended (its log,
+    /// read to the end, is not followed again).
+    ended: HashMap<u32, u32>,
     out: std::io::BufWriter<std::fs::File>,
     numa_nodes: usize,
     buf: Vec<u8>,
@@ -674,6 +717,8 @@ pub(crate) struct Sampler {
     /// Processes memlens attached to, with the mappings their
     /// /proc/PID/maps listed at the last look and its time.
     attached: HashMap<u32, (u64, HashSet<MapsEntry>)>,
+    /// The samples table, written as the logs are followed.
+    samples: Option<LiveSamples>,
 }
 
 /// A mapping as /proc/PID/maps lists it: (start, end, offset, prot, shared,
@@ -735,6 +780,7 @@ impl Sampler {
         Ok(Sampler {
             raw_dir: raw_dir.to_path_buf(),
             watched: HashMap::new(),
+            ended: HashMap::new(),
             out: std::io::BufWriter::new(log_file),
             numa_nodes: crate::sysinfo::numa_nodes(),
             buf: Vec::with_capacity(4096),
@@ -747,6 +793,7 @@ impl Sampler {
             thread_counts: HashMap::new(),
             read_ahead: ReadAhead::default(),
             attached: HashMap::new(),
+            samples: None,
         })
     }
 
@@ -864,7 +911,8 @@ impl Sampler {
             ) else {
                 continue;
             };
-            if self.watched.get(&pid).is_some_and(|(s, _)| *s >= seq) {
+            let known = |s: Option<&u32>| s.is_some_and(|&s| s >= seq);
+            if known(self.watched.get(&pid).map(|(s, _)| s)) || known(self.ended.get(&pid)) {
                 continue;
             }
             let Ok(file) = std::fs::File::open(e.path()) else {
@@ -886,12 +934,17 @@ impl Sampler {
             };
             let w = Watched {
                 pid,
+                path: e.path(),
                 log: file,
                 header,
+                tail: crate::tail::LogTail::new(),
                 code: crate::code_seen::CodeSeen::new(),
             };
             if w.header().magic == raw::MAGIC {
-                self.watched.insert(pid, (seq, w));
+                // The image it follows ran its last: the process exec'd.
+                if let Some((_, mut old)) = self.watched.insert(pid, (seq, w)) {
+                    old.follow(&self.read_ahead, self.samples.as_mut(), true);
+                }
                 // A newer image the runtime entered (a static program exec'd
                 // a dynamic one).
                 self.untracked.remove(&pid);
@@ -918,7 +971,7 @@ impl Sampler {
             self.find_untracked();
         }
         for (_, w) in self.watched.values_mut() {
-            (w.code).update(&w.log, &mut |path| self.read_ahead.request(path));
+            w.follow(&self.read_ahead, self.samples.as_mut(), false);
         }
         if self.ticks.is_multiple_of(100) {
             // Code of images whose logs are not followed (any more): all of it.
@@ -994,8 +1047,9 @@ impl Sampler {
         self.write(tag::PROCESS_EXIT, &ev);
         // What it logged since the last tick: read ahead while the finalizer
         // replays the logs.
-        if let Some((_, mut w)) = self.watched.remove(&pid) {
-            (w.code).update(&w.log, &mut |path| self.read_ahead.request(path));
+        if let Some((seq, mut w)) = self.watched.remove(&pid) {
+            w.follow(&self.read_ahead, self.samples.as_mut(), true);
+            self.ended.insert(pid, seq);
         }
     }
 

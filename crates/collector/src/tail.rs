@@ -42,9 +42,10 @@ impl LogTail {
         }
     }
 
-    /// Calls `each` with every record published since the last call, in each
-    /// thread's order (not in time order across threads).
-    pub fn read_new(&mut self, file: &File, each: &mut dyn FnMut(RawRecord<'_>)) {
+    /// Calls `each` with every record published since the last call and the
+    /// thread that wrote it, in each thread's order (not in time order across
+    /// threads).
+    pub fn read_new(&mut self, file: &File, each: &mut dyn FnMut(u32, RawRecord<'_>)) {
         let len = file.metadata().map_or(0, |m| m.len());
         let blocks = len.saturating_sub(raw::HEADER_SIZE as u64) / raw::BLOCK_SIZE as u64;
         for index in self.scanned..blocks {
@@ -77,7 +78,7 @@ impl LogTail {
                     continue;
                 }
                 let mut records = Records::new(&self.buf);
-                records.by_ref().for_each(&mut *each);
+                records.by_ref().for_each(|rec| each(tid, rec));
                 if records.malformed {
                     done.push(index); // scribbled on: nothing after it can be trusted
                     continue;
@@ -146,10 +147,11 @@ mod tests {
         test_log::write_block(file, index, tid, &body);
     }
 
-    fn read(tail: &mut LogTail, file: &File) -> Vec<u64> {
+    /// The (thread, pointer) of each new record.
+    fn read(tail: &mut LogTail, file: &File) -> Vec<(u32, u64)> {
         let mut out = Vec::new();
-        tail.read_new(file, &mut |rec| {
-            out.extend(rec.payload::<raw::Free>().map(|f| f.ptr))
+        tail.read_new(file, &mut |tid, rec| {
+            out.extend(rec.payload::<raw::Free>().map(|f| (tid, f.ptr)))
         });
         out
     }
@@ -164,15 +166,15 @@ mod tests {
         let mut tail = LogTail::new();
         assert!(read(&mut tail, &reader).is_empty());
         write_block(&mut file, 0, 7, &[1, 2]);
-        assert_eq!(read(&mut tail, &reader), [1, 2]);
+        assert_eq!(read(&mut tail, &reader), [(7, 1), (7, 2)]);
         write_block(&mut file, 0, 7, &[1, 2, 3]);
         write_block(&mut file, 1, 8, &[10]);
-        assert_eq!(read(&mut tail, &reader), [3, 10]);
+        assert_eq!(read(&mut tail, &reader), [(7, 3), (8, 10)]);
         // Thread 7 moves on: its old block is read once more, then left alone.
         write_block(&mut file, 0, 7, &[1, 2, 3, 4]);
         write_block(&mut file, 2, 7, &[5]);
-        assert_eq!(read(&mut tail, &reader), [4, 5]);
-        assert_eq!(read(&mut tail, &reader), Vec::<u64>::new());
+        assert_eq!(read(&mut tail, &reader), [(7, 4), (7, 5)]);
+        assert!(read(&mut tail, &reader).is_empty());
         assert!(!tail.open.contains_key(&0));
         assert!(tail.open.contains_key(&1) && tail.open.contains_key(&2));
     }

@@ -203,7 +203,7 @@ pub(super) struct Definitions {
 /// started to a year after. A time outside is a damaged record, dropped and
 /// counted, so that no garbage time reaches spans, sums and timelines.
 #[derive(Clone, Copy)]
-pub(super) struct TimeWindow {
+pub(crate) struct TimeWindow {
     pub(super) start: u64,
     pub(super) end: u64,
 }
@@ -213,13 +213,18 @@ impl TimeWindow {
     const LONGEST_RUN_NS: u64 = 366 * 24 * 3600 * 1_000_000_000;
 
     pub(super) fn of(log: &ImageHeader) -> TimeWindow {
+        TimeWindow::from_start(log.start_ns)
+    }
+
+    /// The window of an image whose runtime started at `start_ns`.
+    pub(crate) fn from_start(start_ns: u64) -> TimeWindow {
         TimeWindow {
-            start: log.start_ns.saturating_sub(Self::SLACK_NS),
-            end: log.start_ns.saturating_add(Self::LONGEST_RUN_NS),
+            start: start_ns.saturating_sub(Self::SLACK_NS),
+            end: start_ns.saturating_add(Self::LONGEST_RUN_NS),
         }
     }
 
-    pub(super) fn contains(&self, time: u64) -> bool {
+    pub(crate) fn contains(&self, time: u64) -> bool {
         (self.start..=self.end).contains(&time)
     }
 }

@@ -11,11 +11,12 @@ mod image;
 mod replay;
 mod sites;
 
-pub(crate) use image::{module_def, stack_def};
-pub(crate) use replay::estimate;
+pub(crate) use image::{module_def, stack_def, TimeWindow};
+pub(crate) use replay::{estimate, sample_row};
 
+use crate::live_samples::LiveSamples;
 use crate::{Error, Result};
-use image::{definitions, read_header, ImageHeader, ImageLog, Merged, TimeWindow};
+use image::{definitions, read_header, ImageHeader, ImageLog, Merged};
 use memlens_convert::perf::{convert_into, Streamed};
 use memlens_convert::symbols::{self, LoadedModule, Symbolizer};
 use memlens_decoders::perf_data::PerfData;
@@ -339,12 +340,14 @@ fn raw_logs(raw_dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Writes the profile tables and meta.json from `dir/raw`. Keeps the raw logs
-/// unless `remove_raw`.
+/// unless `remove_raw`. `live` holds the samples written while the run
+/// went (record's), whose images are not replayed for them again.
 ///
 /// `progress` hears (done, total) bytes of the raw logs as their events replay.
 pub fn finalize(
     dir: &Path,
     run: &RunInfo,
+    live: Option<LiveSamples>,
     remove_raw: bool,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Meta> {
@@ -373,10 +376,15 @@ pub fn finalize(
     let access_sampled =
         images.iter().any(|l| l.instrumented) || raw_dir.join(crate::record::PERF_DATA).exists();
     let keep_blocks = run.keep_blocks || access_sampled;
+    // Their rows count time from the run's start, as t0 is in a recording.
+    let (samples, mut written) = match live {
+        Some(live) => live.into_parts(),
+        None => (TableWriter::create(dir)?, HashMap::new()),
+    };
     let mut sinks = Sinks {
         allocations: TableWriter::create(dir)?,
         site_timeline: TableWriter::create(dir)?,
-        samples: TableWriter::create(dir)?,
+        samples,
         keep_blocks,
         tick_ns: run.interval_ms.max(1) * 1_000_000,
         model_cost: match (
@@ -425,7 +433,12 @@ pub fn finalize(
             recorded_command = defs.command.clone();
         }
         let report = |bytes| progress(replayed + bytes, total);
-        let built = replay(log, &defs, merged, t0, &mut sinks, &report);
+        let live = written.remove(&crate::live_samples::key(&log.path));
+        let mut built = replay(log, &defs, merged, t0, &mut sinks, live.is_some(), &report);
+        if let Some(live) = live {
+            built.pcs.extend(live.pcs);
+            built.stack_ids.extend(live.stacks);
+        }
         replayed += log.block_bytes;
         progress(replayed, total);
         losses.dropped_events += log.dropped;

@@ -33,6 +33,34 @@ pub(super) struct Built {
     pub heap_peak: Option<HeapPeak>,
 }
 
+/// The row of access sample `x` of thread `tid` of process `pid`, its time
+/// counted from `t0`; `model_cost` is the modelled cost of its level.
+pub(crate) fn sample_row(
+    pid: u32,
+    tid: u32,
+    x: &raw::Sample,
+    t0: u64,
+    model_cost: Option<f64>,
+) -> AccessSample {
+    let class = x.class as usize % raw::ACCESS_CLASSES;
+    AccessSample {
+        pid,
+        tid,
+        time_ns: x.time.saturating_sub(t0),
+        cpu: x.cpu,
+        pc: x.pc,
+        address: x.addr,
+        size: raw::class_size(class) as u32,
+        is_store: raw::class_is_store(class),
+        level: x.level,
+        model_cost_ns: model_cost,
+        bulk: x.flags & raw::sample_flags::BULK != 0,
+        atomic: x.flags & raw::sample_flags::ATOMIC != 0,
+        stack_id: x.stack,
+        ..AccessSample::default()
+    }
+}
+
 /// Whether a block was sampled, and the blocks and bytes it stands for.
 pub(crate) fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
     let sampled = flags & alloc_flags::SAMPLED != 0
@@ -62,12 +90,16 @@ pub(super) struct Sinks {
 
 /// Replays one image's events in time order: allocation rows and samples go to
 /// the sinks as soon as they are complete; the small tables are returned.
+///
+/// `samples_written`: the image's samples are in the table already (written
+/// while it ran), and are not replayed.
 pub(super) fn replay(
     log: &ImageHeader,
     defs: &Definitions,
     mut merged: Merged<'_>,
     t0: u64,
     sinks: &mut Sinks,
+    samples_written: bool,
     progress: &dyn Fn(u64),
 ) -> Built {
     let every_block = log.settings.sample_rate == 1;
@@ -75,6 +107,7 @@ pub(super) fn replay(
         log,
         defs,
         t0,
+        samples_written,
         heap_sites: HeapSites::new(log.pid, every_block, sinks.tick_ns),
         every_block,
         sinks,
@@ -103,6 +136,8 @@ struct Replay<'a> {
     log: &'a ImageHeader,
     defs: &'a Definitions,
     t0: u64,
+    /// The samples are in the table already.
+    samples_written: bool,
     sinks: &'a mut Sinks,
     built: Built,
     /// Hashed with Fx: millions of blocks pass through when every block is
@@ -384,33 +419,20 @@ impl Replay<'_> {
     }
 
     fn sample(&mut self, tid: u32, x: &raw::Sample) {
-        let class = x.class as usize % raw::ACCESS_CLASSES;
+        if self.samples_written {
+            return;
+        }
         self.built.pcs.insert(x.pc);
         if x.stack != 0 {
             self.built.stack_ids.insert(x.stack);
         }
-        let row = AccessSample {
-            pid: self.log.pid,
-            tid,
-            time_ns: self.rel(x.time),
-            cpu: x.cpu,
-            pc: x.pc,
-            address: x.addr,
-            size: raw::class_size(class) as u32,
-            is_store: raw::class_is_store(class),
-            level: x.level,
-            model_cost_ns: self
-                .sinks
-                .model_cost
-                .get(x.level as usize)
-                .copied()
-                .flatten(),
-            bulk: x.flags & raw::sample_flags::BULK != 0,
-            atomic: x.flags & raw::sample_flags::ATOMIC != 0,
-            stack_id: x.stack,
-            ..AccessSample::default()
-        };
-        self.sinks.samples.push(row);
+        let cost = self
+            .sinks
+            .model_cost
+            .get(x.level as usize)
+            .copied()
+            .flatten();
+        (self.sinks.samples).push(sample_row(self.log.pid, tid, x, self.t0, cost));
     }
 
     fn tag(&mut self, tid: u32, t: &raw::Tag) {
