@@ -1158,6 +1158,30 @@ fn samples_written_while_the_program_runs_equal_the_finalizers_replay() {
     };
     let sampled: std::collections::BTreeSet<(u32, u64)> = live.iter().map(|r| (r.0, r.3)).collect();
     assert!(sampled.is_subset(&pcs(&p)) && sampled.is_subset(&pcs(&replayed)));
+    // Each sample's context was walked by frame pointers (the program's
+    // blocks by DWARF rules), a bulk copy's once for all its samples of a
+    // direction: the runtime counts those, the finalizer the others from the
+    // sample records.
+    let bulk = live.iter().filter(|r| r.9).count();
+    assert!(bulk > 400, "{bulk} bulk samples");
+    let mut expected: std::collections::BTreeMap<u32, u64> = Default::default();
+    for r in live.iter().filter(|r| !r.9) {
+        *expected.entry(r.0).or_default() += 1;
+    }
+    // The parent (the process with two threads) made 400 copies, each one's
+    // source and destination sampled, with a walk each.
+    let parent = streams
+        .iter()
+        .map(|s| s.0)
+        .find(|&pid| streams.iter().filter(|s| s.0 == pid).count() == 2);
+    *expected.get_mut(&parent.unwrap()).unwrap() += 2 * 400;
+    for profile in [&p, &replayed] {
+        let mut walks: std::collections::BTreeMap<u32, u64> = Default::default();
+        for proc in memlens_profile::Meta::read(profile).unwrap().processes {
+            *walks.entry(proc.pid).or_default() += proc.stacks_unwound.frame_pointers;
+        }
+        assert_eq!(walks, expected, "{}", profile.display());
+    }
 }
 
 #[test]

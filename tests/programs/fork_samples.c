@@ -1,7 +1,9 @@
-/* `fork_samples`: instrumented loops in a thread, in the main thread, in a
- * forked child, and in the image that child execs (`fork_samples exec`):
- * access samples from four threads of three process images, two of one pid.
- * The parent does not wait: the child outlives it by a few of memlens' ticks. */
+/* `fork_samples`: COPIES bulk copies first (memcpy, sampled by the runtime's
+ * wrapper: samples before any instrumented access), then instrumented loops
+ * in a thread, in the main thread, in a forked child, and in the image that
+ * child execs (`fork_samples exec`): access samples from four threads of three
+ * process images, two of one pid. The parent does not wait: the child
+ * outlives it by a few of memlens' ticks. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #define N (1L << 18)
+#define COPIES 400
 static double mine[N], theirs[N];
 
 static double sweep(double *a, int rounds) {
@@ -34,6 +37,12 @@ int main(int argc, char **argv) {
         usleep(50000);
         printf("exec'd %g\n", s);
         return 0;
+    }
+    for (int k = 0; k < COPIES; k++) {
+        if (k % 2)
+            memcpy(mine, theirs, sizeof mine);
+        else
+            memcpy(theirs, mine, sizeof mine);
     }
     pthread_t t;
     pthread_create(&t, NULL, worker, NULL);

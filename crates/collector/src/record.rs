@@ -211,6 +211,8 @@ struct Watched {
     header: memmap2::Mmap,
     /// Follows the log as the runtime publishes it.
     tail: crate::tail::LogTail,
+    /// Every record read so far went by the samples table.
+    samples_live: bool,
     /// The modules its stacks and samples name, for the read-ahead.
     code: crate::code_seen::CodeSeen,
 }
@@ -224,11 +226,16 @@ impl Watched {
     /// Reads what the image logged since the last look: the code it names,
     /// for the read-ahead, and its access samples, into the table. `ended`:
     /// the image ran its last (its process exited or exec'd), so this look
-    /// reads its log to the end and its samples are complete.
+    /// reads its log to the end and its samples are complete. Past the
+    /// read-ahead's share of a log, one without samples (not instrumented,
+    /// none written) is no longer read: the finalizer writes its samples.
     fn follow(&mut self, read_ahead: &ReadAhead, samples: Option<&mut LiveSamples>, ended: bool) {
         let instrumented = self.header().instrumented.load(Ordering::Relaxed) != 0;
-        let mut samples = samples.filter(|s| instrumented || s.has_rows(&self.path));
-        if !self.code.following() && samples.is_none() {
+        let mut samples = samples.filter(|_| self.samples_live);
+        let sampled = (samples.as_ref()).is_some_and(|s| instrumented || s.has_rows(&self.path));
+        if !self.code.following() && !sampled {
+            // Records read from now on would not reach the table.
+            self.samples_live = false;
             return;
         }
         let start_ns = self.header().start_ns;
@@ -938,6 +945,7 @@ impl Sampler {
                 log: file,
                 header,
                 tail: crate::tail::LogTail::new(),
+                samples_live: true,
                 code: crate::code_seen::CodeSeen::new(),
             };
             if w.header().magic == raw::MAGIC {

@@ -75,7 +75,7 @@ pub(crate) fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
 /// Counts a captured stack under the unwinder that walked it (a
 /// `raw::walked_by` code), so a profile says how much the cached rules did
 /// and how much fell back to libgcc.
-pub(crate) fn count_stack(st: &ThreadState, walked_by: usize) {
+fn count_stack(st: &ThreadState, walked_by: usize) {
     if let Some((c, shared)) = own_counters(st) {
         add(&c.stacks_walked[walked_by], 1, shared);
     }
@@ -121,18 +121,26 @@ pub(crate) fn next_sample_countdown(st: &mut ThreadState) -> i64 {
 /// The calling context of an allocation, by the configured unwinder: its
 /// interned id (0 when none was walked).
 pub(crate) fn capture_stack(st: &mut ThreadState) -> u64 {
-    capture_stack_by(st, settings().unwinder)
+    capture_counted_stack(st, settings().unwinder)
 }
 
-/// A calling context walked by `method` (one of [`raw::unwinder`]), interned:
-/// its frames are written once, then named by id.
-pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32) -> u64 {
+/// [`capture_stack_by`], the walk counted under its unwinder.
+pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32) -> u64 {
+    let (id, walked_by) = capture_stack_by(st, method);
+    count_stack(st, walked_by);
+    id
+}
+
+/// A calling context walked by `method` (one of [`raw::unwinder`]), interned
+/// (its frames are written once, then named by id), and the unwinder that
+/// walked it, for the caller to count.
+pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32) -> (u64, usize) {
     let s = settings();
     // Left uninitialised: zeroing it cost 5% of every-block recording.
     let mut frames = [MaybeUninit::<u64>::uninit(); raw::MAX_FRAMES];
-    let n = unwind::capture(st, method, &mut frames[..s.max_frames as usize]);
+    let (n, walked_by) = unwind::capture(st, method, &mut frames[..s.max_frames as usize]);
     if n == 0 {
-        return 0;
+        return (0, walked_by);
     }
     // SAFETY: capture wrote the first n entries.
     let frames = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
@@ -153,7 +161,7 @@ pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32) -> u64 {
             seen.store(id, Ordering::Relaxed);
         }
     }
-    id
+    (id, walked_by)
 }
 
 pub(crate) fn intern(st: &mut ThreadState, name: *const c_char) -> u64 {

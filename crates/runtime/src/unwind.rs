@@ -26,10 +26,10 @@ fn is_self(ip: u64) -> bool {
     ip >= SELF_START.load(Ordering::Relaxed) && ip < SELF_END.load(Ordering::Relaxed)
 }
 
-/// Fills `out` with return addresses, innermost first; returns the count, and
-/// counts the stack under the unwinder that walked it.
+/// Fills `out` with return addresses, innermost first; returns the count and
+/// the unwinder that walked them (a `walked_by` code).
 #[inline(never)]
-pub fn capture(st: &ThreadState, method: u32, out: &mut [MaybeUninit<u64>]) -> usize {
+pub fn capture(st: &ThreadState, method: u32, out: &mut [MaybeUninit<u64>]) -> (usize, usize) {
     let (n, by) = match method {
         #[cfg(target_arch = "x86_64")]
         unwinder::DWARF => match rules::capture(st, out) {
@@ -40,10 +40,9 @@ pub fn capture(st: &ThreadState, method: u32, out: &mut [MaybeUninit<u64>]) -> u
         unwinder::DWARF => (dwarf(out), walked_by::LIBGCC),
         unwinder::LIBGCC => (dwarf(out), walked_by::LIBGCC),
         unwinder::FP => (frame_pointers(st, out), walked_by::FRAME_POINTERS),
-        _ => return 0,
+        _ => (0, walked_by::FRAME_POINTERS),
     };
-    crate::events::count_stack(st, by);
-    n
+    (n, by)
 }
 
 /// Code was unloaded: what was learnt about its frames no longer holds.

@@ -528,7 +528,8 @@ pub fn finalize(
             untracked: false,
             attached: false,
             stacks_unwound: StacksUnwound {
-                frame_pointers: log.stacks_walked[raw::walked_by::FRAME_POINTERS],
+                frame_pointers: log.stacks_walked[raw::walked_by::FRAME_POINTERS]
+                    + built.sample_walks,
                 cached_rules: log.stacks_walked[raw::walked_by::CACHED_RULES],
                 libgcc: log.stacks_walked[raw::walked_by::LIBGCC],
             },

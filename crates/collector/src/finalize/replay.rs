@@ -28,6 +28,9 @@ pub(super) struct Built {
     /// Code addresses of the samples.
     pub pcs: BTreeSet<u64>,
     pub unmatched_frees: u64,
+    /// Samples whose context the runtime walked by frame pointers (every
+    /// one but a bulk call's), which it leaves to the finalizer to count.
+    pub sample_walks: u64,
     pub sites: Vec<HeapSite>,
     /// The process heap's peak when every block was recorded.
     pub heap_peak: Option<HeapPeak>,
@@ -419,6 +422,7 @@ impl Replay<'_> {
     }
 
     fn sample(&mut self, tid: u32, x: &raw::Sample) {
+        self.built.sample_walks += u64::from(x.flags & raw::sample_flags::BULK == 0);
         if self.samples_written {
             return;
         }
