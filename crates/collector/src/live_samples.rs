@@ -77,6 +77,13 @@ impl LiveSamples {
         self.images.entry(key(log)).or_default().complete = true;
     }
 
+    /// Hands the rows written so far to the encoder: the program ended, and
+    /// they are encoded while the finalizer replays the logs (the last
+    /// batch, encoded at the finalizer's end, took 2.5 ms of STREAM's 12 ms).
+    pub(crate) fn flush(&mut self) {
+        self.writer.flush();
+    }
+
     /// The table, for the finalizer to finish, and the images whose samples
     /// it holds whole, by their logs' file names.
     pub(crate) fn into_parts(self) -> (TableWriter<AccessSample>, HashMap<PathBuf, ImageSamples>) {

@@ -427,7 +427,10 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     for (_, (_, mut w)) in std::mem::take(&mut sampler.watched) {
         w.follow(&sampler.read_ahead, sampler.samples.as_mut(), true);
     }
-    let live_samples = sampler.samples.take();
+    let mut live_samples = sampler.samples.take();
+    if let Some(samples) = &mut live_samples {
+        samples.flush();
+    }
     if let Some(live) = &mut sampler.live {
         live.finish();
     }

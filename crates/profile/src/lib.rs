@@ -346,7 +346,9 @@ impl<T: Table> TableWriter<T> {
         }
     }
 
-    fn flush(&mut self) {
+    /// Hands the rows buffered so far to the encoder now, rather than when
+    /// a batch is full or at [`TableWriter::finish`].
+    pub fn flush(&mut self) {
         if self.buf.is_empty() {
             return;
         }
