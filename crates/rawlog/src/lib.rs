@@ -879,9 +879,14 @@ pub unsafe fn encode<P: Payload>(
         let body = dst.add(RECORD_HEADER_SIZE);
         core::ptr::copy_nonoverlapping(payload as *const P as *const u8, body, size_of::<P>());
         let tail = body.add(size_of::<P>());
-        core::ptr::copy_nonoverlapping(extra.as_ptr(), tail, extra.len());
         let pad = len - RECORD_HEADER_SIZE - size_of::<P>() - extra.len();
-        core::ptr::write_bytes(tail.add(extra.len()), 0, pad);
+        // Most records have neither: no call to memcpy or memset for them.
+        if !extra.is_empty() {
+            core::ptr::copy_nonoverlapping(extra.as_ptr(), tail, extra.len());
+        }
+        if pad > 0 {
+            core::ptr::write_bytes(tail.add(extra.len()), 0, pad);
+        }
     }
     Some(len)
 }
