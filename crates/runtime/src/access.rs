@@ -343,7 +343,7 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES], f
     };
     if due {
         let ev = raw::Sample {
-            time: st.clock.sample_time(),
+            time: st.clock.now(),
             addr,
             pc,
             stack: access_context(st),
@@ -427,7 +427,7 @@ const BULK_STORE_CLASS: usize = 8;
 /// The start of an intercepted bulk call: its time, if this thread records.
 fn bulk_begin() -> Option<u64> {
     let st = enter()?;
-    let begin = st.clock.sample_time();
+    let begin = st.clock.now();
     leave(st);
     Some(begin)
 }
@@ -441,7 +441,7 @@ fn bulk_end(begin: Option<u64>, pc: u64, source: Option<u64>, dest: u64, n: usiz
     let Some(st) = enter() else { return };
     let saved = errno();
     let n = n as u64;
-    let end = st.clock.sample_time();
+    let end = st.clock.now();
     if let Some(source) = source {
         st.access.bulk[0] += n;
         sample_bulk(st, source, n, BULK_LOAD_CLASS, pc, (begin, end));
