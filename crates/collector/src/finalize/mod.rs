@@ -427,14 +427,15 @@ pub fn finalize(
         let (streams, truncated) = image.streams();
         let window = TimeWindow::of(log);
         let defs = definitions(&streams, window);
-        let merged = Merged::new(&streams, window);
+        // Samples written while the image ran are not replayed.
+        let live = written.remove(&crate::live_samples::key(&log.path));
+        let merged = Merged::new(&streams, window, live.is_some());
         // Without a collector, the first image's own record of it.
         if recorded_command.is_empty() {
             recorded_command = defs.command.clone();
         }
         let report = |bytes| progress(replayed + bytes, total);
-        let live = written.remove(&crate::live_samples::key(&log.path));
-        let mut built = replay(log, &defs, merged, t0, &mut sinks, live.is_some(), &report);
+        let mut built = replay(log, &defs, merged, t0, &mut sinks, &report);
         if let Some(live) = live {
             built.pcs.extend(live.pcs);
             built.stack_ids.extend(live.stacks);

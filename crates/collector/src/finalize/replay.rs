@@ -93,16 +93,12 @@ pub(super) struct Sinks {
 
 /// Replays one image's events in time order: allocation rows and samples go to
 /// the sinks as soon as they are complete; the small tables are returned.
-///
-/// `samples_written`: the image's samples are in the table already (written
-/// while it ran), and are not replayed.
 pub(super) fn replay(
     log: &ImageHeader,
     defs: &Definitions,
     mut merged: Merged<'_>,
     t0: u64,
     sinks: &mut Sinks,
-    samples_written: bool,
     progress: &dyn Fn(u64),
 ) -> Built {
     let every_block = log.settings.sample_rate == 1;
@@ -110,7 +106,6 @@ pub(super) fn replay(
         log,
         defs,
         t0,
-        samples_written,
         heap_sites: HeapSites::new(log.pid, every_block, sinks.tick_ns),
         every_block,
         sinks,
@@ -132,6 +127,7 @@ pub(super) fn replay(
         }
         image.record(tid, &rec);
     }
+    image.built.sample_walks += merged.skipped_walks;
     image.finish()
 }
 
@@ -139,8 +135,6 @@ struct Replay<'a> {
     log: &'a ImageHeader,
     defs: &'a Definitions,
     t0: u64,
-    /// The samples are in the table already.
-    samples_written: bool,
     sinks: &'a mut Sinks,
     built: Built,
     /// Hashed with Fx: millions of blocks pass through when every block is
@@ -423,9 +417,6 @@ impl Replay<'_> {
 
     fn sample(&mut self, tid: u32, x: &raw::Sample) {
         self.built.sample_walks += u64::from(x.flags & raw::sample_flags::BULK == 0);
-        if self.samples_written {
-            return;
-        }
         self.built.pcs.insert(x.pc);
         if x.stack != 0 {
             self.built.stack_ids.insert(x.stack);
