@@ -29,9 +29,9 @@ pub(crate) struct ImageSamples {
     /// symbolize.
     pub(crate) pcs: BTreeSet<u64>,
     pub(crate) stacks: BTreeSet<u64>,
-    pub(crate) rows: u64,
+    rows: u64,
     /// Every sample of the image is written.
-    pub(crate) complete: bool,
+    complete: bool,
 }
 
 /// One image's log being followed: its samples go to the table.

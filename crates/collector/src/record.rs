@@ -99,7 +99,7 @@ pub struct RecordOutcome {
     pub exit: TargetExit,
     pub run: RunInfo,
     /// The samples written while the program ran, for the finalizer.
-    pub live_samples: Option<crate::LiveSamples>,
+    pub live_samples: Option<LiveSamples>,
 }
 
 /// Finds the program as the shell would, with a clear error if it cannot run.
