@@ -29,7 +29,6 @@ pub(crate) struct ImageSamples {
     /// symbolize.
     pub(crate) pcs: BTreeSet<u64>,
     pub(crate) stacks: BTreeSet<u64>,
-    rows: u64,
     /// Every sample of the image is written.
     complete: bool,
 }
@@ -69,7 +68,10 @@ impl LiveSamples {
     /// Whether some of the image's samples are written (its log must then be
     /// followed to its end).
     pub(crate) fn has_rows(&self, log: &Path) -> bool {
-        self.images.get(&key(log)).is_some_and(|i| i.rows > 0)
+        // Every row names its code address.
+        self.images
+            .get(&key(log))
+            .is_some_and(|i| !i.pcs.is_empty())
     }
 
     /// Every sample of the image logged to `log` is written.
@@ -117,7 +119,6 @@ impl ImageWriter<'_> {
         if x.stack != 0 {
             self.image.stacks.insert(x.stack);
         }
-        self.image.rows += 1;
         self.writer
             .push(sample_row(self.pid, tid, &x, self.t0, None));
     }

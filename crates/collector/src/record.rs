@@ -1056,8 +1056,8 @@ impl Sampler {
             pid: pid as u64,
         };
         self.write(tag::PROCESS_EXIT, &ev);
-        // What it logged since the last tick: read ahead while the finalizer
-        // replays the logs.
+        // What it logged since the last tick: its samples complete, its code
+        // read ahead while the finalizer replays the logs.
         if let Some((seq, mut w)) = self.watched.remove(&pid) {
             w.follow(&self.read_ahead, self.samples.as_mut(), true);
             self.ended.insert(pid, seq);

@@ -351,15 +351,16 @@ pub(super) struct Merged<'a> {
     pub(super) cursors: Vec<Cursor<'a>>,
     pub(super) heads: BinaryHeap<Reverse<(u64, usize)>>,
     pub(super) pending: Vec<Option<RawRecord<'a>>>,
-    /// Access samples are passed over (they are in the table already), and
-    /// counted here: those whose context the runtime walked by frame
-    /// pointers, every one but a bulk call's.
+    /// Access samples are passed over (they are in the table already).
     skip_samples: bool,
-    pub(super) skipped_walks: u64,
+    /// Samples whose context the runtime walked by frame pointers (every
+    /// one but a bulk call's), which it leaves to the finalizer to count.
+    pub(super) sample_walks: u64,
 }
 
 impl<'a> Merged<'a> {
-    /// `skip_samples`: pass over the access samples (see [`Merged::skipped_walks`]).
+    /// `skip_samples`: pass over the access samples (still counted in
+    /// [`Merged::sample_walks`]).
     pub(super) fn new(
         streams: &'a [ThreadStream<'a>],
         window: TimeWindow,
@@ -372,7 +373,7 @@ impl<'a> Merged<'a> {
             heads: BinaryHeap::new(),
             pending: Vec::new(),
             skip_samples,
-            skipped_walks: 0,
+            sample_walks: 0,
         };
         for s in streams {
             let mut blocks = s.blocks.iter();
@@ -400,12 +401,14 @@ impl<'a> Merged<'a> {
                     // Untimed records are definitions; damaged ones are counted
                     // by `definitions`.
                     if let Some(t) = record_time(&rec).filter(|&t| self.window.contains(t)) {
-                        if self.skip_samples && rec.tag == tag::SAMPLE {
+                        if rec.tag == tag::SAMPLE {
                             let bulk = rec
                                 .payload::<raw::Sample>()
                                 .is_some_and(|x| x.flags & raw::sample_flags::BULK != 0);
-                            self.skipped_walks += u64::from(!bulk);
-                            continue;
+                            self.sample_walks += u64::from(!bulk);
+                            if self.skip_samples {
+                                continue;
+                            }
                         }
                         self.heads.push(Reverse((t, i)));
                         self.pending[i] = Some(rec);

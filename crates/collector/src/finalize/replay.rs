@@ -28,8 +28,8 @@ pub(super) struct Built {
     /// Code addresses of the samples.
     pub pcs: BTreeSet<u64>,
     pub unmatched_frees: u64,
-    /// Samples whose context the runtime walked by frame pointers (every
-    /// one but a bulk call's), which it leaves to the finalizer to count.
+    /// Samples whose context the runtime walked by frame pointers
+    /// ([`Merged::sample_walks`]).
     pub sample_walks: u64,
     pub sites: Vec<HeapSite>,
     /// The process heap's peak when every block was recorded.
@@ -127,7 +127,7 @@ pub(super) fn replay(
         }
         image.record(tid, &rec);
     }
-    image.built.sample_walks += merged.skipped_walks;
+    image.built.sample_walks = merged.sample_walks;
     image.finish()
 }
 
@@ -416,7 +416,6 @@ impl Replay<'_> {
     }
 
     fn sample(&mut self, tid: u32, x: &raw::Sample) {
-        self.built.sample_walks += u64::from(x.flags & raw::sample_flags::BULK == 0);
         self.built.pcs.insert(x.pc);
         if x.stack != 0 {
             self.built.stack_ids.insert(x.stack);
