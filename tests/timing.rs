@@ -9,46 +9,60 @@ use memlens_profile::Region;
 
 #[test]
 fn the_period_of_an_unannotated_loop_is_found_and_a_loop_free_run_has_none() {
-    // fold_phases with 64 Ki doubles an array: ~110 us iterations. Told to
-    // ignore the annotation, the report finds the period from the samples
-    // alone. The truth is the annotated iterations' spacing, which the machine
-    // moves: alone on a core an iteration takes ~80 us, beside a busy process
-    // ~135 us, and a run can alternate between the two (a clean-clone CI run
-    // found 77.6 us against a median spacing of 115 us). So the period must be
-    // the spacing of a real share of the iterations (a quarter, within 10%),
-    // which a harmonic (half, a third or twice every spacing) never is.
+    // fold_phases with 64 Ki doubles an array, 400 iterations. Told to ignore
+    // the annotation, the report finds the period from the samples alone, on
+    // the thread's progress (samples, each one 1 per period accesses): the
+    // truth is the exact accesses of an annotated iteration. The machine
+    // moves the loop's speed (on this VM a run went from 35 to 62 us
+    // iterations halfway, and time-based detection then found nothing), and
+    // the run with SLOW slows the second half to twice the time by
+    // arithmetic without memory accesses (time-based detection claimed a
+    // 35.5 us period there, half an iteration's accesses in the slow half).
     let dir = tempdir();
     let app = memlens_cc(dir.path(), "fold_phases.c", &["-O2", "-DN=65536"]);
-    let p = dir.path().join("loop");
-    assert_ran(&record(&p, &[], &[&app.to_string_lossy(), "400"]));
-    let out = report_view(&p, &["--fold-detect"]);
-    assert_ran(&out);
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let f = &report["folding"];
-    assert!(
-        f["how"].as_str().unwrap().starts_with("period detected"),
-        "{f:#}"
-    );
-    let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
-    let mut starts: Vec<u64> = regions.iter().map(|r| r.begin_ns).collect();
-    starts.sort_unstable();
-    let mut spacing: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
-    spacing.sort_unstable();
-    let period = f["mean_ns"].as_f64().unwrap();
-    let matching = spacing
-        .iter()
-        .filter(|&&s| (period / s as f64 - 1.0).abs() < 0.10)
-        .count();
-    let quartiles = [1, 2, 3].map(|q| spacing[spacing.len() * q / 4]);
-    eprintln!(
-        "period {period:.0} ns; spacing quartiles {quartiles:?} ns; {matching} of {} within 10%",
-        spacing.len()
-    );
-    assert!(
-        matching * 4 >= spacing.len(),
-        "period {period} ns matches {matching} of {} spacings (quartiles {quartiles:?} ns)",
-        spacing.len()
-    );
+    for (name, args) in [
+        ("loop", ["400", "1", "0"]),
+        ("slowed", ["400", "1", "30000"]),
+    ] {
+        let p = dir.path().join(name);
+        let mut argv = vec![app.to_str().unwrap()];
+        argv.extend(args);
+        assert_ran(&record(&p, &[], &argv));
+        let out = report_view(&p, &["--fold-detect"]);
+        assert_ran(&out);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let f = &report["folding"];
+        assert!(
+            f["how"].as_str().unwrap().starts_with("period detected"),
+            "{f:#}"
+        );
+        let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
+        let mut exact: Vec<u64> = (regions.iter())
+            .map(|r| r.loads.unwrap() + r.stores.unwrap())
+            .collect();
+        exact.sort_unstable();
+        let exact = exact[exact.len() / 2] as f64;
+        let found = f["est_accesses_per_instance"].as_f64().unwrap();
+        // The instances are mapped back to wall time: their mean duration
+        // lies among the annotated iterations' spacings.
+        let mut starts: Vec<u64> = regions.iter().map(|r| r.begin_ns).collect();
+        starts.sort_unstable();
+        let mut spacing: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+        spacing.sort_unstable();
+        let (low, high) = (spacing[spacing.len() / 10], spacing[spacing.len() * 9 / 10]);
+        let mean = f["mean_ns"].as_f64().unwrap();
+        eprintln!(
+            "{name}: period {found:.0} accesses against {exact:.0} exact; mean {mean:.0} ns, spacings {low}..{high} ns"
+        );
+        assert!(
+            (found / exact - 1.0).abs() < 0.01,
+            "{name}: {found} vs {exact}"
+        );
+        assert!(
+            mean >= 0.9 * low as f64 && mean <= 1.1 * high as f64,
+            "{name}: {mean} ns outside {low}..{high}"
+        );
+    }
 
     // The same loop annotated every second iteration: the period the samples
     // show is half the annotated spacing, which contradicts the program's

@@ -82,7 +82,7 @@ pub struct Folding {
 }
 
 impl Folding {
-    /// What was folded, for titles: "region NAME" or "period of N us".
+    /// What was folded, for titles: "region NAME" or "period of ~N accesses".
     pub fn label(&self) -> String {
         if self.how == ANNOTATED {
             format!("region {}", self.region)
@@ -180,19 +180,20 @@ pub fn fold(
         FoldBy::DetectedPeriod => {
             let d = period::detect(p, objects)?;
             period::agrees_with_annotation(p, &d)?;
-            // Instances are periods of the thread's running time, on the wall
-            // clock: one the thread was preempted in is longer, and pruned.
-            let start = d.running.running(d.start_ns);
-            let running_ns = d.running.running(d.end_ns) - start;
-            let count = (running_ns as f64 / d.period_ns).floor() as u64;
-            let at = |k: u64| d.running.wall(start + (k as f64 * d.period_ns) as u64);
+            // Instances are periods of the thread's progress, on the wall
+            // clock: one the thread was preempted or slowed in is longer,
+            // and pruned if far off.
+            let count = ((d.end - d.start) as f64 / d.period_samples).floor() as u64;
+            let at = |k: u64| (d.progress).wall(d.start as f64 + k as f64 * d.period_samples);
             let instances = (0..count).map(|k| (at(k), at(k + 1), d.tid)).collect();
+            let access_period = p.meta.settings.access_period.max(1);
+            let accesses = d.period_samples * access_period as f64;
             let how = format!(
-                "period detected in thread {}'s samples (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2} up to a phase shift; on its running time: {} gaps of {:.1} ms in all cut as time off the CPU); phase 0 is its first sample, not an iteration's start",
-                d.tid, d.chi2, d.degrees_of_freedom, d.agreement, d.running.gaps_cut(), d.running.off_cpu_ns() as f64 / 1e6
+                "period detected in thread {}'s samples, counted in samples rather than time so that an iteration the machine slowed or preempted keeps its place (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2} up to a phase shift): every {:.1} samples, ~{:.0} accesses at 1 sample per {} accesses of a class; phase 0 is its first sample, not an iteration's start",
+                d.tid, d.chi2, d.degrees_of_freedom, d.agreement, d.period_samples, accesses, access_period
             );
             (
-                format!("period of {:.1} us", d.period_ns / 1e3),
+                format!("period of ~{accesses:.0} accesses"),
                 d.pid,
                 instances,
                 how,

@@ -1,24 +1,30 @@
 //! The period of a loop nobody annotated, from the busiest thread's samples:
-//! each sample is a point in time labelled by what it touched (object, load or
-//! store). A repeating loop makes those labels recur with its period:
+//! each sample is a point of the thread's progress labelled by what it
+//! touched (object, load or store). A repeating loop makes those labels recur
+//! with its period:
 //!
-//! 1. coarse: the autocorrelation of the labels' counts per time bin (by FFT)
-//!    peaks at the period's lag; the shortest lag that reaches most of the
-//!    highest peak is the fundamental, not a multiple;
+//! 1. coarse: the autocorrelation of the labels' counts per progress bin (by
+//!    FFT) peaks at the period's lag; the shortest lag that reaches most of
+//!    the highest peak is the fundamental, not a multiple;
 //! 2. fine: epoch folding (as pulsar timing searches periods in sparse event
 //!    times): around the coarse period, the trial period whose fold separates
 //!    the labels into phases most (the largest chi-square against label and
-//!    phase being independent) wins. A bin of the coarse grid is too wide to fold thousands of
-//!    iterations in phase; the fine search resolves it.
+//!    phase being independent) wins. A bin of the coarse grid is too wide to
+//!    fold thousands of iterations in phase; the fine search resolves it.
 //!
-//! Both run on the thread's running time, not wall time: a gap between two
-//! samples far beyond the usual one (the thread preempted or blocked) would
-//! shift every later iteration's phase, so it is shortened to the usual gap
-//! ([`RunningTime`]); folding maps the instances back to wall time.
+//! Both run on the thread's progress, not on time: samples are taken every
+//! so many accesses, so the k-th sample marks k periods' worth of the
+//! thread's accesses, and an iteration doing the same work spans the same
+//! number of samples however fast it runs. On time, a machine that slows the
+//! loop for part of the run (another process on the core, a busier
+//! neighbour: on this project's VM a test loop went from 35 to 62 us
+//! iterations halfway through) or preempts it puts every later iteration at
+//! another phase, and no fixed period folds the run. The instances found are
+//! mapped back to wall time ([`Progress`]).
 //!
-//! A fixed period folds a steady loop; iterations whose durations wander drift
-//! out of phase over the run, and the annotated region (`memlens_region_begin`)
-//! is the remedy the report names.
+//! A loop whose iterations do different amounts of work drifts out of phase
+//! over the run, and the annotated region (`memlens_region_begin`) is the
+//! remedy the report names.
 
 use crate::access::attribute;
 use crate::{Objects, Profile};
@@ -27,7 +33,8 @@ use std::collections::HashMap;
 
 /// Labels followed: the most sampled ones.
 const MAX_LABELS: usize = 8;
-/// Time bins of the coarse search.
+/// Progress bins of the coarse search (fewer when the thread has fewer
+/// samples: a bin is at least one sample).
 const BINS: usize = 1 << 14;
 /// A period must repeat this often in the run: a run that merely changes
 /// over time (setup, then work) also sorts its labels by phase when folded
@@ -40,85 +47,63 @@ const PHASES: usize = 16;
 const MAX_TRIALS: usize = 20_000;
 /// Samples the fine search folds (the run's first ones).
 const FINE_SAMPLES: usize = 50_000;
-/// A gap between a thread's samples this many times the median gap, and at
-/// least OFF_CPU_MIN_NS, is time the thread did not run.
-const OFF_CPU_GAPS: u64 = 20;
-const OFF_CPU_MIN_NS: u64 = 200_000;
 
-/// A thread's running time as its samples show it: each gap of over
-/// OFF_CPU_GAPS median gaps is cut to one median gap. Accesses are sampled
-/// by count, so while the thread runs the gaps stay near their median; a
-/// scheduler's time slice (milliseconds) stands out. A loop that itself
-/// waits (I/O, a barrier) without accesses loses that wait from its period
-/// in running time alike in every iteration.
+/// A thread's progress: its samples in time order, the k-th at progress k.
+/// Between two samples progress is interpolated linearly in time.
 #[derive(Clone, Debug, Default)]
-pub struct RunningTime {
-    /// (wall time of the sample ending a cut gap, ns removed up to there).
-    cuts: Vec<(u64, u64)>,
+pub struct Progress {
+    times: Vec<u64>,
 }
 
-impl RunningTime {
-    /// From the sample times, in order.
-    pub fn new(times: &[u64]) -> RunningTime {
-        let mut gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
-        if gaps.is_empty() {
-            return RunningTime::default();
-        }
-        let mid = gaps.len() / 2;
-        let median = *gaps.select_nth_unstable(mid).1;
-        let off_cpu = (median * OFF_CPU_GAPS).max(OFF_CPU_MIN_NS);
-        let mut removed = 0;
-        let mut cuts = Vec::new();
-        for w in times.windows(2) {
-            let gap = w[1] - w[0];
-            if gap > off_cpu {
-                removed += gap - median;
-                cuts.push((w[1], removed));
+impl Progress {
+    /// From the thread's sample times, in order.
+    pub fn new(times: Vec<u64>) -> Progress {
+        Progress { times }
+    }
+
+    /// The progress at wall time `wall` (clamped to the first and last sample).
+    pub fn at(&self, wall: u64) -> f64 {
+        let i = self.times.partition_point(|&t| t <= wall);
+        match (i.checked_sub(1), self.times.get(i)) {
+            (None, _) => 0.0,
+            (Some(last), None) => last as f64,
+            (Some(k), Some(&next)) => {
+                let from = self.times[k];
+                k as f64 + (wall - from) as f64 / (next - from) as f64
             }
         }
-        RunningTime { cuts }
     }
 
-    /// Running time of a wall time; one inside a cut gap maps no later than
-    /// the gap's end, so that the mapping never goes back in time (an
-    /// annotated region can begin while the thread's samples paused).
-    pub fn running(&self, wall: u64) -> u64 {
-        let i = self.cuts.partition_point(|c| c.0 <= wall);
-        let running = wall - i.checked_sub(1).map_or(0, |i| self.cuts[i].1);
-        match self.cuts.get(i) {
-            Some(&(gap_end, removed)) => running.min(gap_end - removed),
-            None => running,
+    /// The wall time of progress `x` (clamped to the first and last sample).
+    pub fn wall(&self, x: f64) -> u64 {
+        let (Some(&first), Some(&last)) = (self.times.first(), self.times.last()) else {
+            return 0;
+        };
+        if x <= 0.0 {
+            return first;
         }
-    }
-
-    /// Wall time of a running time (inside a cut gap: its start).
-    pub fn wall(&self, running: u64) -> u64 {
-        let i = self.cuts.partition_point(|c| c.0 - c.1 <= running);
-        running + i.checked_sub(1).map_or(0, |i| self.cuts[i].1)
-    }
-
-    /// Time the thread was found not running.
-    pub fn off_cpu_ns(&self) -> u64 {
-        self.cuts.last().map_or(0, |c| c.1)
-    }
-
-    pub fn gaps_cut(&self) -> usize {
-        self.cuts.len()
+        let k = x.floor() as usize;
+        match (self.times.get(k), self.times.get(k + 1)) {
+            (Some(&from), Some(&to)) => from + ((to - from) as f64 * x.fract()) as u64,
+            _ => last,
+        }
     }
 }
 
 pub struct Detected {
     pub pid: u32,
     pub tid: u32,
-    pub period_ns: f64,
-    pub start_ns: u64,
-    pub end_ns: u64,
+    /// The period, in the thread's samples.
+    pub period_samples: f64,
+    /// Progress of the first and last sample followed.
+    pub start: u64,
+    pub end: u64,
     pub chi2: f64,
     pub degrees_of_freedom: usize,
     /// Correlation of the two halves' folds at their best phase shift.
     pub agreement: f64,
-    /// The clock `period_ns` runs on; start and end are wall times.
-    pub running: RunningTime,
+    /// The clock the period runs on.
+    pub progress: Progress,
 }
 
 /// The period of the busiest thread's samples, or why none stands out.
@@ -149,12 +134,11 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
         .enumerate()
         .map(|(i, (label, _))| (*label, i))
         .collect();
-    let times: Vec<u64> = points.iter().map(|(t, _)| *t).collect();
-    let running = RunningTime::new(&times);
-    let events: Vec<(u64, usize)> = points
-        .iter()
-        .filter_map(|(t, label)| Some((running.running(*t), *index.get(label)?)))
+    // Every sample advances the progress, the labels followed or not.
+    let events: Vec<(u64, usize)> = (points.iter().enumerate())
+        .filter_map(|(k, (_, label))| Some((k as u64, *index.get(label)?)))
         .collect();
+    let progress = Progress::new(points.iter().map(|(t, _)| *t).collect());
     let no_period = || {
         format!("no repeating pattern stands out in thread {tid}'s samples: annotate the iteration with memlens_region_begin/end")
     };
@@ -165,14 +149,16 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
     if events.len() < 64 || end <= start || labels.len() < 2 {
         return Err(no_period());
     }
-    let width = (end - start) as f64 / BINS as f64;
+    // Whole samples to a bin: bins of 1.2 samples would hold one or two in
+    // turn, a comb in the autocorrelation.
+    let width = (end - start).div_ceil(BINS as u64) as f64;
     let lag = coarse_lag(&events, labels.len(), start, width).ok_or_else(no_period)?;
     let fine = &events[..events.len().min(FINE_SAMPLES)];
-    let (period_ns, chi2) =
+    let (period, chi2) =
         refine(fine, labels.len(), start, lag as f64 * width, width).ok_or_else(no_period)?;
-    let (period_ns, chi2) = fundamental(fine, labels.len(), start, (period_ns, chi2), width);
+    let (period, chi2) = fundamental(fine, labels.len(), start, (period, chi2), width);
     // The fine search may move the period off the coarse lag's range.
-    let repeats = (end - start) as f64 / period_ns;
+    let repeats = (end - start) as f64 / period;
     if repeats < MIN_PERIODS as f64 {
         return Err(format!(
             "the pattern in thread {tid}'s samples repeats {repeats:.0} times in the run, too few to fold ({MIN_PERIODS} needed): annotate the iteration with memlens_region_begin/end"
@@ -184,20 +170,20 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
     if chi2 < dof as f64 + 10.0 * (2.0 * dof as f64).sqrt() {
         return Err(no_period());
     }
-    let agreement = halves_agreement(fine, labels.len(), start, period_ns);
+    let agreement = halves_agreement(fine, labels.len(), start, period);
     if agreement < MIN_AGREEMENT {
         return Err(no_period());
     }
     Ok(Detected {
         pid,
         tid,
-        period_ns,
-        start_ns: running.wall(start),
-        end_ns: running.wall(end),
+        period_samples: period,
+        start,
+        end,
         chi2,
         degrees_of_freedom: dof,
         agreement,
-        running,
+        progress,
     })
 }
 
@@ -205,20 +191,17 @@ pub fn detect(p: &Profile, objects: &Objects) -> Result<Detected, String> {
 /// MIN_ANNOTATED or more instances inside the detected span), the period
 /// must be that iteration's spacing, or a whole number of iterations (an
 /// outer loop nobody annotated), for at least a quarter of the instances
-/// within 10% (the iterations' own durations wander with the machine's
-/// load), or so short that the iteration holds INNER_REPEATS or more of it
-/// (a loop inside the annotated one). Anything else (a few periods to an
-/// iteration, not a whole number of them) cannot describe the run: each
-/// iteration would restart the pattern at another phase. It contradicts what
-/// the program itself says repeats, and is refused with the annotation to
-/// fold instead.
+/// within 10% (iterations of a loop need not do equal work), or so short
+/// that the iteration holds INNER_REPEATS or more of it (a loop inside the
+/// annotated one). Anything else (a few periods to an iteration, not a whole
+/// number of them) cannot describe the run: each iteration would restart the
+/// pattern at another phase. It contradicts what the program itself says
+/// repeats, and is refused with the annotation to fold instead.
 pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
+    let span = d.progress.wall(d.start as f64)..=d.progress.wall(d.end as f64);
     let mut by_name: HashMap<&str, Vec<u64>> = HashMap::new();
     for r in &p.regions {
-        if (r.pid, r.tid) == (d.pid, d.tid)
-            && r.end_ns.is_some()
-            && (d.start_ns..=d.end_ns).contains(&r.begin_ns)
-        {
+        if (r.pid, r.tid) == (d.pid, d.tid) && r.end_ns.is_some() && span.contains(&r.begin_ns) {
             by_name.entry(&r.name).or_default().push(r.begin_ns);
         }
     }
@@ -229,29 +212,31 @@ pub fn agrees_with_annotation(p: &Profile, d: &Detected) -> Result<(), String> {
     else {
         return Ok(());
     };
-    // Spacings on the running time the period was found on.
-    let mut starts: Vec<u64> = starts.iter().map(|&t| d.running.running(t)).collect();
-    starts.sort_unstable();
+    // Spacings on the progress the period was found on.
+    let mut starts: Vec<f64> = starts.iter().map(|&t| d.progress.at(t)).collect();
+    starts.sort_unstable_by(f64::total_cmp);
     let spacings = starts.len() - 1;
-    let mut spacing: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
-    let median = *spacing.select_nth_unstable(spacings / 2).1 as f64;
-    if median >= INNER_REPEATS * d.period_ns {
+    let mut spacing: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    let median = *spacing
+        .select_nth_unstable_by(spacings / 2, f64::total_cmp)
+        .1;
+    if median >= INNER_REPEATS * d.period_samples {
         return Ok(());
     }
     // Iterations a period spans (starts can coincide: never past them all).
-    let k = ((d.period_ns / median.max(1.0)).round().max(1.0) as usize).min(spacings);
+    let k = ((d.period_samples / median.max(1e-9)).round().max(1.0) as usize).min(spacings);
     let matching = (starts.windows(k + 1))
-        .filter(|w| (d.period_ns / (w[k] - w[0]) as f64 - 1.0).abs() < 0.10)
+        .filter(|w| (d.period_samples / (w[k] - w[0]) - 1.0).abs() < 0.10)
         .count();
     if matching * 4 >= spacings {
         return Ok(());
     }
     Err(format!(
-        "the period found in thread {}'s samples, {:.1} us, is not the spacing of its annotated region {name} ({} instances, median spacing {:.1} us) nor a whole number of them, nor a loop repeating inside it, so it is not trusted: fold the annotated region instead, --fold {name}",
+        "the period found in thread {}'s samples, {:.1} samples, is not the spacing of its annotated region {name} ({} instances, median spacing {:.1} samples) nor a whole number of them, nor a loop repeating inside it, so it is not trusted: fold the annotated region instead, --fold {name}",
         d.tid,
-        d.period_ns / 1e3,
+        d.period_samples,
         starts.len(),
-        median / 1e3
+        median
     ))
 }
 
@@ -263,8 +248,9 @@ const MIN_ANNOTATED: usize = 4;
 const INNER_REPEATS: f64 = 8.0;
 
 /// The lag (in bins) of the labels' summed autocorrelation's fundamental
-/// peak: past its first zero crossing, the shortest local maximum reaching
-/// 70% of the highest, among lags that fit MIN_PERIODS in the run. None when
+/// peak: past its first zero crossing, the top of the first peak whose local
+/// maximum reaches 70% of the highest, among lags that fit MIN_PERIODS in the
+/// events' span. None when
 /// no lag correlates at all (the fine search's chi-square judges whether the
 /// period is real).
 fn coarse_lag(events: &[(u64, usize)], labels: usize, start: u64, width: f64) -> Option<usize> {
@@ -305,15 +291,21 @@ fn coarse_lag(events: &[(u64, usize)], labels: usize, start: u64, width: f64) ->
     }
     // Nearby bins correlate because a phase lasts: past the first zero
     // crossing, only a recurrence does.
-    let first_negative = (1..BINS / MIN_PERIODS).find(|&l| total[l] < 0.0)?;
-    let range = first_negative..BINS / MIN_PERIODS;
+    let used = (((events.last()?.0 - start) as f64 / width) as usize + 1).min(BINS);
+    let first_negative = (1..used / MIN_PERIODS).find(|&l| total[l] < 0.0)?;
+    let range = first_negative..used / MIN_PERIODS;
     let best = range.clone().map(|l| total[l]).fold(f64::MIN, f64::max);
     if best <= 0.0 {
         return None;
     }
-    range
+    let high = |l: usize| total[l] >= 0.7 * best;
+    let first = range
         .clone()
-        .find(|&l| total[l] >= 0.7 * best && total[l] >= total[l - 1] && total[l] >= total[l + 1])
+        .find(|&l| high(l) && total[l] >= total[l - 1] && total[l] >= total[l + 1])?;
+    // The top of that peak: one as broad as a phase of the loop has noisy
+    // local maxima on its flanks.
+    let peak_end = (first..range.end).find(|&l| !high(l)).unwrap_or(range.end);
+    (first..peak_end).max_by(|&a, &b| total[a].total_cmp(&total[b]))
 }
 
 /// The period near `coarse` (good to `width`) whose fold is sharpest, with
@@ -544,31 +536,34 @@ mod tests {
     }
 
     #[test]
-    fn gaps_far_beyond_the_usual_are_cut_from_running_time() {
-        // A sample every 1 us; the thread is off the CPU for 3 ms after the
-        // 100th sample and 5 ms after the 200th.
+    fn progress_counts_samples_and_maps_back_to_wall_time() {
+        // A sample every 1 us, then every 2 us (the loop slowed down), with
+        // the thread off the CPU for 3 ms after the 100th sample.
         let mut times = Vec::new();
         let mut t = 1_000_000u64;
         for i in 0..300 {
             times.push(t);
-            t +=
-                1_000 + [0, 3_000_000, 5_000_000][usize::from(i == 99) + 2 * usize::from(i == 199)];
+            t += if i < 150 { 1_000 } else { 2_000 } + if i == 99 { 3_000_000 } else { 0 };
         }
-        let r = RunningTime::new(&times);
-        assert_eq!((r.gaps_cut(), r.off_cpu_ns()), (2, 8_000_000));
-        let running: Vec<u64> = times.iter().map(|&t| r.running(t)).collect();
-        assert!(running.windows(2).all(|w| w[1] - w[0] == 1_000));
-        for (&wall, &run) in times.iter().zip(&running) {
-            assert_eq!(r.wall(run), wall);
+        let progress = Progress::new(times.clone());
+        for (k, &wall) in times.iter().enumerate() {
+            assert_eq!(progress.at(wall), k as f64);
+            assert_eq!(progress.wall(k as f64), wall);
         }
-        // A wall time inside a cut gap maps to no later than its end: the
-        // mapping never goes back in time.
-        let inside = times[99] + 2_000_000;
-        assert_eq!(r.running(inside), r.running(times[100]));
-        let walls: Vec<u64> = (times[0]..*times.last().unwrap()).step_by(9_973).collect();
-        assert!(walls.windows(2).all(|w| r.running(w[0]) <= r.running(w[1])));
-        // Steady samples: nothing is cut.
-        let steady: Vec<u64> = (0..100).map(|i| i * 1_000).collect();
-        assert_eq!(RunningTime::new(&steady).gaps_cut(), 0);
+        // Halfway between two samples, in either direction; inside the
+        // 3 ms gap too.
+        assert_eq!(progress.at(times[200] + 1_000), 200.5);
+        assert_eq!(progress.wall(200.5), times[200] + 1_000);
+        assert_eq!(progress.at(times[99] + 1_500_500), 99.5);
+        // Never back in time, and clamped to the samples.
+        let walls: Vec<u64> = (0..*times.last().unwrap() + 5_000).step_by(9_973).collect();
+        assert!(walls
+            .windows(2)
+            .all(|w| progress.at(w[0]) <= progress.at(w[1])));
+        assert_eq!(progress.at(0), 0.0);
+        assert_eq!(progress.at(u64::MAX), 299.0);
+        assert_eq!(progress.wall(-1.0), times[0]);
+        assert_eq!(progress.wall(1e9), times[299]);
+        assert_eq!(Progress::new(Vec::new()).wall(3.0), 0);
     }
 }
