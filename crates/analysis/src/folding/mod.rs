@@ -172,6 +172,7 @@ pub fn fold(
     if p.samples.is_empty() {
         return Err("no access samples to fold".into());
     }
+    let period = p.meta.settings.access_period.max(1);
     let (region, pid, mut instances, how) = match by {
         FoldBy::Region(name) => {
             let (region, pid, instances) = pick_region(p, name)?;
@@ -186,11 +187,10 @@ pub fn fold(
             let count = ((d.end - d.start) as f64 / d.period_samples).floor() as u64;
             let at = |k: u64| (d.progress).wall(d.start as f64 + k as f64 * d.period_samples);
             let instances = (0..count).map(|k| (at(k), at(k + 1), d.tid)).collect();
-            let access_period = p.meta.settings.access_period.max(1);
-            let accesses = d.period_samples * access_period as f64;
+            let accesses = d.period_samples * period as f64;
             let how = format!(
                 "period detected in thread {}'s samples, counted in samples rather than time so that an iteration the machine slowed or preempted keeps its place (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2} up to a phase shift): every {:.1} samples, ~{:.0} accesses at 1 sample per {} accesses of a class; phase 0 is its first sample, not an iteration's start",
-                d.tid, d.chi2, d.degrees_of_freedom, d.agreement, d.period_samples, accesses, access_period
+                d.tid, d.chi2, d.degrees_of_freedom, d.agreement, d.period_samples, accesses, period
             );
             (
                 format!("period of ~{accesses:.0} accesses"),
@@ -238,7 +238,6 @@ pub fn fold(
             .map(|n| n as f64 / rows.len() as f64)
     };
     let bins = bins.max(1);
-    let period = p.meta.settings.access_period.max(1);
     #[derive(Default, Clone)]
     struct Tally {
         samples: u64,
