@@ -118,6 +118,15 @@ pub fn report(runtime: anyhow::Result<PathBuf>) -> String {
     for (spec, check) in &counters {
         line(&mut out, &spec.name, check);
     }
+    let faults = if counters::ProcFaults::available() {
+        Ok(counters::ProcFaults::METHOD.to_string())
+    } else {
+        Err((
+            "/proc/PID/stat gives no fault counts here".to_string(),
+            "mount procfs at /proc".to_string(),
+        ))
+    };
+    line(&mut out, counters::ProcFaults::NAME, &faults);
 
     out.push_str("\nMEMLENS RECORD WILL USE\n");
     out.push_str(&format!(

@@ -125,6 +125,14 @@ pub fn programs() -> &'static Path {
             "-lpthread",
         ]);
         cc(&[
+            "gcc",
+            "-O1",
+            "-g",
+            &s("fork_touch.c"),
+            "-o",
+            &o("fork_touch"),
+        ]);
+        cc(&[
             "g++",
             "-O1",
             "-g",

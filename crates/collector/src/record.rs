@@ -163,12 +163,10 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     }
 }
 
-/// The parent of `pid`, from /proc/PID/stat ("pid (comm) state ppid ...",
-/// where comm may hold spaces and parentheses).
+/// The parent of `pid`, from /proc/PID/stat.
 fn procfs_ppid(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    procfs::stat_field(&stat, 1).map(|p| p as u32)
 }
 
 /// Every process descended from `root` (read from /proc): with memlens as
@@ -654,20 +652,32 @@ enum Reaped {
 fn reap(sampler: &mut Sampler) -> Result<Reaped> {
     let mut exits = Vec::new();
     loop {
-        let mut status = 0;
-        // SAFETY: zeroed rusage is a valid out value.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: plain wait4 on any child with valid out pointers.
-        let pid = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, &mut usage) };
-        if pid == 0 {
-            return Ok(Reaped::Exits(exits));
-        }
-        if pid < 0 {
+        // Looked at before it is reaped: a zombie's /proc/PID/stat still
+        // holds the process's final counts.
+        // SAFETY: zeroed siginfo is a valid out value; plain waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        if unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) } < 0 {
             return Ok(if exits.is_empty() {
                 Reaped::NoChildren
             } else {
                 Reaped::Exits(exits)
             });
+        }
+        // SAFETY: waitid filled in a child's state (or left the pid 0).
+        let pid = unsafe { info.si_pid() };
+        if pid == 0 {
+            return Ok(Reaped::Exits(exits));
+        }
+        if let Some(faults) = &mut sampler.counters.faults {
+            faults.reaping(pid as u32);
+        }
+        let mut status = 0;
+        // SAFETY: zeroed rusage is a valid out value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: plain wait4 of the child just seen ended, with valid out pointers.
+        if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
+            return Ok(Reaped::Exits(exits));
         }
         let exit = if libc::WIFSIGNALED(status) {
             TargetExit::Signal(libc::WTERMSIG(status))
@@ -1075,7 +1085,13 @@ impl Sampler {
     }
 
     fn read_counters(&mut self, time: u64) {
-        for (index, [value, enabled, running]) in self.counters.read().into_iter().enumerate() {
+        let mut readings = self.counters.read();
+        if let Some(faults) = &mut self.counters.faults {
+            faults.read_all(self.watched.keys().chain(self.untracked.keys()).copied());
+            let (value, since) = faults.reading();
+            readings.push([value, since, since]);
+        }
+        for (index, [value, enabled, running]) in readings.into_iter().enumerate() {
             let reading = raw::CounterReading {
                 time,
                 value,
@@ -1088,19 +1104,41 @@ impl Sampler {
         }
     }
 
-    /// Names each counter in the log, before its first reading.
+    /// Names each counter in the log, before its first reading: the perf
+    /// events, then the page faults from /proc.
     fn define_counters(&mut self) {
-        for (i, spec) in self.counters.specs.clone().iter().enumerate() {
+        let mut defs: Vec<(String, &str, f64, bool, String)> = (self.counters.specs.iter())
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    s.unit,
+                    s.scale,
+                    !s.cpus.is_empty(),
+                    s.method.clone(),
+                )
+            })
+            .collect();
+        if self.counters.faults.is_some() {
+            use crate::perf::counters::ProcFaults;
+            defs.push((
+                ProcFaults::NAME.into(),
+                ProcFaults::UNIT,
+                1.0,
+                false,
+                ProcFaults::METHOD.into(),
+            ));
+        }
+        for (i, (name, unit_name, scale, machine_wide, method)) in defs.into_iter().enumerate() {
             let mut unit = [0u8; 16];
-            unit[..spec.unit.len().min(16)]
-                .copy_from_slice(&spec.unit.as_bytes()[..spec.unit.len().min(16)]);
+            let n = unit_name.len().min(16);
+            unit[..n].copy_from_slice(&unit_name.as_bytes()[..n]);
             let def = raw::CounterDef {
                 index: i as u32,
-                machine_wide: u32::from(!spec.cpus.is_empty()),
-                scale: spec.scale,
+                machine_wide: u32::from(machine_wide),
+                scale,
                 unit,
             };
-            let text = format!("{}\0{}", spec.name, spec.method);
+            let text = format!("{name}\0{method}");
             self.write_with(tag::COUNTER_DEF, &def, text.as_bytes());
         }
     }

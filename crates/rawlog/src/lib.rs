@@ -942,6 +942,17 @@ pub mod procfs {
         Some((resident, shared))
     }
 
+    /// Field `n` of `/proc/PID/stat` after the command name (0: the state,
+    /// 1: the parent, 7: minor faults, 9: major faults); the name may hold
+    /// spaces and parentheses, so the fields start after its last `)`.
+    pub fn stat_field(buf: &[u8], n: usize) -> Option<u64> {
+        let close = buf.iter().rposition(|&c| c == b')')?;
+        let mut fields = buf[close + 1..]
+            .split(|&c| c == b' ')
+            .filter(|f| !f.is_empty());
+        parse_u64(fields.nth(n)?)
+    }
+
     /// A `Key:   123 kB` line of `/proc/PID/status` or `smaps_rollup`, in bytes.
     pub fn kb_field(buf: &[u8], key: &[u8]) -> Option<u64> {
         for line in buf.split(|&c| c == b'\n') {
@@ -1282,6 +1293,16 @@ mod tests {
         assert_eq!((anon.name, anon.prot()), (&b""[..], 3));
         assert_eq!(procfs::maps_line(b"55d0-55e0 rw-p"), None);
         assert_eq!(procfs::maps_line(b"zz-55e0 rw-p 0 00:00 0"), None);
+    }
+
+    #[test]
+    fn stat_fields_after_a_command_name_with_spaces_and_parentheses() {
+        let stat = b"4242 (a) b (c) S 17 4242 4242 0 -1 4194560 1536 77 2 0 12 3\n";
+        assert_eq!(procfs::stat_field(stat, 1), Some(17));
+        assert_eq!(procfs::stat_field(stat, 7), Some(1536));
+        assert_eq!(procfs::stat_field(stat, 9), Some(2));
+        assert_eq!(procfs::stat_field(stat, 40), None);
+        assert_eq!(procfs::stat_field(b"4242 no name", 1), None);
     }
 
     #[test]

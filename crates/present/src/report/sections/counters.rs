@@ -40,7 +40,7 @@ pub fn section(r: &Report) -> Option<Section> {
     }
     Some(
         Section::new("counters", "Counters")
-            .note("perf events read every interval; per region: interpolated between readings")
+            .note("perf events and /proc counts read every interval; per region: interpolated between readings")
             .table(t),
     )
 }
