@@ -245,6 +245,68 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
 }
 
 #[test]
+fn log_blocks_the_collector_makes_ready_keep_every_event_in_order() {
+    // Two threads allocating and freeing 1000000 blocks each, every block
+    // recorded: 4 M events, hundreds of log blocks, most of them taken
+    // from those the collector wrote ahead. A block taken out of a thread's
+    // order would put frees before their allocations (unmatched frees, wrong
+    // leaks); one lost would drop events.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let out = record(&p, &["--leaks", "--keep-raw"], &[&program("churn")]);
+    assert_ran(&out);
+    let r = report_json(&p);
+    let losses = &r["losses"];
+    for loss in ["truncated_blocks", "unmatched_frees", "dropped_events"] {
+        assert_eq!(losses[loss], 0, "{loss}: {losses}");
+    }
+    let leaked: f64 = (r["leaks"]["sites"].as_array().unwrap().iter())
+        .filter(|o| o["name"].as_str().unwrap().contains("churn (churn.c:"))
+        .map(|o| o["leaked_blocks"].as_f64().unwrap())
+        .sum();
+    assert_eq!(leaked, 2000.0, "{:#}", r["leaks"]);
+    let stacks = sql_json(
+        &p,
+        "SELECT DISTINCT stack_id FROM stacks WHERE function = 'churn'",
+    );
+    let ids: Vec<u64> = (stacks.iter())
+        .map(|s| s["stack_id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    let sites: Vec<HeapSite> = memlens_profile::read_table(&p).unwrap();
+    let allocated: f64 = (sites.iter())
+        .filter(|s| ids.contains(&s.stack_id))
+        .map(|s| s.allocations)
+        .sum();
+    assert_eq!(allocated, 2_000_000.0);
+    // The log's own account: blocks in use, blocks taken ready, and those
+    // still marked ready at the end (written for no one).
+    let raw = std::fs::read_dir(p.join("raw")).unwrap();
+    let log = (raw.flatten())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "mlraw"))
+        .unwrap();
+    let bytes = std::fs::read(&log).unwrap();
+    let at = std::mem::offset_of!(memlens_rawlog::FileHeader, ready_taken);
+    let taken = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let magic_of = |block: usize| {
+        let off = memlens_rawlog::HEADER_SIZE + block * memlens_rawlog::BLOCK_SIZE;
+        u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap())
+    };
+    let blocks = (bytes.len() - memlens_rawlog::HEADER_SIZE) / memlens_rawlog::BLOCK_SIZE;
+    let used = (0..blocks)
+        .filter(|&b| magic_of(b) == memlens_rawlog::BLOCK_MAGIC)
+        .count();
+    let unused = (0..blocks)
+        .filter(|&b| magic_of(b) == memlens_rawlog::READY_MAGIC)
+        .count();
+    eprintln!(
+        "{used} blocks used, {taken} of them made ready by the collector; {unused} ready left"
+    );
+    assert!(taken as usize * 2 > used, "{taken} of {used} taken ready");
+    assert!(unused * 4 < used, "{unused} left ready, {used} used");
+}
+
+#[test]
 fn keep_blocks_writes_every_row_and_the_same_sums() {
     let dir = tempdir();
     let p = dir.path().join("p");

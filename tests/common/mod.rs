@@ -133,6 +133,16 @@ pub fn programs() -> &'static Path {
             &o("fork_touch"),
         ]);
         cc(&[
+            "gcc",
+            "-O1",
+            "-g",
+            "-fno-omit-frame-pointer",
+            &s("churn.c"),
+            "-o",
+            &o("churn"),
+            "-lpthread",
+        ]);
+        cc(&[
             "g++",
             "-O1",
             "-g",

@@ -12,6 +12,7 @@ use memlens_rawlog::{self as raw, env, procfs, tag, FileHeader};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -201,12 +202,16 @@ fn descendants(root: u32) -> Vec<u32> {
     tree
 }
 
-/// A process image being recorded: its log, and its header mapped read-only.
+/// A process image being recorded: its log, and its header mapped (writable
+/// where the log could be opened for writing, to make blocks ready).
 struct Watched {
     pid: u32,
     path: PathBuf,
     log: std::fs::File,
-    header: memmap2::Mmap,
+    header: memmap2::MmapRaw,
+    /// How the image's threads took blocks at the last look; None: its log
+    /// is not writable here.
+    ready: Option<ReadyBlocks>,
     /// Follows the log as the runtime publishes it.
     tail: crate::tail::LogTail,
     /// Every record read so far went by the samples table.
@@ -215,10 +220,88 @@ struct Watched {
     code: crate::code_seen::CodeSeen,
 }
 
+/// The image's block reservations at the collector's last look, to keep
+/// blocks ready at the rate its threads take them.
+#[derive(Clone, Copy, Default)]
+struct ReadyBlocks {
+    cursor: u64,
+    ready: u64,
+}
+
+/// Ready blocks kept for an image: an interval and a half's worth at the
+/// rate its threads took blocks in the last one (what a run leaves unused at
+/// its end), at most this many (16 MiB).
+const MAX_READY_BLOCKS: u64 = 256;
+
+/// The log header a mapping of its first HEADER_SIZE bytes holds.
+fn header_of(mapping: &memmap2::MmapRaw) -> &FileHeader {
+    // SAFETY: the mapping is HEADER_SIZE bytes and FileHeader fits in it.
+    unsafe { &*(mapping.as_ptr() as *const FileHeader) }
+}
+
 impl Watched {
     fn header(&self) -> &FileHeader {
-        // SAFETY: the mapping is HEADER_SIZE bytes and FileHeader fits in it.
-        unsafe { &*(self.header.as_ptr() as *const FileHeader) }
+        header_of(&self.header)
+    }
+
+    /// Writes blocks ahead for the image's threads to take
+    /// ([`FileHeader::ready_blocks`]), on the collector's core: zeros marked
+    /// [`raw::READY_MAGIC`], which give them disk space (a full disk fails
+    /// here, and the threads then reserve their own and find it full). Each
+    /// block is offered as soon as it is written, appended to the ready range
+    /// or, where threads reserved blocks of their own in between, starting a
+    /// new one past them.
+    fn make_blocks_ready(&mut self) {
+        let Some(last) = self.ready else {
+            return;
+        };
+        let h = header_of(&self.header);
+        let cursor = h.reserve_cursor.load(Ordering::Acquire);
+        let block = raw::BLOCK_SIZE as u64;
+        let (next, end) = raw::unpack_ready(h.ready_blocks.load(Ordering::Acquire));
+        let (last_next, last_end) = raw::unpack_ready(last.ready);
+        let from_ready = if end == last_end { next - last_next } else { 0 };
+        let own = cursor.saturating_sub(last.cursor) / block;
+        let want = (3 * (u64::from(from_ready) + own))
+            .div_ceil(2)
+            .min(MAX_READY_BLOCKS);
+        let waiting = u64::from(end - next);
+        let mut zeros = Vec::new();
+        for _ in waiting..want {
+            if zeros.is_empty() {
+                zeros = vec![0u8; raw::BLOCK_SIZE];
+                zeros[..4].copy_from_slice(&raw::READY_MAGIC.to_le_bytes());
+            }
+            let off = h.reserve_cursor.fetch_add(block, Ordering::AcqRel);
+            let Ok(index) = u32::try_from((off - raw::HEADER_SIZE as u64) / block) else {
+                break;
+            };
+            if self.log.write_all_at(&zeros, off).is_err() || index == u32::MAX {
+                break; // the disk is full: the block stays a hole
+            }
+            let mut v = h.ready_blocks.load(Ordering::Acquire);
+            loop {
+                let (next, end) = raw::unpack_ready(v);
+                let offered = if end == index {
+                    raw::pack_ready(next, index + 1)
+                } else {
+                    raw::pack_ready(index, index + 1)
+                };
+                match (h.ready_blocks).compare_exchange_weak(
+                    v,
+                    offered,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => v = now,
+                }
+            }
+        }
+        self.ready = Some(ReadyBlocks {
+            cursor: h.reserve_cursor.load(Ordering::Acquire),
+            ready: h.ready_blocks.load(Ordering::Acquire),
+        });
     }
 
     /// Reads what the image logged since the last look: the code it names,
@@ -935,8 +1018,18 @@ impl Sampler {
             if known(self.watched.get(&pid).map(|(s, _)| s)) || known(self.ended.get(&pid)) {
                 continue;
             }
-            let Ok(file) = std::fs::File::open(e.path()) else {
-                continue;
+            // Writable to make blocks ready for its threads; else read only.
+            let path = e.path();
+            let writable = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path);
+            let (file, writable) = match writable {
+                Ok(file) => (file, true),
+                Err(_) => match std::fs::File::open(&path) {
+                    Ok(file) => (file, false),
+                    Err(_) => continue,
+                },
             };
             // The runtime creates the file, then sizes it: mapping a header that is
             // not there yet would raise SIGBUS on the first read.
@@ -946,21 +1039,33 @@ impl Sampler {
             {
                 continue;
             }
-            // SAFETY: read-only shared mapping of a file the runtime only grows.
-            let Ok(header) =
-                (unsafe { memmap2::MmapOptions::new().len(raw::HEADER_SIZE).map(&file) })
-            else {
+            // Shared: the runtime's counters and the blocks made ready.
+            let mapping = memmap2::MmapOptions::new().len(raw::HEADER_SIZE).clone();
+            let header = if writable {
+                mapping.map_raw(&file)
+            } else {
+                mapping.map_raw_read_only(&file)
+            };
+            let Ok(header) = header else {
                 continue;
             };
-            let w = Watched {
+            let mut w = Watched {
                 pid,
-                path: e.path(),
+                path,
                 log: file,
                 header,
+                ready: None,
                 tail: crate::tail::LogTail::new(),
                 samples_live: true,
                 code: crate::code_seen::CodeSeen::new(),
             };
+            if writable && w.header().magic == raw::MAGIC && w.header().version == raw::VERSION {
+                let h = w.header();
+                w.ready = Some(ReadyBlocks {
+                    cursor: h.reserve_cursor.load(Ordering::Acquire),
+                    ready: h.ready_blocks.load(Ordering::Acquire),
+                });
+            }
             if w.header().magic == raw::MAGIC {
                 // The image it follows ran its last: the process exec'd.
                 if let Some((_, mut old)) = self.watched.insert(pid, (seq, w)) {
@@ -992,6 +1097,7 @@ impl Sampler {
             self.find_untracked();
         }
         for (_, w) in self.watched.values_mut() {
+            w.make_blocks_ready();
             w.follow(&self.read_ahead, self.samples.as_mut(), false);
         }
         if self.ticks.is_multiple_of(100) {

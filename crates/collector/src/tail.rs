@@ -59,7 +59,7 @@ impl LogTail {
             let finished = block
                 .tid
                 .is_some_and(|tid| self.newest.get(&tid).is_some_and(|&n| n > index));
-            let offset = raw::HEADER_SIZE as u64 + index * raw::BLOCK_SIZE as u64;
+            let offset = raw::block_offset(index);
             let mut header = [0u8; raw::BLOCK_HEADER_SIZE];
             if file.read_exact_at(&mut header, offset).is_err() {
                 continue;
@@ -122,7 +122,7 @@ pub(crate) mod test_log {
 
     /// Writes block `index` of thread `tid`: its header, `body` published.
     pub(crate) fn write_block(file: &mut File, index: u64, tid: u32, body: &[u8]) {
-        let offset = raw::HEADER_SIZE as u64 + index * raw::BLOCK_SIZE as u64;
+        let offset = raw::block_offset(index);
         file.seek(SeekFrom::Start(offset)).unwrap();
         file.write_all(&raw::BLOCK_MAGIC.to_le_bytes()).unwrap();
         file.write_all(&tid.to_le_bytes()).unwrap();

@@ -16,13 +16,32 @@ use core::mem::size_of;
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMLENS1");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const HEADER_SIZE: usize = 256 * 1024;
 /// Small enough that a program with thousands of short threads, each holding one
 /// block, stays cheap in disk space; large enough that a busy thread maps a new
 /// block only every ~2000 events.
 pub const BLOCK_SIZE: usize = 64 * 1024;
 pub const BLOCK_MAGIC: u32 = 0x4b4c_424d; // "MBLK"
+/// A block the collector wrote ahead for the runtime to take
+/// ([`FileHeader::ready_blocks`]); one still marked so at the end was never
+/// taken and holds nothing.
+pub const READY_MAGIC: u32 = 0x5944_4552; // "REDY"
+
+/// File offset of block `index`.
+pub fn block_offset(index: u64) -> u64 {
+    HEADER_SIZE as u64 + index * BLOCK_SIZE as u64
+}
+
+/// [`FileHeader::ready_blocks`] of the block indices [next, end).
+pub fn pack_ready(next: u32, end: u32) -> u64 {
+    u64::from(next) << 32 | u64::from(end)
+}
+
+/// The block indices (next, end) of [`FileHeader::ready_blocks`].
+pub fn unpack_ready(v: u64) -> (u32, u32) {
+    ((v >> 32) as u32, v as u32)
+}
 pub const THREAD_SLOTS: usize = 1024;
 pub const MAX_FRAMES: usize = 128;
 pub const MAX_STRING: usize = 4096;
@@ -205,6 +224,15 @@ pub struct FileHeader {
     /// constructors, whose frees the counters see while their allocations
     /// came before them.
     pub heap_before_start: AtomicU64,
+    /// Blocks [next, end) ([`pack_ready`]) the collector reserved and wrote
+    /// (zeros, marked [`READY_MAGIC`]) while the program runs, for its threads
+    /// to take instead of writing their own: writing a block's zeros into the
+    /// page cache was 14% of a malloc-heavy program's time under every-block
+    /// recording. A writer takes only a block past its previous one, so each
+    /// thread's blocks stay in file order.
+    pub ready_blocks: AtomicU64,
+    /// Blocks the threads took from [`FileHeader::ready_blocks`].
+    pub ready_taken: AtomicU64,
     pub slots: [ThreadSlot; THREAD_SLOTS],
 }
 
@@ -1293,6 +1321,16 @@ mod tests {
         assert_eq!((anon.name, anon.prot()), (&b""[..], 3));
         assert_eq!(procfs::maps_line(b"55d0-55e0 rw-p"), None);
         assert_eq!(procfs::maps_line(b"zz-55e0 rw-p 0 00:00 0"), None);
+    }
+
+    #[test]
+    fn ready_blocks_pack_both_ends() {
+        assert_eq!(
+            unpack_ready(pack_ready(7, 4_000_000_000)),
+            (7, 4_000_000_000)
+        );
+        assert_eq!(unpack_ready(0), (0, 0));
+        assert_eq!(block_offset(2), (HEADER_SIZE + 2 * BLOCK_SIZE) as u64);
     }
 
     #[test]

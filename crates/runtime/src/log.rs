@@ -136,6 +136,32 @@ unsafe fn move_high(fd: i32) -> i32 {
     high
 }
 
+/// A block the collector made ready, past block `after` (a writer's blocks
+/// stay in file order, which readers take for time order); the ready blocks
+/// before it are left to no one.
+fn take_ready(h: &FileHeader, after: Option<u64>) -> Option<u64> {
+    let mut v = h.ready_blocks.load(Ordering::Acquire);
+    loop {
+        let (next, end) = raw::unpack_ready(v);
+        let take = match after {
+            Some(last) => u64::from(next).max(last + 1),
+            None => u64::from(next),
+        };
+        if take >= u64::from(end) {
+            return None;
+        }
+        let taken = raw::pack_ready(take as u32 + 1, end);
+        match (h.ready_blocks).compare_exchange_weak(v, taken, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {
+                h.ready_taken.fetch_add(1, Ordering::Relaxed);
+                return Some(take);
+            }
+            Err(now) => v = now,
+        }
+    }
+}
+
 /// Gives the file real blocks for [off, off+len) so that writing through a
 /// mapping of them cannot raise SIGBUS on a full disk. False if the disk
 /// refused. Zeros are written rather than fallocated: written pages are in the
@@ -267,6 +293,10 @@ impl ByteWriter<'_> {
 pub struct Writer {
     block: *mut u8,
     used: usize,
+    /// The log header and block index of the writer's last block: a block
+    /// the collector made ready is taken only past it (a fork child's new log
+    /// has another header).
+    last: (usize, u64),
 }
 
 impl Writer {
@@ -274,6 +304,7 @@ impl Writer {
         Writer {
             block: core::ptr::null_mut(),
             used: 0,
+            last: (0, 0),
         }
     }
 
@@ -329,17 +360,32 @@ impl Writer {
         if fd < 0 {
             return false;
         }
-        let off = h
-            .reserve_cursor
-            .fetch_add(raw::BLOCK_SIZE as u64, Ordering::Relaxed);
-        // SAFETY: plain syscalls on our own descriptor; a failed reservation means the
-        // disk is full, and writing through a mapping then would raise SIGBUS.
-        unsafe {
-            if !reserve(fd, off, raw::BLOCK_SIZE) {
-                LOG_FULL.store(true, Ordering::Relaxed);
-                set_fault(raw::fault::DISK_FULL);
-                return false;
+        let header_addr = h as *const FileHeader as usize;
+        let after = (self.last.0 == header_addr).then_some(self.last.1);
+        let off = match take_ready(h, after) {
+            Some(index) => raw::block_offset(index),
+            None => {
+                let off = h
+                    .reserve_cursor
+                    .fetch_add(raw::BLOCK_SIZE as u64, Ordering::Relaxed);
+                // SAFETY: plain syscalls on our own descriptor; a failed reservation
+                // means the disk is full, and writing through a mapping then would
+                // raise SIGBUS.
+                if !unsafe { reserve(fd, off, raw::BLOCK_SIZE) } {
+                    LOG_FULL.store(true, Ordering::Relaxed);
+                    set_fault(raw::fault::DISK_FULL);
+                    return false;
+                }
+                off
             }
+        };
+        self.last = (
+            header_addr,
+            (off - raw::HEADER_SIZE as u64) / raw::BLOCK_SIZE as u64,
+        );
+        // SAFETY: plain syscalls on our own descriptor, over a block with disk
+        // space (written zeros, ours or the collector's).
+        unsafe {
             let p = sys::mmap(
                 core::ptr::null_mut(),
                 raw::BLOCK_SIZE,

@@ -130,11 +130,14 @@ impl ImageLog {
             let block = &data[off..data.len().min(off + raw::BLOCK_SIZE.min(readable))];
             off += raw::BLOCK_SIZE;
             let header = raw::BlockHeader::read(block);
+            let ready = block.get(..4) == Some(&raw::READY_MAGIC.to_le_bytes()[..]);
             // Reading its header mapped the block (the kernel maps the pages
             // around a fault): read later, it is mapped again.
             release(block);
             let Some((tid, used)) = header else {
-                truncated += 1; // reserved but never initialised: the process died then
+                // Reserved but never initialised: the process died then, unless
+                // the collector made it ready and no thread needed it.
+                truncated += u64::from(!ready);
                 continue;
             };
             let body = &block[raw::BLOCK_HEADER_SIZE..];
