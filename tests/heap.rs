@@ -57,8 +57,8 @@ fn program_with_library(
     dir.join(name)
 }
 
-/// The site whose stack holds `function`, alone.
-fn site_in<'a>(p: &Path, sites: &'a [HeapSite], function: &str) -> &'a HeapSite {
+/// The sites whose stacks hold `function`.
+fn sites_in<'a>(p: &Path, sites: &'a [HeapSite], function: &str) -> Vec<&'a HeapSite> {
     let stacks = sql_json(
         p,
         &format!("SELECT DISTINCT stack_id FROM stacks WHERE function = '{function}'"),
@@ -67,7 +67,12 @@ fn site_in<'a>(p: &Path, sites: &'a [HeapSite], function: &str) -> &'a HeapSite 
         .iter()
         .map(|s| s["stack_id"].as_str().unwrap().parse::<u64>().unwrap())
         .collect();
-    let found: Vec<&HeapSite> = sites.iter().filter(|s| ids.contains(&s.stack_id)).collect();
+    sites.iter().filter(|s| ids.contains(&s.stack_id)).collect()
+}
+
+/// The site whose stack holds `function`, alone.
+fn site_in<'a>(p: &Path, sites: &'a [HeapSite], function: &str) -> &'a HeapSite {
+    let found = sites_in(p, sites, function);
     assert_eq!(found.len(), 1, "{function}: {found:?}");
     found[0]
 }
@@ -247,7 +252,7 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
 #[test]
 fn log_blocks_the_collector_makes_ready_keep_every_event_in_order() {
     // Two threads allocating and freeing 1000000 blocks each, every block
-    // recorded: 4 M events, hundreds of log blocks, most of them taken
+    // recorded: 4 M events, about 2000 log blocks, most of them taken
     // from those the collector wrote ahead. A block taken out of a thread's
     // order would put frees before their allocations (unmatched frees, wrong
     // leaks); one lost would drop events.
@@ -265,16 +270,8 @@ fn log_blocks_the_collector_makes_ready_keep_every_event_in_order() {
         .map(|o| o["leaked_blocks"].as_f64().unwrap())
         .sum();
     assert_eq!(leaked, 2000.0, "{:#}", r["leaks"]);
-    let stacks = sql_json(
-        &p,
-        "SELECT DISTINCT stack_id FROM stacks WHERE function = 'churn'",
-    );
-    let ids: Vec<u64> = (stacks.iter())
-        .map(|s| s["stack_id"].as_str().unwrap().parse().unwrap())
-        .collect();
     let sites: Vec<HeapSite> = memlens_profile::read_table(&p).unwrap();
-    let allocated: f64 = (sites.iter())
-        .filter(|s| ids.contains(&s.stack_id))
+    let allocated: f64 = (sites_in(&p, &sites, "churn").iter())
         .map(|s| s.allocations)
         .sum();
     assert_eq!(allocated, 2_000_000.0);

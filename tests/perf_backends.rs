@@ -173,6 +173,29 @@ fn steal_ns() -> f64 {
     cpu[7] * 1e9 / ticks_per_s
 }
 
+/// Records `program` with page faults sampled, one in one, and `extra`;
+/// the page-fault counter's total, which must be the samples (each fault
+/// taken in user mode after the exec) and the few faults the kernel takes in
+/// kernel mode (the exec itself, copies into the processes), and the report.
+fn faults_counted_as_sampled(
+    p: &std::path::Path,
+    extra: &[&str],
+    program_name: &str,
+) -> (f64, serde_json::Value) {
+    let mut flags = vec!["--backend", "page-faults"];
+    flags.extend(extra);
+    assert_ran(&record(p, &flags, &[&program(program_name)]));
+    let report = report_json(p);
+    let counted = counter_total(&report, "page-faults");
+    let sampled = report["access"]["samples"].as_u64().unwrap() as f64;
+    eprintln!("{program_name}: {counted} page faults counted, {sampled} sampled");
+    assert!(
+        counted >= sampled && counted <= sampled + 64.0,
+        "{program_name}: {counted} counted, {sampled} sampled"
+    );
+    (counted, report)
+}
+
 /// The last reading of each counter, from the JSON report.
 fn counter_total(report: &serde_json::Value, name: &str) -> f64 {
     named(&report["counters"], name)["total"].as_f64().unwrap()
@@ -214,24 +237,9 @@ fn counters_agree_with_the_kernels_other_accounts() {
     );
 
     // Page faults: the count from /proc against the sampling event of the
-    // same run, which sees each fault taken in user mode after the exec. The
-    // kernel's count has those and the few taken in kernel mode (the exec
-    // itself, copies into the process): 7 here.
+    // same run (7 more here).
     let p = dir.path().join("touch");
-    let o = record(
-        &p,
-        &["--backend", "page-faults"],
-        &[&program("first_touch")],
-    );
-    assert_ran(&o);
-    let report = report_json(&p);
-    let counted = counter_total(&report, "page-faults");
-    let sampled = report["access"]["samples"].as_u64().unwrap() as f64;
-    eprintln!("page faults: {counted} counted, {sampled} sampled");
-    assert!(
-        counted >= sampled && counted <= sampled + 64.0,
-        "{counted} counted, {sampled} sampled"
-    );
+    let (counted, report) = faults_counted_as_sampled(&p, &[], "first_touch");
     assert!(counted >= PAGES as f64, "{counted}");
     assert!(
         (named(&report["counters"], "page-faults")["method"].as_str())
@@ -242,20 +250,8 @@ fn counters_agree_with_the_kernels_other_accounts() {
     // their faults reach the count through the parent's (the kernel adds a
     // reaped child's), and the parent's final count is read as a zombie.
     let p = dir.path().join("forks");
-    let o = record(
-        &p,
-        &["--backend", "page-faults", "--interval", "1"],
-        &[&program("fork_touch")],
-    );
-    assert_ran(&o);
-    let report = report_json(&p);
-    let counted = counter_total(&report, "page-faults");
-    let sampled = report["access"]["samples"].as_u64().unwrap() as f64;
-    eprintln!("page faults of five processes: {counted} counted, {sampled} sampled");
-    assert!(
-        counted >= sampled && counted <= sampled + 64.0 && counted >= 5.0 * 1024.0,
-        "{counted} counted, {sampled} sampled"
-    );
+    let (counted, _) = faults_counted_as_sampled(&p, &["--interval", "1"], "fork_touch");
+    assert!(counted >= 5.0 * 1024.0, "{counted}");
     // A cumulative count: no reading below an earlier one (a child counted
     // both on its own and in its parent's count would make one).
     let readings: Vec<memlens_profile::CounterReading> = memlens_profile::read_table(&p).unwrap();
