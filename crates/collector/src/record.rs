@@ -222,7 +222,7 @@ struct Watched {
 
 /// The image's block reservations at the collector's last look, to keep
 /// blocks ready at the rate its threads take them.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct ReadyBlocks {
     cursor: u64,
     ready: u64,
@@ -260,12 +260,18 @@ impl Watched {
         let block = raw::BLOCK_SIZE as u64;
         let (next, end) = raw::unpack_ready(h.ready_blocks.load(Ordering::Acquire));
         let (last_next, last_end) = raw::unpack_ready(last.ready);
-        let from_ready = if end == last_end { next - last_next } else { 0 };
+        // The header is the program's memory too: nothing in it is trusted
+        // to be consistent.
+        let from_ready = if end == last_end {
+            next.saturating_sub(last_next)
+        } else {
+            0
+        };
         let own = cursor.saturating_sub(last.cursor) / block;
         let want = (3 * (u64::from(from_ready) + own))
             .div_ceil(2)
             .min(MAX_READY_BLOCKS);
-        let waiting = u64::from(end - next);
+        let waiting = u64::from(end.saturating_sub(next));
         let mut zeros = Vec::new();
         for _ in waiting..want {
             if zeros.is_empty() {
@@ -273,7 +279,8 @@ impl Watched {
                 zeros[..4].copy_from_slice(&raw::READY_MAGIC.to_le_bytes());
             }
             let off = h.reserve_cursor.fetch_add(block, Ordering::AcqRel);
-            let Ok(index) = u32::try_from((off - raw::HEADER_SIZE as u64) / block) else {
+            let index = off.checked_sub(raw::HEADER_SIZE as u64).map(|b| b / block);
+            let Some(Ok(index)) = index.map(u32::try_from) else {
                 break;
             };
             if self.log.write_all_at(&zeros, off).is_err() || index == u32::MAX {

@@ -147,7 +147,11 @@ fn take_ready(h: &FileHeader, after: Option<u64>) -> Option<u64> {
             Some(last) => u64::from(next).max(last + 1),
             None => u64::from(next),
         };
-        if take >= u64::from(end) {
+        // Offered blocks were reserved through the cursor: one past it is no
+        // block (a header the program scribbled on), and mapping it would
+        // fault past the file's end.
+        let reserved = h.reserve_cursor.load(Ordering::Relaxed);
+        if take >= u64::from(end) || raw::block_offset(take) + raw::BLOCK_SIZE as u64 > reserved {
             return None;
         }
         let taken = raw::pack_ready(take as u32 + 1, end);
