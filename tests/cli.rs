@@ -827,6 +827,37 @@ fn corrupt_raw_logs_never_crash_the_finalizer() {
 }
 
 #[test]
+fn a_raw_log_of_another_format_is_named_not_misread() {
+    // The raw log's layout changes between memlens versions: one written by
+    // another version is refused with its format and the fix, in one line.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--keep-raw"], &[&program("phases")]));
+    std::fs::remove_file(p.join(memlens_profile::META_FILE)).unwrap();
+    let log = (std::fs::read_dir(p.join("raw")).unwrap().flatten())
+        .map(|e| e.path())
+        .find(|f| f.extension().is_some_and(|x| x == "mlraw"))
+        .unwrap();
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = std::mem::offset_of!(memlens_rawlog::FileHeader, version);
+    bytes[at..at + 4].copy_from_slice(&(memlens_rawlog::VERSION - 1).to_le_bytes());
+    std::fs::write(&log, &bytes).unwrap();
+    let out = Command::new(memlens())
+        .arg("finalize")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains(&format!("raw log format {}", memlens_rawlog::VERSION - 1))
+            && err.contains("finalize it with the memlens that recorded it")
+            && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
 fn long_steps_show_a_spinner_on_a_terminal_only() {
     // Under a pseudo-terminal (util-linux `script`) record and report name
     // what they are doing, then clear the line; into a pipe they write none of that.

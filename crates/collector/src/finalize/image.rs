@@ -47,6 +47,14 @@ pub(super) fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
     if h.magic != raw::MAGIC {
         return Ok(None);
     }
+    if h.version != raw::VERSION {
+        return Err(Error::Usage(format!(
+            "{}: raw log format {}, and this memlens reads format {}: finalize it with the memlens that recorded it (`memlens finalize DIR`)",
+            path.display(),
+            h.version,
+            raw::VERSION
+        )));
+    }
     let stacks_walked = h.stacks_walked();
     Ok(Some(ImageHeader {
         path: path.to_path_buf(),
