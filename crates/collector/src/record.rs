@@ -279,8 +279,7 @@ impl Watched {
                 zeros[..4].copy_from_slice(&raw::READY_MAGIC.to_le_bytes());
             }
             let off = h.reserve_cursor.fetch_add(block, Ordering::AcqRel);
-            let index = off.checked_sub(raw::HEADER_SIZE as u64).map(|b| b / block);
-            let Some(Ok(index)) = index.map(u32::try_from) else {
+            let Some(Ok(index)) = raw::block_index(off).map(u32::try_from) else {
                 break;
             };
             if self.log.write_all_at(&zeros, off).is_err() || index == u32::MAX {

@@ -33,6 +33,11 @@ pub fn block_offset(index: u64) -> u64 {
     HEADER_SIZE as u64 + index * BLOCK_SIZE as u64
 }
 
+/// The block at file offset `offset` (None: in the header).
+pub fn block_index(offset: u64) -> Option<u64> {
+    Some(offset.checked_sub(HEADER_SIZE as u64)? / BLOCK_SIZE as u64)
+}
+
 /// [`FileHeader::ready_blocks`] of the block indices [next, end).
 pub fn pack_ready(next: u32, end: u32) -> u64 {
     u64::from(next) << 32 | u64::from(end)
@@ -1331,6 +1336,8 @@ mod tests {
         );
         assert_eq!(unpack_ready(0), (0, 0));
         assert_eq!(block_offset(2), (HEADER_SIZE + 2 * BLOCK_SIZE) as u64);
+        assert_eq!(block_index(block_offset(2)), Some(2));
+        assert_eq!(block_index(HEADER_SIZE as u64 - 1), None);
     }
 
     #[test]

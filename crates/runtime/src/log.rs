@@ -383,10 +383,7 @@ impl Writer {
                 off
             }
         };
-        self.last = (
-            header_addr,
-            (off - raw::HEADER_SIZE as u64) / raw::BLOCK_SIZE as u64,
-        );
+        self.last = (header_addr, raw::block_index(off).unwrap_or(0));
         // SAFETY: plain syscalls on our own descriptor, over a block with disk
         // space (written zeros, ours or the collector's).
         unsafe {
