@@ -758,9 +758,7 @@ fn reap(sampler: &mut Sampler) -> Result<Reaped> {
         if pid == 0 {
             return Ok(Reaped::Exits(exits));
         }
-        if let Some(faults) = &mut sampler.counters.faults {
-            faults.reaping(pid as u32);
-        }
+        sampler.counters.reaping(pid as u32);
         let mut status = 0;
         // SAFETY: zeroed rusage is a valid out value.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -1197,12 +1195,8 @@ impl Sampler {
     }
 
     fn read_counters(&mut self, time: u64) {
-        let mut readings = self.counters.read();
-        if let Some(faults) = &mut self.counters.faults {
-            faults.read_all(self.watched.keys().chain(self.untracked.keys()).copied());
-            let (value, since) = faults.reading();
-            readings.push([value, since, since]);
-        }
+        let pids = self.watched.keys().chain(self.untracked.keys()).copied();
+        let readings = self.counters.read(pids);
         for (index, [value, enabled, running]) in readings.into_iter().enumerate() {
             let reading = raw::CounterReading {
                 time,
@@ -1216,41 +1210,19 @@ impl Sampler {
         }
     }
 
-    /// Names each counter in the log, before its first reading: the perf
-    /// events, then the page faults from /proc.
+    /// Names each counter in the log, before its first reading.
     fn define_counters(&mut self) {
-        let mut defs: Vec<(String, &str, f64, bool, String)> = (self.counters.specs.iter())
-            .map(|s| {
-                (
-                    s.name.clone(),
-                    s.unit,
-                    s.scale,
-                    !s.cpus.is_empty(),
-                    s.method.clone(),
-                )
-            })
-            .collect();
-        if self.counters.faults.is_some() {
-            use crate::perf::counters::ProcFaults;
-            defs.push((
-                ProcFaults::NAME.into(),
-                ProcFaults::UNIT,
-                1.0,
-                false,
-                ProcFaults::METHOD.into(),
-            ));
-        }
-        for (i, (name, unit_name, scale, machine_wide, method)) in defs.into_iter().enumerate() {
+        for (i, d) in self.counters.definitions().into_iter().enumerate() {
             let mut unit = [0u8; 16];
-            let n = unit_name.len().min(16);
-            unit[..n].copy_from_slice(&unit_name.as_bytes()[..n]);
+            let n = d.unit.len().min(16);
+            unit[..n].copy_from_slice(&d.unit.as_bytes()[..n]);
             let def = raw::CounterDef {
                 index: i as u32,
-                machine_wide: u32::from(machine_wide),
-                scale,
+                machine_wide: u32::from(d.machine_wide),
+                scale: d.scale,
                 unit,
             };
-            let text = format!("{name}\0{method}");
+            let text = format!("{}\0{}", d.name, d.method);
             self.write_with(tag::COUNTER_DEF, &def, text.as_bytes());
         }
     }

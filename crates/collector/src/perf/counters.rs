@@ -182,11 +182,21 @@ fn open(spec: &Spec) -> Result<Vec<Event>, Unavailable> {
 }
 
 /// The opened counters: per spec, one event (program) or one per CPU (machine);
-/// then the page faults from /proc.
+/// then the page faults from /proc. Their definitions and readings come in
+/// that order, which is the counters' index in the log.
 pub struct Counters {
-    pub specs: Vec<Spec>,
+    specs: Vec<Spec>,
     events: Vec<Vec<Event>>,
-    pub faults: Option<ProcFaults>,
+    faults: Option<ProcFaults>,
+}
+
+/// A counter as the log names it.
+pub struct Definition {
+    pub name: String,
+    pub unit: &'static str,
+    pub scale: f64,
+    pub machine_wide: bool,
+    pub method: String,
 }
 
 /// The run's page faults, minor and major, from each process's /proc/PID/stat
@@ -224,7 +234,7 @@ impl ProcFaults {
     /// their children (by start time; new processes last): a child reaped
     /// between the two readings is then missed until the next one rather
     /// than counted twice, so the count never goes back.
-    pub fn read_all(&mut self, pids: impl Iterator<Item = u32>) {
+    fn read_all(&mut self, pids: impl Iterator<Item = u32>) {
         let mut known: Vec<(u64, u32)> = (self.live.iter())
             .map(|(&pid, &(_, start))| (start, pid))
             .collect();
@@ -251,14 +261,14 @@ impl ProcFaults {
     }
 
     /// Reads `pid`, a zombie memlens is about to reap, a last time.
-    pub fn reaping(&mut self, pid: u32) {
+    fn reaping(&mut self, pid: u32) {
         self.read(pid);
         self.reaped += self.live.remove(&pid).map_or(0, |(n, _)| n);
     }
 
     /// Faults of the run so far, and the ns since counting began (the
     /// enabled and running time of a counter never multiplexed).
-    pub fn reading(&self) -> (u64, u64) {
+    fn reading(&self) -> (u64, u64) {
         let total = self.reaped + self.live.values().map(|(n, _)| n).sum::<u64>();
         (total, self.since.elapsed().as_nanos() as u64)
     }
@@ -312,20 +322,51 @@ impl Counters {
         }
     }
 
-    /// Each counter's (value, enabled ns, running ns), summed over its CPUs.
-    pub fn read(&self) -> Vec<[u64; 3]> {
-        self.events
-            .iter()
-            .map(|events| {
-                events.iter().fold([0u64; 3], |mut sum, e| {
-                    if let Some(v) = e.read_values() {
-                        for i in 0..3 {
-                            sum[i] += v[i];
-                        }
+    /// Every counter, in the order of [`Counters::read`].
+    pub fn definitions(&self) -> Vec<Definition> {
+        let perf = self.specs.iter().map(|s| Definition {
+            name: s.name.clone(),
+            unit: s.unit,
+            scale: s.scale,
+            machine_wide: !s.cpus.is_empty(),
+            method: s.method.clone(),
+        });
+        let faults = self.faults.as_ref().map(|_| Definition {
+            name: ProcFaults::NAME.into(),
+            unit: ProcFaults::UNIT,
+            scale: 1.0,
+            machine_wide: false,
+            method: ProcFaults::METHOD.into(),
+        });
+        perf.chain(faults).collect()
+    }
+
+    /// Each counter's (value, enabled ns, running ns), summed over its CPUs;
+    /// the page faults of `pids`, the run's processes, and of those read
+    /// before.
+    pub fn read(&mut self, pids: impl Iterator<Item = u32>) -> Vec<[u64; 3]> {
+        let perf = self.events.iter().map(|events| {
+            events.iter().fold([0u64; 3], |mut sum, e| {
+                if let Some(v) = e.read_values() {
+                    for i in 0..3 {
+                        sum[i] += v[i];
                     }
-                    sum
-                })
+                }
+                sum
             })
-            .collect()
+        });
+        let faults = self.faults.as_mut().map(|faults| {
+            faults.read_all(pids);
+            let (value, since) = faults.reading();
+            [value, since, since]
+        });
+        perf.chain(faults).collect()
+    }
+
+    /// `pid`, a zombie memlens is about to reap, read a last time.
+    pub fn reaping(&mut self, pid: u32) {
+        if let Some(faults) = &mut self.faults {
+            faults.reaping(pid);
+        }
     }
 }
