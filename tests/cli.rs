@@ -768,11 +768,7 @@ fn corrupt_raw_logs_never_crash_the_finalizer() {
     for (run, args) in runs.iter().enumerate() {
         let p = dir.path().join(format!("p{run}"));
         assert_ran(&record(&p, &["--keep-raw"], args));
-        let log = std::fs::read_dir(p.join("raw"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|f| f.extension().is_some_and(|x| x == "mlraw"))
-            .unwrap();
+        let log = raw_log(&p);
         let bytes = std::fs::read(&log).unwrap();
         for case in 0..24 {
             let mut data = bytes.clone();
@@ -834,10 +830,7 @@ fn a_raw_log_of_another_format_is_named_not_misread() {
     let p = dir.path().join("p");
     assert_ran(&record(&p, &["--keep-raw"], &[&program("phases")]));
     std::fs::remove_file(p.join(memlens_profile::META_FILE)).unwrap();
-    let log = (std::fs::read_dir(p.join("raw")).unwrap().flatten())
-        .map(|e| e.path())
-        .find(|f| f.extension().is_some_and(|x| x == "mlraw"))
-        .unwrap();
+    let log = raw_log(&p);
     let mut bytes = std::fs::read(&log).unwrap();
     let at = std::mem::offset_of!(memlens_rawlog::FileHeader, version);
     bytes[at..at + 4].copy_from_slice(&(memlens_rawlog::VERSION - 1).to_le_bytes());

@@ -277,12 +277,7 @@ fn log_blocks_the_collector_makes_ready_keep_every_event_in_order() {
     assert_eq!(allocated, 2_000_000.0);
     // The log's own account: blocks in use, blocks taken ready, and those
     // still marked ready at the end (written for no one).
-    let raw = std::fs::read_dir(p.join("raw")).unwrap();
-    let log = (raw.flatten())
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "mlraw"))
-        .unwrap();
-    let bytes = std::fs::read(&log).unwrap();
+    let bytes = std::fs::read(raw_log(&p)).unwrap();
     let at = std::mem::offset_of!(memlens_rawlog::FileHeader, ready_taken);
     let taken = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     let magic_of = |block: usize| {

@@ -527,6 +527,14 @@ pub fn html_report(p: &Path, html: &Path) -> String {
     std::fs::read_to_string(html).unwrap()
 }
 
+/// A process image's raw log in a profile recorded with `--keep-raw`.
+pub fn raw_log(p: &Path) -> PathBuf {
+    (std::fs::read_dir(p.join("raw")).unwrap().flatten())
+        .map(|e| e.path())
+        .find(|f| f.extension().is_some_and(|x| x == "mlraw"))
+        .unwrap()
+}
+
 /// `memlens report --format json VIEW... DIR`.
 pub fn report_view(p: &Path, view: &[&str]) -> Output {
     Command::new(memlens())
