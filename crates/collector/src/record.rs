@@ -228,6 +228,15 @@ struct ReadyBlocks {
     ready: u64,
 }
 
+impl ReadyBlocks {
+    fn of(h: &FileHeader) -> ReadyBlocks {
+        ReadyBlocks {
+            cursor: h.reserve_cursor.load(Ordering::Acquire),
+            ready: h.ready_blocks.load(Ordering::Acquire),
+        }
+    }
+}
+
 /// Ready blocks kept for an image: an interval and a half's worth at the
 /// rate its threads took blocks in the last one (what a run leaves unused at
 /// its end), at most this many (16 MiB).
@@ -304,10 +313,7 @@ impl Watched {
                 }
             }
         }
-        self.ready = Some(ReadyBlocks {
-            cursor: h.reserve_cursor.load(Ordering::Acquire),
-            ready: h.ready_blocks.load(Ordering::Acquire),
-        });
+        self.ready = Some(ReadyBlocks::of(h));
     }
 
     /// Reads what the image logged since the last look: the code it names,
@@ -1063,14 +1069,11 @@ impl Sampler {
                 samples_live: true,
                 code: crate::code_seen::CodeSeen::new(),
             };
-            if writable && w.header().magic == raw::MAGIC && w.header().version == raw::VERSION {
-                let h = w.header();
-                w.ready = Some(ReadyBlocks {
-                    cursor: h.reserve_cursor.load(Ordering::Acquire),
-                    ready: h.ready_blocks.load(Ordering::Acquire),
-                });
-            }
             if w.header().magic == raw::MAGIC {
+                // Blocks are made ready only in a log of this layout.
+                if writable && w.header().version == raw::VERSION {
+                    w.ready = Some(ReadyBlocks::of(w.header()));
+                }
                 // The image it follows ran its last: the process exec'd.
                 if let Some((_, mut old)) = self.watched.insert(pid, (seq, w)) {
                     old.follow(&self.read_ahead, self.samples.as_mut(), true);
