@@ -60,7 +60,11 @@ fn scatter_and_bandwidth_plots() {
         let drawn = bandwidth.y_value(top);
         assert!(
             (drawn - rate).abs() <= 1.5 * pixel,
-            "{name}: {drawn} GiB/s drawn, peak {rate}"
+            "{name}: {drawn} GiB/s drawn, peak {rate}; timeline (ns, read, written) {:?}; processes {:?}",
+            (timeline.iter())
+                .map(|t| (t.time_ns, t.bytes_read, t.bytes_written))
+                .collect::<Vec<_>>(),
+            report["summary"]["processes"]
         );
         // Written is drawn over read (equal in copy and scale).
         let share = png.share_drawn(&bandwidth, line[0], &["#D62728"]);
