@@ -105,7 +105,7 @@ pub fn attach(cfg: &RecordConfig, pid: u32) -> Result<RecordOutcome> {
     if let Some(perf) = perf {
         perf.finish(&raw_dir)?;
     }
-    let read_ahead = sampler.finish()?;
+    let (read_ahead, followed) = sampler.finish()?;
     let command = std::fs::read(format!("/proc/{pid}/cmdline"))
         .ok()
         .filter(|c| !c.is_empty())
@@ -127,6 +127,7 @@ pub fn attach(cfg: &RecordConfig, pid: u32) -> Result<RecordOutcome> {
             end_ns: Some(now_ns()),
             read_ahead: Some(read_ahead),
             attached_ended: ended,
+            followed,
             ..RunInfo::default()
         },
         live_samples: None,

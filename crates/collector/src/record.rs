@@ -2,7 +2,7 @@
 //! process of the run from /proc at a fixed interval, reap them all (we are their
 //! subreaper, so orphans of a fork come back to us), then finalize.
 
-use crate::finalize::{RunInfo, COLLECTOR_LOG};
+use crate::finalize::{Definitions, FollowedLogs, RunInfo, COLLECTOR_LOG};
 use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
@@ -218,6 +218,9 @@ struct Watched {
     samples_live: bool,
     /// The modules its stacks and samples name, for the read-ahead.
     code: crate::code_seen::CodeSeen,
+    /// The definitions read so far: whole once the image ended, and the
+    /// finalizer's pass over the log is saved.
+    defs: Definitions,
 }
 
 /// The image's block reservations at the collector's last look, to keep
@@ -317,25 +320,28 @@ impl Watched {
     }
 
     /// Reads what the image logged since the last look: the code it names,
-    /// for the read-ahead, and its access samples, into the table. `ended`:
-    /// the image ran its last (its process exited or exec'd), so this look
-    /// reads its log to the end and its samples are complete. Past the
-    /// read-ahead's share of a log, one without samples (not instrumented,
-    /// none written) is no longer read: the finalizer writes its samples.
+    /// for the read-ahead, its definitions, and its access samples, into the
+    /// table. `ended`: the image ran its last (its process exited or exec'd),
+    /// so this look reads its log to the end and its samples are complete.
+    /// Past the read-ahead's share of a log, the records of one without
+    /// samples (not instrumented, none written) no longer go to the table:
+    /// the finalizer writes its samples.
     fn follow(&mut self, read_ahead: &ReadAhead, samples: Option<&mut LiveSamples>, ended: bool) {
         let instrumented = self.header().instrumented.load(Ordering::Relaxed) != 0;
-        let mut samples = samples.filter(|_| self.samples_live);
+        let samples = samples.filter(|_| self.samples_live);
         let sampled = (samples.as_ref()).is_some_and(|s| instrumented || s.has_rows(&self.path));
         if !self.code.following() && !sampled {
             // Records read from now on would not reach the table.
             self.samples_live = false;
-            return;
         }
+        let mut samples = samples.filter(|_| self.samples_live);
         let start_ns = self.header().start_ns;
+        let window = crate::finalize::TimeWindow::from_start(start_ns);
         let mut image = (samples.as_deref_mut()).map(|s| s.image(&self.path, self.pid, start_ns));
-        let code = &mut self.code;
+        let (code, defs) = (&mut self.code, &mut self.defs);
         self.tail.read_new(&self.log, &mut |tid, rec| {
             code.see(&rec);
+            defs.see(&rec, window);
             if let Some(image) = &mut image {
                 image.add(tid, &rec);
             }
@@ -517,8 +523,8 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
     block_sigchld(false);
     // Every process of the run ended: what is still followed is complete.
-    for (_, (_, mut w)) in std::mem::take(&mut sampler.watched) {
-        w.follow(&sampler.read_ahead, sampler.samples.as_mut(), true);
+    for (_, (_, w)) in std::mem::take(&mut sampler.watched) {
+        sampler.image_ended(w);
     }
     let mut live_samples = sampler.samples.take();
     if let Some(samples) = &mut live_samples {
@@ -532,7 +538,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(perf) = perf.take() {
         perf.finish(&raw_dir)?;
     }
-    let read_ahead = sampler.finish()?;
+    let (read_ahead, followed) = sampler.finish()?;
     // SAFETY: restore default dispositions.
     unsafe {
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -554,6 +560,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         missed_ticks,
         read_ahead: Some(read_ahead),
         attached_ended: false,
+        followed,
     };
     Ok(RecordOutcome {
         dir: cfg.out_dir.clone(),
@@ -832,6 +839,8 @@ pub(crate) struct Sampler {
     attached: HashMap<u32, (u64, HashSet<MapsEntry>)>,
     /// The samples table, written as the logs are followed.
     samples: Option<LiveSamples>,
+    /// The definitions of the logs followed to their end.
+    followed: FollowedLogs,
 }
 
 /// A mapping as /proc/PID/maps lists it: (start, end, offset, prot, shared,
@@ -907,14 +916,23 @@ impl Sampler {
             read_ahead: ReadAhead::default(),
             attached: HashMap::new(),
             samples: None,
+            followed: FollowedLogs::default(),
         })
     }
 
-    /// Writes what is buffered; hands over the debug information read so far.
-    pub(crate) fn finish(mut self) -> Result<ReadAhead> {
+    /// Writes what is buffered; hands over the debug information read so far
+    /// and the definitions of the logs followed to their end.
+    pub(crate) fn finish(mut self) -> Result<(ReadAhead, FollowedLogs)> {
         let log_path = self.raw_dir.join(COLLECTOR_LOG);
         self.out.flush().map_err(|e| Error::io(&log_path, e))?;
-        Ok(self.read_ahead.clone())
+        Ok((self.read_ahead.clone(), std::mem::take(&mut self.followed)))
+    }
+
+    /// An image ran its last (its process exited or exec'd): its log is read
+    /// to the end, its samples and definitions are whole.
+    fn image_ended(&mut self, mut w: Watched) {
+        w.follow(&self.read_ahead, self.samples.as_mut(), true);
+        self.followed.insert(&w.path, w.defs);
     }
 
     /// Follows a process the runtime cannot enter: says so in the log, and
@@ -1068,6 +1086,7 @@ impl Sampler {
                 tail: crate::tail::LogTail::new(),
                 samples_live: true,
                 code: crate::code_seen::CodeSeen::new(),
+                defs: Definitions::default(),
             };
             if w.header().magic == raw::MAGIC {
                 // Blocks are made ready only in a log of this layout.
@@ -1075,8 +1094,8 @@ impl Sampler {
                     w.ready = Some(ReadyBlocks::of(w.header()));
                 }
                 // The image it follows ran its last: the process exec'd.
-                if let Some((_, mut old)) = self.watched.insert(pid, (seq, w)) {
-                    old.follow(&self.read_ahead, self.samples.as_mut(), true);
+                if let Some((_, old)) = self.watched.insert(pid, (seq, w)) {
+                    self.image_ended(old);
                 }
                 // A newer image the runtime entered (a static program exec'd
                 // a dynamic one).
@@ -1181,8 +1200,8 @@ impl Sampler {
         self.write(tag::PROCESS_EXIT, &ev);
         // What it logged since the last tick: its samples complete, its code
         // read ahead while the finalizer replays the logs.
-        if let Some((seq, mut w)) = self.watched.remove(&pid) {
-            w.follow(&self.read_ahead, self.samples.as_mut(), true);
+        if let Some((seq, w)) = self.watched.remove(&pid) {
+            self.image_ended(w);
             self.ended.insert(pid, seq);
         }
     }

@@ -92,7 +92,16 @@ pub(super) fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
 pub(super) struct ThreadStream<'a> {
     pub(super) tid: u32,
     pub(super) blocks: Vec<&'a [u8]>,
+    /// Its blocks' pages are dropped once read ([`release`]): the log is
+    /// large.
+    pub(super) release: bool,
 }
+
+/// Logs this big or bigger have their blocks' pages dropped from the
+/// finalizer once read; a smaller one stays mapped whole (dropping costs a
+/// system call and a TLB flush of every memlens thread per block: STREAM's
+/// 6 MB log, 300 calls, 1 ms of a 10 ms finalize).
+const RELEASED_LOG_BYTES: usize = 64 << 20;
 
 /// An image log mapped in memory, split into per-thread streams.
 pub(super) struct ImageLog {
@@ -125,6 +134,7 @@ impl ImageLog {
     /// Per-thread streams, and how many blocks were cut short or never written.
     pub(super) fn streams(&self) -> (Vec<ThreadStream<'_>>, u64) {
         let data = &self.data[..];
+        let release_pages = data.len() >= RELEASED_LOG_BYTES;
         let mut by_tid: BTreeMap<u32, Vec<&[u8]>> = BTreeMap::new();
         let mut truncated = 0;
         let mut off = raw::HEADER_SIZE;
@@ -141,7 +151,9 @@ impl ImageLog {
             let ready = block.get(..4) == Some(&raw::READY_MAGIC.to_le_bytes()[..]);
             // Reading its header mapped the block (the kernel maps the pages
             // around a fault): read later, it is mapped again.
-            release(block);
+            if release_pages {
+                release(block);
+            }
             let Some((tid, used)) = header else {
                 // Reserved but never initialised: the process died then, unless
                 // the collector made it ready and no thread needed it.
@@ -160,7 +172,11 @@ impl ImageLog {
         }
         let streams = by_tid
             .into_iter()
-            .map(|(tid, blocks)| ThreadStream { tid, blocks })
+            .map(|(tid, blocks)| ThreadStream {
+                tid,
+                blocks,
+                release: release_pages,
+            })
             .collect();
         (streams, truncated)
     }
@@ -193,21 +209,75 @@ pub(super) fn data_extents(file: &std::fs::File, len: usize) -> Vec<std::ops::Ra
     extents
 }
 
-/// Definitions an image's events refer to, gathered in a first pass.
+/// Definitions an image's events refer to: gathered by the collector as it
+/// follows the log while the image runs, else by a pass of the finalizer
+/// before its replay (a whole read of the log: a fifth of an every-block
+/// finalize).
 #[derive(Default)]
-pub(super) struct Definitions {
+pub(crate) struct Definitions {
     pub(super) strings: HashMap<u64, String>,
     pub(super) stacks: HashMap<u64, Vec<u64>>,
+    /// In the order seen: [`Definitions::by_time`] sorts them.
     pub(super) modules: Vec<(u64, LoadedModule)>,
     /// The command line the runtime recorded (transparent mode).
     pub(super) command: Vec<String>,
     pub(super) exit_ns: Option<u64>,
     /// Status the program passed to exit/_exit, when the runtime saw it.
     pub(super) exit_status: Option<i32>,
-    pub(super) malformed_blocks: u64,
-    /// Records whose time lies outside the image's window (scribbled on).
-    pub(super) damaged_records: u64,
-    pub(super) last_ns: u64,
+}
+
+impl Definitions {
+    /// One record of the image, in its thread's order: a definition is kept,
+    /// unless its time lies outside the image's window (damaged; the merge
+    /// counts it).
+    pub(crate) fn see(&mut self, rec: &RawRecord<'_>, window: TimeWindow) {
+        if !is_definition(rec.tag) || record_time(rec).is_some_and(|t| !window.contains(t)) {
+            return;
+        }
+        match rec.tag {
+            tag::STRING => {
+                if let Some(def) = rec.payload::<raw::StringDef>() {
+                    let bytes = rec.trailing::<raw::StringDef>();
+                    let s = &bytes[..(def.len as usize).min(bytes.len())];
+                    (self.strings).insert(def.id, String::from_utf8_lossy(s).into_owned());
+                }
+            }
+            tag::STACK => {
+                if let Some((id, frames)) = stack_def(rec) {
+                    self.stacks.insert(id, frames);
+                }
+            }
+            tag::MODULE => self.modules.extend(module_def(rec)),
+            tag::COMMAND_LINE => {
+                let args = rec.trailing::<raw::CommandLine>();
+                self.command = (args.split(|&b| b == 0).filter(|a| !a.is_empty()))
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+            }
+            tag::PROCESS_EXIT => {
+                if let Some(e) = rec.payload::<raw::ProcessExit>() {
+                    self.exit_ns = Some(e.time);
+                    self.exit_status = (e.status >= 0).then_some(e.status);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The modules in load order.
+    pub(super) fn by_time(mut self) -> Definitions {
+        self.modules.sort_by_key(|m| m.0);
+        self
+    }
+}
+
+/// Whether a record is a definition: not an event of the program's run,
+/// so its time does not extend the image's.
+fn is_definition(tag: u16) -> bool {
+    matches!(
+        tag,
+        tag::STRING | tag::STACK | tag::MODULE | tag::COMMAND_LINE | tag::PROCESS_EXIT
+    )
 }
 
 /// The times an image's records can carry: from shortly before its runtime
@@ -240,61 +310,20 @@ impl TimeWindow {
     }
 }
 
+/// The definitions of an image's log, by a pass over it.
 pub(super) fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions {
     let mut d = Definitions::default();
-    for block in streams.iter().flat_map(|s| s.blocks.iter()) {
-        let mut records = Records::new(block);
-        for rec in records.by_ref() {
-            let time = record_time(&rec);
-            if time.is_some_and(|t| !window.contains(t)) {
-                d.damaged_records += 1;
-                continue;
+    for s in streams {
+        for block in &s.blocks {
+            for rec in Records::new(block) {
+                d.see(&rec, window);
             }
-            match rec.tag {
-                tag::STRING => {
-                    if let Some(def) = rec.payload::<raw::StringDef>() {
-                        let bytes = rec.trailing::<raw::StringDef>();
-                        let s = &bytes[..(def.len as usize).min(bytes.len())];
-                        d.strings
-                            .insert(def.id, String::from_utf8_lossy(s).into_owned());
-                    }
-                }
-                tag::STACK => {
-                    if let Some((id, frames)) = stack_def(&rec) {
-                        d.stacks.insert(id, frames);
-                    }
-                }
-                tag::MODULE => {
-                    if let Some(module) = module_def(&rec) {
-                        d.modules.push(module);
-                    }
-                }
-                tag::COMMAND_LINE => {
-                    let args = rec.trailing::<raw::CommandLine>();
-                    d.command = (args.split(|&b| b == 0).filter(|a| !a.is_empty()))
-                        .map(|a| String::from_utf8_lossy(a).into_owned())
-                        .collect();
-                }
-                tag::PROCESS_EXIT => {
-                    if let Some(e) = rec.payload::<raw::ProcessExit>() {
-                        d.exit_ns = Some(e.time);
-                        d.exit_status = (e.status >= 0).then_some(e.status);
-                    }
-                }
-                _ => {
-                    if let Some(t) = time {
-                        d.last_ns = d.last_ns.max(t);
-                    }
-                }
+            if s.release {
+                release(block);
             }
         }
-        if records.malformed {
-            d.malformed_blocks += 1;
-        }
-        release(block);
     }
-    d.modules.sort_by_key(|m| m.0);
-    d
+    d.by_time()
 }
 
 /// A stack definition: its id and return addresses, innermost first.
@@ -325,12 +354,12 @@ pub(crate) fn module_def(rec: &RawRecord<'_>) -> Option<(u64, LoadedModule)> {
 
 /// Lets the kernel drop a log block's pages from the process once read: the
 /// log is a file mapping, so they come back from the page cache if touched
-/// again, and the finalizer's memory stays that of one block per thread, not
-/// the log's size.
+/// again, and the finalizer's memory stays that of one block per thread (or
+/// of a log smaller than [`RELEASED_LOG_BYTES`]), not the log's size.
 ///
 /// `block` is a block's body or all of it: blocks are whole pages of the
 /// file, so the pages it touches belong to that block alone.
-pub(super) fn release(block: &[u8]) {
+fn release(block: &[u8]) {
     let page = 4096usize;
     let start = block.as_ptr() as usize / page * page;
     let end = (block.as_ptr() as usize + block.len()).div_ceil(page) * page;
@@ -344,6 +373,7 @@ pub(super) fn release(block: &[u8]) {
 
 pub(super) struct Cursor<'a> {
     tid: u32,
+    release: bool,
     blocks: std::slice::Iter<'a, &'a [u8]>,
     records: Records<'a>,
     current: &'a [u8],
@@ -364,14 +394,26 @@ pub(super) struct Merged<'a> {
     pub(super) pending: Vec<Option<RawRecord<'a>>>,
     /// Access samples are passed over (they are in the table already).
     skip_samples: bool,
+    pub(super) counts: LogCounts,
+}
+
+/// What the merge counts over every record of a log.
+#[derive(Default, Clone, Copy)]
+pub(super) struct LogCounts {
     /// Samples whose context the runtime walked by frame pointers (every
     /// one but a bulk call's), which it leaves to the finalizer to count.
     pub(super) sample_walks: u64,
+    /// Records whose time lies outside the image's window (scribbled on).
+    pub(super) damaged_records: u64,
+    /// Blocks whose records end in one that cannot be read.
+    pub(super) malformed_blocks: u64,
+    /// The time of the image's last event.
+    pub(super) last_ns: u64,
 }
 
 impl<'a> Merged<'a> {
     /// `skip_samples`: pass over the access samples (still counted in
-    /// [`Merged::sample_walks`]).
+    /// [`LogCounts::sample_walks`]).
     pub(super) fn new(
         streams: &'a [ThreadStream<'a>],
         window: TimeWindow,
@@ -384,7 +426,7 @@ impl<'a> Merged<'a> {
             heads: BinaryHeap::new(),
             pending: Vec::new(),
             skip_samples,
-            sample_walks: 0,
+            counts: LogCounts::default(),
         };
         for s in streams {
             let mut blocks = s.blocks.iter();
@@ -392,6 +434,7 @@ impl<'a> Merged<'a> {
             m.blocks_started += raw::BLOCK_SIZE as u64;
             m.cursors.push(Cursor {
                 tid: s.tid,
+                release: s.release,
                 blocks,
                 records: Records::new(block),
                 current: block,
@@ -406,38 +449,46 @@ impl<'a> Merged<'a> {
     /// Loads the next timed record of stream `i` into `pending` and the heap.
     pub(super) fn advance(&mut self, i: usize) {
         let c = &mut self.cursors[i];
+        let counts = &mut self.counts;
         loop {
-            match c.records.next() {
-                Some(rec) => {
-                    // Untimed records are definitions; damaged ones are counted
-                    // by `definitions`.
-                    if let Some(t) = record_time(&rec).filter(|&t| self.window.contains(t)) {
-                        if rec.tag == tag::SAMPLE {
-                            let bulk = rec
-                                .payload::<raw::Sample>()
-                                .is_some_and(|x| x.flags & raw::sample_flags::BULK != 0);
-                            self.sample_walks += u64::from(!bulk);
-                            if self.skip_samples {
-                                continue;
-                            }
-                        }
-                        self.heads.push(Reverse((t, i)));
-                        self.pending[i] = Some(rec);
-                        return;
-                    }
-                }
-                None => {
+            let Some(rec) = c.records.next() else {
+                counts.malformed_blocks += u64::from(c.records.malformed);
+                if c.release {
                     release(c.previous);
-                    match c.blocks.next() {
-                        Some(b) => {
-                            c.records = Records::new(b);
-                            c.previous = std::mem::replace(&mut c.current, b);
-                            self.blocks_started += raw::BLOCK_SIZE as u64;
-                        }
-                        None => return,
+                }
+                match c.blocks.next() {
+                    Some(b) => {
+                        c.records = Records::new(b);
+                        c.previous = std::mem::replace(&mut c.current, b);
+                        self.blocks_started += raw::BLOCK_SIZE as u64;
+                        continue;
                     }
+                    None => return,
+                }
+            };
+            // Untimed records are definitions.
+            let Some(t) = record_time(&rec) else {
+                continue;
+            };
+            if !self.window.contains(t) {
+                counts.damaged_records += 1;
+                continue;
+            }
+            if !is_definition(rec.tag) {
+                counts.last_ns = counts.last_ns.max(t);
+            }
+            if rec.tag == tag::SAMPLE {
+                let bulk = rec
+                    .payload::<raw::Sample>()
+                    .is_some_and(|x| x.flags & raw::sample_flags::BULK != 0);
+                counts.sample_walks += u64::from(!bulk);
+                if self.skip_samples {
+                    continue;
                 }
             }
+            self.heads.push(Reverse((t, i)));
+            self.pending[i] = Some(rec);
+            return;
         }
     }
 }

@@ -11,7 +11,7 @@ mod image;
 mod replay;
 mod sites;
 
-pub(crate) use image::{module_def, stack_def, TimeWindow};
+pub(crate) use image::{module_def, stack_def, Definitions, TimeWindow};
 pub(crate) use replay::{estimate, sample_row};
 
 use crate::live_samples::LiveSamples;
@@ -21,8 +21,8 @@ use memlens_convert::perf::{convert_into, Streamed};
 use memlens_convert::symbols::{self, LoadedModule, Symbolizer};
 use memlens_decoders::perf_data::PerfData;
 use memlens_profile::{
-    self as profile, AccessSample, KernelUsage, Losses, Meta, Process, StacksUnwound, TableWriter,
-    TimelinePoint,
+    self as profile, AccessSample, KernelUsage, Losses, Meta, Process, StacksUnwound, StaticObject,
+    TableWriter, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, tag};
 use replay::{replay, Sinks};
@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 pub const COLLECTOR_LOG: &str = "collector.mltl";
 
 /// What the launcher knows that the logs do not.
-#[derive(Clone, Debug, Default)]
+#[derive(Default)]
 pub struct RunInfo {
     pub command: Vec<String>,
     pub interval_ms: u64,
@@ -50,6 +50,26 @@ pub struct RunInfo {
     /// The process memlens attached to ended while it recorded (else it ran
     /// on when recording stopped).
     pub attached_ended: bool,
+    /// The definitions of the logs the collector followed to their end.
+    pub followed: FollowedLogs,
+}
+
+/// The definitions of each log the collector followed to its end while the
+/// run went, by the log's file name: the finalizer's pass over those logs
+/// is saved.
+#[derive(Default)]
+pub struct FollowedLogs(HashMap<PathBuf, Definitions>);
+
+impl FollowedLogs {
+    /// The log at `path` was followed to its end.
+    pub(crate) fn insert(&mut self, path: &Path, defs: Definitions) {
+        self.0
+            .insert(crate::live_samples::key(path), defs.by_time());
+    }
+
+    fn get(&self, path: &Path) -> Option<&Definitions> {
+        self.0.get(&crate::live_samples::key(path))
+    }
 }
 
 fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
@@ -329,6 +349,16 @@ fn untracked_processes(
         .collect()
 }
 
+/// The variables of an image's modules, each file's once; the runtime's own
+/// variables are not the program's data.
+fn variables(pid: u32, modules: &[(u64, LoadedModule)]) -> Vec<StaticObject> {
+    let mut seen_paths = HashSet::new();
+    (modules.iter())
+        .filter(|(_, m)| seen_paths.insert(&m.path) && !m.path.ends_with(profile::RUNTIME_FILE))
+        .flat_map(|(_, m)| symbols::static_objects(pid, m))
+        .collect()
+}
+
 fn raw_logs(raw_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut logs: Vec<PathBuf> = std::fs::read_dir(raw_dir)
         .map_err(|e| Error::io(raw_dir, e))?
@@ -426,7 +456,14 @@ pub fn finalize(
         let image = ImageLog::open(&log.path)?;
         let (streams, truncated) = image.streams();
         let window = TimeWindow::of(log);
-        let defs = definitions(&streams, window);
+        let passed;
+        let defs = match run.followed.get(&log.path) {
+            Some(defs) => defs,
+            None => {
+                passed = definitions(&streams, window);
+                &passed
+            }
+        };
         // Samples written while the image ran are not replayed.
         let live = written.remove(&crate::live_samples::key(&log.path));
         let merged = Merged::new(&streams, window, live.is_some());
@@ -435,7 +472,7 @@ pub fn finalize(
             recorded_command = defs.command.clone();
         }
         let report = |bytes| progress(replayed + bytes, total);
-        let mut built = replay(log, &defs, merged, t0, &mut sinks, &report);
+        let mut built = replay(log, defs, merged, t0, &mut sinks, &report);
         if let Some(live) = live {
             built.pcs.extend(live.pcs);
             built.stack_ids.extend(live.stacks);
@@ -449,27 +486,34 @@ pub fn finalize(
         losses.heap_sizes_unknown += fault(raw::fault::HEAP_SIZES_UNKNOWN);
         losses.log_lost += fault(raw::fault::LOG_LOST);
         losses.disk_full += fault(raw::fault::DISK_FULL);
-        losses.truncated_blocks += truncated + defs.malformed_blocks;
-        losses.decode_errors += defs.damaged_records;
+        losses.truncated_blocks += truncated + built.counts.malformed_blocks;
+        losses.decode_errors += built.counts.damaged_records;
         losses.unmatched_frees += built.unmatched_frees;
         let modules: Vec<LoadedModule> = defs.modules.iter().map(|(_, m)| m.clone()).collect();
-        // An exec keeps the pid: without address randomization its images share
-        // stack ids and code addresses, which are listed once per process.
-        for &id in &built.stack_ids {
-            let Some(addrs) = defs.stacks.get(&id) else {
-                continue;
-            };
-            if listed.insert((log.pid, id)) {
-                frames.extend(symbolizer.stack_rows(log.pid, id, addrs, &modules));
+        // The modules' variables are read beside the symbolizing, on the
+        // core the program left.
+        let image_statics = std::thread::scope(|scope| {
+            let image_statics = scope.spawn(|| variables(log.pid, &defs.modules));
+            // An exec keeps the pid: without address randomization its images
+            // share stack ids and code addresses, which are listed once per
+            // process.
+            for &id in &built.stack_ids {
+                let Some(addrs) = defs.stacks.get(&id) else {
+                    continue;
+                };
+                if listed.insert((log.pid, id)) {
+                    frames.extend(symbolizer.stack_rows(log.pid, id, addrs, &modules));
+                }
             }
-        }
-        for &pc in &built.pcs {
-            if listed_pcs.insert((log.pid, pc)) {
-                locations.push(symbolizer.location(log.pid, pc, &modules, true));
+            for &pc in &built.pcs {
+                if listed_pcs.insert((log.pid, pc)) {
+                    locations.push(symbolizer.location(log.pid, pc, &modules, true));
+                }
             }
-        }
+            (image_statics.join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        statics.extend(image_statics);
         modules_of.insert(log.pid, modules.clone());
-        let mut seen_paths = HashSet::new();
         for (time, m) in &defs.modules {
             modules_rows.push(profile::Module {
                 pid: log.pid,
@@ -479,12 +523,8 @@ pub fn finalize(
                 bias: m.bias,
                 load_ns: time.saturating_sub(t0),
             });
-            // The runtime's own variables are not the program's data.
-            if seen_paths.insert(m.path.clone()) && !m.path.ends_with(profile::RUNTIME_FILE) {
-                statics.extend(symbols::static_objects(log.pid, m));
-            }
         }
-        last_time = last_time.max(defs.last_ns.saturating_sub(t0));
+        last_time = last_time.max(built.counts.last_ns.saturating_sub(t0));
         // An image ends at its exit, at the next exec of the same pid, or when the
         // collector saw the pid end.
         let next_exec = images[i + 1..]
@@ -530,7 +570,7 @@ pub fn finalize(
             attached: false,
             stacks_unwound: StacksUnwound {
                 frame_pointers: log.stacks_walked[raw::walked_by::FRAME_POINTERS]
-                    + built.sample_walks,
+                    + built.counts.sample_walks,
                 cached_rules: log.stacks_walked[raw::walked_by::CACHED_RULES],
                 libgcc: log.stacks_walked[raw::walked_by::LIBGCC],
             },
@@ -579,9 +619,11 @@ pub fn finalize(
         losses.add(&perf.converted.summary.losses);
         last_time = last_time.max(perf.last_ns);
     }
-    sinks.allocations.finish()?;
-    sinks.site_timeline.finish()?;
-    sinks.samples.finish()?;
+    // Their last rows go to their encoders' threads now, and are encoded
+    // while the tables below are written.
+    sinks.allocations.flush();
+    sinks.site_timeline.flush();
+    sinks.samples.flush();
     timeline.sort_by_key(|p| (p.pid, p.time_ns));
     last_time = last_time.max(timeline.last().map_or(0, |p| p.time_ns));
 
@@ -647,6 +689,9 @@ pub fn finalize(
     profile::write_table(dir, &modules_rows)?;
     profile::write_table(dir, &statics)?;
     profile::write_table(dir, &counter_rows(&collector, t0))?;
+    sinks.allocations.finish()?;
+    sinks.site_timeline.finish()?;
+    sinks.samples.finish()?;
     // meta.json last: its presence marks a complete profile.
     meta.write(dir)?;
     // The debug information read (libc's alone is ~100 MB of small

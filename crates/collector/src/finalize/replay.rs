@@ -4,7 +4,7 @@
 //! samples go to the sinks as soon as they are complete, so memory holds only
 //! what is live; the small tables are returned whole.
 
-use super::image::{Definitions, ImageHeader, Merged};
+use super::image::{Definitions, ImageHeader, LogCounts, Merged};
 use super::timeline_point;
 use crate::mappings::Mappings;
 
@@ -28,9 +28,8 @@ pub(super) struct Built {
     /// Code addresses of the samples.
     pub pcs: BTreeSet<u64>,
     pub unmatched_frees: u64,
-    /// Samples whose context the runtime walked by frame pointers
-    /// ([`Merged::sample_walks`]).
-    pub sample_walks: u64,
+    /// Counted by the merge over every record of the log.
+    pub counts: LogCounts,
     pub sites: Vec<HeapSite>,
     /// The process heap's peak when every block was recorded.
     pub heap_peak: Option<HeapPeak>,
@@ -127,7 +126,7 @@ pub(super) fn replay(
         }
         image.record(tid, &rec);
     }
-    image.built.sample_walks = merged.sample_walks;
+    image.built.counts = merged.counts;
     image.finish()
 }
 
@@ -526,7 +525,7 @@ impl Replay<'_> {
         }
         let defs = self.defs;
         let name = |id| defs.strings.get(&id).cloned();
-        let end = self.rel(defs.last_ns);
+        let end = self.rel(self.built.counts.last_ns);
         let (sites, peak) = self.heap_sites.finish(
             end,
             self.live_heap.values(),
