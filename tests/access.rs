@@ -1098,11 +1098,12 @@ fn sample_times_keep_the_real_clock_between_its_readings() {
 }
 
 #[test]
-fn samples_written_while_the_program_runs_equal_the_finalizers_replay() {
-    // `record` writes each image's samples as it follows the logs, complete
-    // once the image's process exited or exec'd; the finalizer alone
-    // (`memlens finalize` of the same raw logs) replays them. Both must give
-    // the same rows: a thread, the main thread, a forked child and the
+fn what_record_reads_while_the_program_runs_equals_the_finalizers_replay() {
+    // `record` writes each image's samples and gathers its definitions
+    // (stacks, modules, strings, exit) as it follows the logs, complete once
+    // the image's process exited or exec'd; the finalizer alone (`memlens
+    // finalize` of the same raw logs) reads them from the logs. Both must
+    // give the same rows: a thread, the main thread, a forked child and the
     // image it execs (tests/programs/fork_samples.c).
     let dir = tempdir();
     let app = memlens_cc(dir.path(), "fork_samples.c", &["-O2", "-pthread"]);
@@ -1182,6 +1183,69 @@ fn samples_written_while_the_program_runs_equal_the_finalizers_replay() {
         }
         assert_eq!(walks, expected, "{}", profile.display());
     }
+    // The tables the definitions make: symbolized stacks, modules (their
+    // load times as the clock read them), variables, and how each image ended.
+    fn sorted_rows<T: memlens_profile::Table, K: Ord>(
+        p: &std::path::Path,
+        key: impl Fn(&T) -> K,
+    ) -> Vec<K> {
+        let mut rows: Vec<K> = (memlens_profile::read_table::<T>(p).unwrap().iter())
+            .map(key)
+            .collect();
+        rows.sort_unstable();
+        rows
+    }
+    let frames = |p: &std::path::Path| {
+        sorted_rows(p, |f: &memlens_profile::Frame| {
+            (
+                f.pid,
+                f.stack_id,
+                f.depth,
+                f.address,
+                f.function.clone(),
+                f.line,
+            )
+        })
+    };
+    let modules = |p: &std::path::Path| {
+        let start = memlens_profile::Meta::read(p).unwrap().clock.start_ns;
+        sorted_rows(p, |m: &memlens_profile::Module| {
+            (
+                m.pid,
+                m.path.clone(),
+                m.start,
+                m.end,
+                m.bias,
+                start + m.load_ns,
+            )
+        })
+    };
+    let statics = |p: &std::path::Path| {
+        sorted_rows(p, |s: &memlens_profile::StaticObject| {
+            (s.pid, s.name.clone(), s.address, s.size)
+        })
+    };
+    let ends = |p: &std::path::Path| {
+        let meta = memlens_profile::Meta::read(p).unwrap();
+        let mut ends: Vec<_> = (meta.processes.iter())
+            .map(|q| {
+                (
+                    q.pid,
+                    q.exec_seq,
+                    q.exit_code,
+                    q.end_ns.map(|t| t + meta.clock.start_ns),
+                )
+            })
+            .collect();
+        ends.sort_unstable();
+        ends
+    };
+    assert!(frames(&p).len() > 10 && statics(&p).iter().any(|s| s.1 == "mine"));
+    assert_eq!(frames(&p), frames(&replayed));
+    assert_eq!(modules(&p), modules(&replayed));
+    assert_eq!(statics(&p), statics(&replayed));
+    assert_eq!(ends(&p).len(), 3, "{:?}", ends(&p));
+    assert_eq!(ends(&p), ends(&replayed));
 }
 
 #[test]
