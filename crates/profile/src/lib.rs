@@ -296,6 +296,11 @@ pub fn writer_properties() -> parquet::file::properties::WriterProperties {
         // per page: import of 280k PEBS samples 79 -> 74 ms (medians of 11,
         // interleaved).
         .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
+        // Row groups of 64 Ki rows rather than 1 Mi: a table written while
+        // the program runs (its access samples) is on disk by its end but
+        // for its last group (STREAM's 119 000 samples were written whole by
+        // the encoder's close, after the program: finalize 8.8 -> 7.6 ms).
+        .set_max_row_group_row_count(Some(1 << 16))
         .build()
 }
 
