@@ -1533,3 +1533,37 @@ fn a_process_phase_counts_every_threads_bytes() {
     let names = names(&one["access"]["regions"]);
     assert!(!names.iter().any(|n| n.contains("[process]")), "{names:?}");
 }
+
+#[test]
+fn a_program_built_by_another_memlens_records_with_one_runtime() {
+    // `memlens cc` links the program to the runtime of its own install; a
+    // memlens installed elsewhere (or its embedded copy in the cache)
+    // preloads its own. The runtime names itself (DT_SONAME), so ld.so
+    // takes the preloaded one for the program's need: before, both were
+    // loaded, each opened a log, and the second's zero counts were the
+    // process's last timeline point.
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "init_then_read.c", &["-O2", "-pthread"]);
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let copy = elsewhere.join(memlens_profile::RUNTIME_FILE);
+    std::fs::copy(runtime(), &copy).unwrap();
+    let p = dir.path().join("p");
+    let runtime_elsewhere = [("MEMLENS_RUNTIME", copy.to_str().unwrap())];
+    assert_ran(&record_with(
+        &runtime_elsewhere,
+        &p,
+        &[],
+        &[&app.to_string_lossy()],
+    ));
+    let meta = memlens_profile::Meta::read(&p).unwrap();
+    assert_eq!(meta.processes.len(), 1, "{:?}", meta.processes);
+    // Main writes the table 100 000 times, two readers load it 2 million
+    // times each: the last capacity point holds every thread's exact counts.
+    let threads = memlens_profile::read_table::<memlens_profile::ThreadRow>(&p).unwrap();
+    let loads: u64 = threads.iter().map(|t| t.loads.unwrap_or(0)).sum();
+    assert!(loads >= 4_000_000, "{loads} loads");
+    let timeline = memlens_profile::read_table::<TimelinePoint>(&p).unwrap();
+    let last = timeline.iter().max_by_key(|t| t.time_ns).unwrap();
+    assert_eq!(last.loads, loads, "{timeline:?}");
+}
