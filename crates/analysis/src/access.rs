@@ -326,16 +326,30 @@ pub(crate) struct Totals {
     pub bytes_written: u64,
 }
 
+impl Totals {
+    /// Adds one thread's or process's counts; a damaged log's counts
+    /// saturate rather than wrap.
+    fn add(&mut self, loads: u64, stores: u64, bytes_read: u64, bytes_written: u64) {
+        self.loads = self.loads.saturating_add(loads);
+        self.stores = self.stores.saturating_add(stores);
+        self.bytes_read = self.bytes_read.saturating_add(bytes_read);
+        self.bytes_written = self.bytes_written.saturating_add(bytes_written);
+    }
+}
+
 /// The view's exact totals: a thread's own, else each process's last
 /// timeline point.
 pub(crate) fn exact_totals(p: &Profile) -> Totals {
     let mut out = Totals::default();
     if let Some(crate::Only::Thread(_)) = p.only {
         for t in &p.threads {
-            out.loads += t.loads.unwrap_or(0);
-            out.stores += t.stores.unwrap_or(0);
-            out.bytes_read += t.bytes_read.unwrap_or(0);
-            out.bytes_written += t.bytes_written.unwrap_or(0);
+            let count = |c: Option<u64>| c.unwrap_or(0);
+            out.add(
+                count(t.loads),
+                count(t.stores),
+                count(t.bytes_read),
+                count(t.bytes_written),
+            );
         }
         return out;
     }
@@ -344,10 +358,7 @@ pub(crate) fn exact_totals(p: &Profile) -> Totals {
         last.insert(t.pid, t);
     }
     for t in last.values() {
-        out.loads += t.loads;
-        out.stores += t.stores;
-        out.bytes_read += t.bytes_read;
-        out.bytes_written += t.bytes_written;
+        out.add(t.loads, t.stores, t.bytes_read, t.bytes_written);
     }
     out
 }
@@ -390,7 +401,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         return out;
     }
     let totals = exact_totals(p);
-    out.counted = totals.loads + totals.stores;
+    out.counted = totals.loads.saturating_add(totals.stores);
     out.bytes_read = totals.bytes_read;
     out.bytes_written = totals.bytes_written;
     // Without a sample of a counted access the formula gives 0: not a

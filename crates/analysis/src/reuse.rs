@@ -241,7 +241,8 @@ fn method(p: &Profile) -> Result<(bool, f64, String), String> {
         (true, n) => {
             // The exact count of the sampled classes over the samples.
             let t = exact_totals(p);
-            let counted = t.loads * s.sample_loads as u64 + t.stores * s.sample_stores as u64;
+            let counted = (t.loads * s.sample_loads as u64)
+                .saturating_add(t.stores * s.sample_stores as u64);
             let scale = if counted > 0 && !p.samples.is_empty() {
                 counted as f64 / p.samples.len() as f64
             } else {

@@ -231,11 +231,7 @@ pub fn fold(
                 })
             })
             .collect();
-        rows.iter()
-            .map(|r| Some(r.loads? + r.stores?))
-            .sum::<Option<u64>>()
-            .filter(|_| !rows.is_empty())
-            .map(|n| n as f64 / rows.len() as f64)
+        mean_accesses(&rows)
     };
     let bins = bins.max(1);
     #[derive(Default, Clone)]
@@ -358,9 +354,35 @@ fn typical_durations(sorted: &[u64]) -> std::ops::RangeInclusive<u64> {
     lo.ceil() as u64..=hi.floor() as u64
 }
 
+/// The mean exact accesses (loads and stores) of region instances; None
+/// without instances or where one lacks its counts. A damaged log's counts
+/// saturate rather than overflow.
+fn mean_accesses(rows: &[&memlens_profile::Region]) -> Option<f64> {
+    let sum = (rows.iter()).try_fold(0u64, |sum, r| {
+        Some(sum.saturating_add(r.loads?.saturating_add(r.stores?)))
+    })?;
+    (!rows.is_empty()).then(|| sum as f64 / rows.len() as f64)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::typical_durations;
+    use super::{mean_accesses, typical_durations};
+
+    #[test]
+    fn damaged_counts_saturate_in_the_mean_accesses() {
+        let row = |loads, stores| memlens_profile::Region {
+            loads: Some(loads),
+            stores: Some(stores),
+            ..Default::default()
+        };
+        let (a, b) = (row(300, 100), row(500, 100));
+        assert_eq!(mean_accesses(&[&a, &b]), Some(500.0));
+        let damaged = row(u64::MAX, 7);
+        assert_eq!(mean_accesses(&[&damaged, &a]), Some(u64::MAX as f64 / 2.0));
+        let uncounted = memlens_profile::Region::default();
+        assert_eq!(mean_accesses(&[&a, &uncounted]), None);
+        assert_eq!(mean_accesses(&[]), None);
+    }
 
     #[test]
     fn preempted_instances_fall_outside_the_typical_durations() {
