@@ -1121,21 +1121,26 @@ fn what_record_reads_while_the_program_runs_equals_the_finalizers_replay() {
         .output()
         .unwrap();
     assert_ran(&out);
-    // Times as the clock read them: the two count from different starts.
-    let rows = |p: &std::path::Path| {
-        let start = memlens_profile::Meta::read(p).unwrap().clock.start_ns;
-        let mut rows: Vec<_> = memlens_profile::read_table::<AccessSample>(p)
-            .unwrap()
-            .into_iter()
-            .map(|s| {
-                let t = start + s.time_ns;
-                (
-                    s.pid, s.tid, t, s.pc, s.address, s.size, s.is_store, s.stack_id, s.cpu, s.bulk,
-                )
-            })
+    // A table's rows by `key`, sorted.
+    fn sorted_rows<T: memlens_profile::Table, K: Ord>(
+        p: &std::path::Path,
+        key: impl Fn(&T) -> K,
+    ) -> Vec<K> {
+        let mut rows: Vec<K> = (memlens_profile::read_table::<T>(p).unwrap().iter())
+            .map(key)
             .collect();
         rows.sort_unstable();
         rows
+    }
+    // Times as the clock read them: the two count from different starts.
+    let rows = |p: &std::path::Path| {
+        let start = memlens_profile::Meta::read(p).unwrap().clock.start_ns;
+        sorted_rows(p, |s: &AccessSample| {
+            let t = start + s.time_ns;
+            (
+                s.pid, s.tid, t, s.pc, s.address, s.size, s.is_store, s.stack_id, s.cpu, s.bulk,
+            )
+        })
     };
     let (live, replayed_rows) = (rows(&p), rows(&replayed));
     let streams: std::collections::BTreeSet<(u32, u32)> = live.iter().map(|r| (r.0, r.1)).collect();
@@ -1185,16 +1190,6 @@ fn what_record_reads_while_the_program_runs_equals_the_finalizers_replay() {
     }
     // The tables the definitions make: symbolized stacks, modules (their
     // load times as the clock read them), variables, and how each image ended.
-    fn sorted_rows<T: memlens_profile::Table, K: Ord>(
-        p: &std::path::Path,
-        key: impl Fn(&T) -> K,
-    ) -> Vec<K> {
-        let mut rows: Vec<K> = (memlens_profile::read_table::<T>(p).unwrap().iter())
-            .map(key)
-            .collect();
-        rows.sort_unstable();
-        rows
-    }
     let frames = |p: &std::path::Path| {
         sorted_rows(p, |f: &memlens_profile::Frame| {
             (

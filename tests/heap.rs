@@ -281,7 +281,7 @@ fn log_blocks_the_collector_makes_ready_keep_every_event_in_order() {
     let at = std::mem::offset_of!(memlens_rawlog::FileHeader, ready_taken);
     let taken = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     let magic_of = |block: usize| {
-        let off = memlens_rawlog::HEADER_SIZE + block * memlens_rawlog::BLOCK_SIZE;
+        let off = memlens_rawlog::block_offset(block as u64) as usize;
         u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap())
     };
     let blocks = (bytes.len() - memlens_rawlog::HEADER_SIZE) / memlens_rawlog::BLOCK_SIZE;
