@@ -1,5 +1,5 @@
 /* An imbalanced MPI job: rank r holds (r + 1) x 16 MiB at one allocation site
- * and works (r + 1) x 50 ms in the region "solve" before all meet in an
+ * and spends (r + 1) x 50 ms in the region "solve" before all meet in an
  * allreduce. */
 #include <mpi.h>
 #include <stdlib.h>
@@ -7,12 +7,19 @@
 #include <time.h>
 #include "memlens.h"
 
-static void busy_ms(long ms) {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+/* The ranks sleep rather than spin: four spinning ranks on a two-core machine
+ * overshoot their deadline by whatever time slice another rank holds then. */
+static void work_ms(long ms) {
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += ms / 1000;
+    end.tv_nsec += (ms % 1000) * 1000000;
+    if (end.tv_nsec >= 1000000000) {
+        end.tv_sec += 1;
+        end.tv_nsec -= 1000000000;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL))
+        ;
 }
 
 int main(int argc, char **argv) {
@@ -23,7 +30,7 @@ int main(int argc, char **argv) {
     char *field = malloc(len); /* FIELD */
     memset(field, 1, len);
     memlens_region_begin("solve");
-    busy_ms(50 * (rank + 1));
+    work_ms(50 * (rank + 1));
     memlens_region_end("solve");
     /* The field is read, so the compiler keeps it. */
     long local = field[len - 1], total = 0;
