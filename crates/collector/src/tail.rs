@@ -1,23 +1,24 @@
 //! Follows a process image's raw log while the process runs: every record is
 //! handed out once, as soon as the runtime has published it.
 //!
-//! The runtime appends to one block per thread and publishes each record with a
-//! release store of the block's `used`; a thread takes a new block only after
-//! its last one is full. So a block can grow only while it is its thread's
-//! newest; once a newer one of the same thread was seen, one more read of the
-//! old block gets the rest of it and it is done.
+//! Each thread appends to its staging block and publishes each record with a
+//! release store of the block's used word, which also names the block the
+//! records will be copied to when the staging block is full. A written block
+//! appears whole (the runtime writes its header after its records): it is read
+//! once, past the records already handed out from the staging block.
 
-use memlens_rawlog::{self as raw, RawRecord, Records};
-use std::collections::{BTreeMap, HashMap};
+use memlens_rawlog::{self as raw, BlockState, RawRecord, Records};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-#[derive(Default)]
-struct OpenBlock {
-    /// Known once the runtime has initialised the block.
-    tid: Option<u32>,
-    /// Bytes of records already handed out.
-    consumed: usize,
+/// A staging block being followed.
+struct Staging {
+    /// Where its records go, as its header last said.
+    dest: u64,
+    /// Bytes of those records already handed out; `None` once the written
+    /// block at `dest` was read (it handed out the rest).
+    consumed: Option<usize>,
 }
 
 /// The file is the caller's (passed to each read): a process's log is opened
@@ -25,10 +26,15 @@ struct OpenBlock {
 pub struct LogTail {
     /// Blocks looked at so far (the file grows a block at a time).
     scanned: u64,
-    /// Blocks that may still grow, by index.
-    open: BTreeMap<u64, OpenBlock>,
-    /// Each thread's newest block.
-    newest: HashMap<u32, u64>,
+    /// Blocks not yet initialised by the runtime, by index.
+    open: BTreeSet<u64>,
+    /// Staging blocks, by index.
+    staging: BTreeMap<u64, Staging>,
+    /// The staging block of each destination.
+    staged_to: HashMap<u64, u64>,
+    /// Records of a destination block already handed out from its staging
+    /// block, by the destination's index, until that block is read.
+    moved: HashMap<u64, usize>,
     buf: Vec<u8>,
 }
 
@@ -36,8 +42,10 @@ impl LogTail {
     pub fn new() -> LogTail {
         LogTail {
             scanned: 0,
-            open: BTreeMap::new(),
-            newest: HashMap::new(),
+            open: BTreeSet::new(),
+            staging: BTreeMap::new(),
+            staged_to: HashMap::new(),
+            moved: HashMap::new(),
             buf: Vec::new(),
         }
     }
@@ -47,52 +55,117 @@ impl LogTail {
     /// threads).
     pub fn read_new(&mut self, file: &File, each: &mut dyn FnMut(u32, RawRecord<'_>)) {
         let len = file.metadata().map_or(0, |m| m.len());
-        let blocks = len.saturating_sub(raw::HEADER_SIZE as u64) / raw::BLOCK_SIZE as u64;
-        for index in self.scanned..blocks {
-            self.open.insert(index, OpenBlock::default());
-        }
+        // A written block ends where its records end: the last one may be short.
+        let blocks = (len.saturating_sub(raw::HEADER_SIZE as u64)).div_ceil(raw::BLOCK_SIZE as u64);
+        self.open.extend(self.scanned..blocks);
         self.scanned = self.scanned.max(blocks);
-        let mut done = Vec::new();
-        for (&index, block) in &mut self.open {
-            // Decided before reading: a newer block of this thread was seen in an
-            // earlier pass, so everything of this one was published before now.
-            let finished = block
-                .tid
-                .is_some_and(|tid| self.newest.get(&tid).is_some_and(|&n| n > index));
-            let offset = raw::block_offset(index);
-            let mut header = [0u8; raw::BLOCK_HEADER_SIZE];
-            if file.read_exact_at(&mut header, offset).is_err() {
-                continue;
-            }
-            let Some((tid, used)) = raw::BlockHeader::read(&header) else {
-                continue; // reserved, not initialised yet
-            };
-            block.tid = Some(tid);
-            let newest = self.newest.entry(tid).or_insert(index);
-            *newest = (*newest).max(index);
-            let used = (used as usize).min(raw::BLOCK_CAPACITY);
-            if used > block.consumed {
-                self.buf.resize(used - block.consumed, 0);
-                let at = offset + (raw::BLOCK_HEADER_SIZE + block.consumed) as u64;
-                if file.read_exact_at(&mut self.buf, at).is_err() {
-                    continue;
+        let open: Vec<u64> = self.open.iter().copied().collect();
+        for index in open {
+            match read_header(file, index) {
+                Some(BlockState::Written { tid, used }) => {
+                    self.open.remove(&index);
+                    // Records the staging block handed out already.
+                    let staged = (self.staged_to.remove(&index))
+                        .and_then(|s| self.staging.get_mut(&s))
+                        .filter(|s| s.dest == index);
+                    let skip = match staged {
+                        Some(s) => s.consumed.take().unwrap_or(0),
+                        None => self.moved.remove(&index).unwrap_or(0),
+                    };
+                    self.hand_out(file, index, tid, skip..used as usize, each);
                 }
-                let mut records = Records::new(&self.buf);
-                records.by_ref().for_each(|rec| each(tid, rec));
-                if records.malformed {
-                    done.push(index); // scribbled on: nothing after it can be trusted
-                    continue;
+                Some(BlockState::Staging { dest, .. }) => {
+                    self.open.remove(&index);
+                    let consumed = Some(0);
+                    self.staging.insert(index, Staging { dest, consumed });
+                    self.staged_to.insert(dest, index);
                 }
-                block.consumed = used;
-            }
-            if finished || used == raw::BLOCK_CAPACITY {
-                done.push(index);
+                None => {} // reserved, not initialised yet
             }
         }
-        for index in done {
-            self.open.remove(&index);
+        let staging: Vec<u64> = self.staging.keys().copied().collect();
+        for index in staging {
+            self.follow_staging(file, index, each);
         }
     }
+
+    /// Hands out what a staging block published since the last read.
+    fn follow_staging(
+        &mut self,
+        file: &File,
+        index: u64,
+        each: &mut dyn FnMut(u32, RawRecord<'_>),
+    ) {
+        let Some(BlockState::Staging { tid, dest, used }) = read_header(file, index) else {
+            return;
+        };
+        let s = self.staging.get_mut(&index).expect("followed");
+        if s.dest != dest {
+            // Its records went to `s.dest`, not read yet: the written block
+            // is read past what was handed out from here.
+            if let Some(consumed) = s.consumed {
+                self.moved.insert(s.dest, consumed);
+            }
+            self.staged_to.remove(&s.dest);
+            self.staged_to.insert(dest, index);
+            (s.dest, s.consumed) = (dest, Some(0));
+        }
+        let Some(consumed) = s.consumed else {
+            return;
+        };
+        let used = (used as usize).min(raw::BLOCK_CAPACITY);
+        if used <= consumed {
+            return;
+        }
+        self.buf.resize(used - consumed, 0);
+        let at = raw::block_offset(index) + (raw::BLOCK_HEADER_SIZE + consumed) as u64;
+        if file.read_exact_at(&mut self.buf, at).is_err() {
+            return;
+        }
+        // Read while the thread restarted the block: torn, read again next time.
+        match read_header(file, index) {
+            Some(BlockState::Staging { dest: now, .. }) if now == dest => {}
+            _ => return,
+        }
+        let mut records = Records::new(&self.buf);
+        records.by_ref().for_each(|rec| each(tid, rec));
+        let s = self.staging.get_mut(&index).expect("followed");
+        if records.malformed {
+            // Scribbled on: nothing after it can be trusted.
+            self.staging.remove(&index);
+            self.staged_to.remove(&dest);
+        } else {
+            s.consumed = Some(used);
+        }
+    }
+
+    /// Hands out the records of a written block in `range` of its body.
+    fn hand_out(
+        &mut self,
+        file: &File,
+        index: u64,
+        tid: u32,
+        range: std::ops::Range<usize>,
+        each: &mut dyn FnMut(u32, RawRecord<'_>),
+    ) {
+        let end = range.end.min(raw::BLOCK_CAPACITY);
+        if end <= range.start {
+            return;
+        }
+        self.buf.resize(end - range.start, 0);
+        let at = raw::block_offset(index) + (raw::BLOCK_HEADER_SIZE + range.start) as u64;
+        if file.read_exact_at(&mut self.buf, at).is_ok() {
+            Records::new(&self.buf).for_each(|rec| each(tid, rec));
+        }
+    }
+}
+
+/// The state of block `index` as its header in the file says.
+fn read_header(file: &File, index: u64) -> Option<BlockState> {
+    let mut header = [0u8; raw::BLOCK_HEADER_SIZE];
+    file.read_exact_at(&mut header, raw::block_offset(index))
+        .ok()?;
+    raw::BlockHeader::read(&header)
 }
 
 /// Raw logs written by hand, for the tests of what follows them.
@@ -122,11 +195,30 @@ pub(crate) mod test_log {
 
     /// Writes block `index` of thread `tid`: its header, `body` published.
     pub(crate) fn write_block(file: &mut File, index: u64, tid: u32, body: &[u8]) {
+        let used = body.len() as u64;
+        write_header_and_body(file, index, raw::BLOCK_MAGIC, tid, used, body);
+    }
+
+    /// Writes thread `tid`'s staging block at `index`, its records going to
+    /// block `dest`: its header, `body` published.
+    pub(crate) fn write_staging(file: &mut File, index: u64, tid: u32, dest: u64, body: &[u8]) {
+        let word = raw::pack_staged(dest, body.len() as u64);
+        write_header_and_body(file, index, raw::STAGE_MAGIC, tid, word, body);
+    }
+
+    fn write_header_and_body(
+        file: &mut File,
+        index: u64,
+        magic: u32,
+        tid: u32,
+        used: u64,
+        body: &[u8],
+    ) {
         let offset = raw::block_offset(index);
         file.seek(SeekFrom::Start(offset)).unwrap();
-        file.write_all(&raw::BLOCK_MAGIC.to_le_bytes()).unwrap();
+        file.write_all(&magic.to_le_bytes()).unwrap();
         file.write_all(&tid.to_le_bytes()).unwrap();
-        file.write_all(&(body.len() as u64).to_le_bytes()).unwrap();
+        file.write_all(&used.to_le_bytes()).unwrap();
         let mut whole = body.to_vec();
         whole.resize(raw::BLOCK_CAPACITY, 0);
         file.write_all(&whole).unwrap();
@@ -138,13 +230,13 @@ mod tests {
     use super::*;
     use memlens_rawlog::tag;
 
-    /// Writes a block of `Free` records.
-    fn write_block(file: &mut File, index: u64, tid: u32, frees: &[u64]) {
+    /// A body of `Free` records.
+    fn frees(ptrs: &[u64]) -> Vec<u8> {
         let mut body = Vec::new();
-        for &ptr in frees {
+        for &ptr in ptrs {
             test_log::push(&mut body, tag::FREE, &raw::Free { time: 1, ptr }, &[]);
         }
-        test_log::write_block(file, index, tid, &body);
+        body
     }
 
     /// The (thread, pointer) of each new record.
@@ -157,7 +249,8 @@ mod tests {
     }
 
     #[test]
-    fn each_record_is_handed_out_once_as_blocks_grow() {
+    fn each_record_is_handed_out_once_as_staging_blocks_fill_and_are_copied() {
+        use test_log::{write_block, write_staging};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("1.0.mlraw");
         let mut file = File::create(&path).unwrap();
@@ -165,17 +258,29 @@ mod tests {
         let reader = File::open(&path).unwrap();
         let mut tail = LogTail::new();
         assert!(read(&mut tail, &reader).is_empty());
-        write_block(&mut file, 0, 7, &[1, 2]);
+        write_staging(&mut file, 0, 7, 1, &frees(&[1, 2]));
         assert_eq!(read(&mut tail, &reader), [(7, 1), (7, 2)]);
-        write_block(&mut file, 0, 7, &[1, 2, 3]);
-        write_block(&mut file, 1, 8, &[10]);
+        write_staging(&mut file, 0, 7, 1, &frees(&[1, 2, 3]));
+        write_staging(&mut file, 2, 8, 3, &frees(&[10]));
         assert_eq!(read(&mut tail, &reader), [(7, 3), (8, 10)]);
-        // Thread 7 moves on: its old block is read once more, then left alone.
-        write_block(&mut file, 0, 7, &[1, 2, 3, 4]);
-        write_block(&mut file, 2, 7, &[5]);
+        // Thread 7 copies its records to block 1, then starts again for block 4.
+        write_staging(&mut file, 0, 7, 1, &frees(&[1, 2, 3, 4]));
+        write_block(&mut file, 1, 7, &frees(&[1, 2, 3, 4, 5]));
         assert_eq!(read(&mut tail, &reader), [(7, 4), (7, 5)]);
+        write_staging(&mut file, 0, 7, 4, &frees(&[6]));
+        assert_eq!(read(&mut tail, &reader), [(7, 6)]);
+        // Seen restarted before its copy is read: the copy past what was
+        // handed out.
+        write_staging(&mut file, 0, 7, 4, &frees(&[6, 7]));
+        assert_eq!(read(&mut tail, &reader), [(7, 7)]);
+        write_staging(&mut file, 0, 7, 5, &frees(&[9]));
+        let body = frees(&[6, 7, 8]);
+        write_block(&mut file, 4, 7, &body);
+        // The file ends where the last block's records end.
+        let end = raw::block_offset(4) + (raw::BLOCK_HEADER_SIZE + body.len()) as u64;
+        file.set_len(end).unwrap();
+        assert_eq!(read(&mut tail, &reader), [(7, 8), (7, 9)]);
         assert!(read(&mut tail, &reader).is_empty());
-        assert!(!tail.open.contains_key(&0));
-        assert!(tail.open.contains_key(&1) && tail.open.contains_key(&2));
+        assert!(tail.open.contains(&3) && !tail.open.contains(&1));
     }
 }

@@ -2,10 +2,14 @@
 //! profiled process and the collector reads back.
 //!
 //! A log file is a [`FileHeader`] (live counters the collector polls while the target
-//! runs) followed by [`BLOCK_SIZE`] blocks. Each thread owns one block at a time, mapped
-//! `MAP_SHARED`, and appends records to it, publishing each with a release store of
-//! [`BlockHeader::used`]. The page cache holds every published record, so the log stays
-//! readable when the target crashes or is killed with SIGKILL.
+//! runs) followed by [`BLOCK_SIZE`] blocks. Each thread appends its records to its own
+//! staging block ([`STAGE_MAGIC`]), mapped `MAP_SHARED` once, publishing each with a
+//! release store of [`BlockHeader::used`]; when it is full the thread copies its
+//! records with `pwrite` to the block named in its header, the thread's next, which
+//! then reads as a written block ([`BLOCK_MAGIC`]), and starts the staging block
+//! again. The page cache holds every published record, so the log stays readable when
+//! the target crashes or is killed with SIGKILL: a staging block's records belong at
+//! its destination's place, unless that block was written with them already.
 //!
 //! A record is a [`RecordHeader`] (tag and length) followed by a fixed payload struct,
 //! padded to 8 bytes. Variable-length records (strings, stacks, modules) put their
@@ -16,7 +20,7 @@ use core::mem::size_of;
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMLENS1");
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 pub const HEADER_SIZE: usize = 256 * 1024;
 /// Small enough that a program with thousands of short threads, each holding one
 /// block, stays cheap in disk space; large enough that a busy thread maps a new
@@ -27,6 +31,28 @@ pub const BLOCK_MAGIC: u32 = 0x4b4c_424d; // "MBLK"
 /// ([`FileHeader::ready_blocks`]); one still marked so at the end was never
 /// taken and holds nothing.
 pub const READY_MAGIC: u32 = 0x5944_4552; // "REDY"
+
+/// A thread's staging block: its [`BlockHeader::used`] packs the block its
+/// records are copied to when it is full ([`pack_staged`]).
+pub const STAGE_MAGIC: u32 = 0x4753_4c4d; // "MLSG"
+
+/// Bits of a staging block's used word that hold its bytes of records.
+const STAGED_USED_BITS: u32 = 17;
+const _: () = assert!(BLOCK_SIZE < 1 << STAGED_USED_BITS);
+
+/// A staging block's used word: its destination block and its bytes of
+/// records, in one word so that a reader sees both at once.
+pub fn pack_staged(dest: u64, used: u64) -> u64 {
+    dest << STAGED_USED_BITS | used
+}
+
+/// The destination block and bytes of records of a staging block's used word.
+pub fn unpack_staged(word: u64) -> (u64, u64) {
+    (
+        word >> STAGED_USED_BITS,
+        word & ((1 << STAGED_USED_BITS) - 1),
+    )
+}
 
 /// File offset of block `index`.
 pub fn block_offset(index: u64) -> u64 {
@@ -253,14 +279,31 @@ pub struct BlockHeader {
 
 pub const BLOCK_HEADER_SIZE: usize = size_of::<BlockHeader>();
 
+/// What a block's header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockState {
+    /// Written whole: its thread and bytes of records.
+    Written { tid: u32, used: u64 },
+    /// A thread's staging block: its records belong at block `dest`.
+    Staging { tid: u32, dest: u64, used: u64 },
+}
+
 impl BlockHeader {
-    /// A block's thread and bytes of published records, from the first
-    /// [`BLOCK_HEADER_SIZE`] bytes of the block as read from the file; `None`
-    /// while the runtime has not initialised it (or the bytes are too few).
-    pub fn read(bytes: &[u8]) -> Option<(u32, u64)> {
+    /// A block's state, from the first [`BLOCK_HEADER_SIZE`] bytes of the
+    /// block as read from the file; `None` while the runtime has not
+    /// initialised it (or the bytes are too few).
+    pub fn read(bytes: &[u8]) -> Option<BlockState> {
         let word = |i: usize| Some(u64::from_le_bytes(bytes.get(i..i + 8)?.try_into().ok()?));
         let (first, used) = (word(0)?, word(8)?);
-        (first as u32 == BLOCK_MAGIC).then_some(((first >> 32) as u32, used))
+        let tid = (first >> 32) as u32;
+        match first as u32 {
+            BLOCK_MAGIC => Some(BlockState::Written { tid, used }),
+            STAGE_MAGIC => {
+                let (dest, used) = unpack_staged(used);
+                Some(BlockState::Staging { tid, dest, used })
+            }
+            _ => None,
+        }
     }
 }
 pub const BLOCK_CAPACITY: usize = BLOCK_SIZE - BLOCK_HEADER_SIZE;
@@ -1338,6 +1381,32 @@ mod tests {
         assert_eq!(block_offset(2), (HEADER_SIZE + 2 * BLOCK_SIZE) as u64);
         assert_eq!(block_index(block_offset(2)), Some(2));
         assert_eq!(block_index(HEADER_SIZE as u64 - 1), None);
+    }
+
+    #[test]
+    fn block_headers_say_written_or_staging() {
+        let header = |magic: u32, tid: u32, word: u64| {
+            let mut b = [0u8; BLOCK_HEADER_SIZE];
+            b[..4].copy_from_slice(&magic.to_le_bytes());
+            b[4..8].copy_from_slice(&tid.to_le_bytes());
+            b[8..].copy_from_slice(&word.to_le_bytes());
+            b
+        };
+        assert_eq!(
+            BlockHeader::read(&header(BLOCK_MAGIC, 7, 4096)),
+            Some(BlockState::Written { tid: 7, used: 4096 })
+        );
+        let full = BLOCK_CAPACITY as u64;
+        assert_eq!(
+            BlockHeader::read(&header(STAGE_MAGIC, 7, pack_staged(3_000_000, full))),
+            Some(BlockState::Staging {
+                tid: 7,
+                dest: 3_000_000,
+                used: full
+            })
+        );
+        assert_eq!(BlockHeader::read(&header(READY_MAGIC, 0, 0)), None);
+        assert_eq!(BlockHeader::read(&header(BLOCK_MAGIC, 7, 1)[..12]), None);
     }
 
     #[test]

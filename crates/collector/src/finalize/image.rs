@@ -88,7 +88,7 @@ pub(super) fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
     }))
 }
 
-/// One thread's published records: its blocks in file order, which is time order.
+/// One thread's published records: its blocks in the order it wrote them, which is time order.
 pub(super) struct ThreadStream<'a> {
     pub(super) tid: u32,
     pub(super) blocks: Vec<&'a [u8]>,
@@ -132,21 +132,31 @@ impl ImageLog {
     }
 
     /// Per-thread streams, and how many blocks were cut short or never written.
+    ///
+    /// A thread's blocks are read in file order, each staging block's records
+    /// at its destination's place (the runtime takes a thread's blocks in file
+    /// order); a staging block whose destination holds a written block of its
+    /// thread was copied there already (the process ended between the copy
+    /// and the staging block's restart) and is passed over.
     pub(super) fn streams(&self) -> (Vec<ThreadStream<'_>>, u64) {
         let data = &self.data[..];
         let release_pages = data.len() >= RELEASED_LOG_BYTES;
-        let mut by_tid: BTreeMap<u32, Vec<&[u8]>> = BTreeMap::new();
+        // (tid, place) -> records, of written and of staging blocks.
+        let mut written: BTreeMap<(u32, u64), &[u8]> = BTreeMap::new();
+        let mut staged: Vec<((u32, u64), &[u8])> = Vec::new();
+        let mut unwritten = Vec::new();
         let mut truncated = 0;
         let mut off = raw::HEADER_SIZE;
+        let mut index = 0u64;
         while off + raw::BLOCK_HEADER_SIZE <= data.len() {
             let readable = self.data_after(off);
+            let block = &data[off..data.len().min(off + raw::BLOCK_SIZE.min(readable))];
+            let at = index;
+            (off, index) = (off + raw::BLOCK_SIZE, index + 1);
             if readable < raw::BLOCK_HEADER_SIZE {
-                truncated += 1; // a hole: disk space refused
-                off += raw::BLOCK_SIZE;
+                unwritten.push(at); // a hole: disk space refused, or not written yet
                 continue;
             }
-            let block = &data[off..data.len().min(off + raw::BLOCK_SIZE.min(readable))];
-            off += raw::BLOCK_SIZE;
             let header = raw::BlockHeader::read(block);
             let ready = block.get(..4) == Some(&raw::READY_MAGIC.to_le_bytes()[..]);
             // Reading its header mapped the block (the kernel maps the pages
@@ -154,21 +164,43 @@ impl ImageLog {
             if release_pages {
                 release(block);
             }
-            let Some((tid, used)) = header else {
-                // Reserved but never initialised: the process died then, unless
-                // the collector made it ready and no thread needed it.
-                truncated += u64::from(!ready);
-                continue;
+            let (tid, place, used, staging) = match header {
+                Some(raw::BlockState::Written { tid, used }) => (tid, at, used, false),
+                Some(raw::BlockState::Staging { tid, dest, used }) => (tid, dest, used, true),
+                None => {
+                    // Reserved but never initialised: the process died then,
+                    // unless the collector made it ready and no thread needed it.
+                    if !ready {
+                        unwritten.push(at);
+                    }
+                    continue;
+                }
             };
             let body = &block[raw::BLOCK_HEADER_SIZE..];
             let used = used as usize;
             if used > body.len() {
                 truncated += 1;
             }
-            by_tid
-                .entry(tid)
-                .or_default()
-                .push(&body[..used.min(body.len())]);
+            let records = &body[..used.min(body.len())];
+            if staging {
+                staged.push(((tid, place), records));
+            } else {
+                written.insert((tid, place), records);
+            }
+        }
+        // A staging block's destination is not written until it is full.
+        let destinations: std::collections::HashSet<u64> =
+            staged.iter().map(|&((_, dest), _)| dest).collect();
+        truncated += unwritten
+            .iter()
+            .filter(|i| !destinations.contains(i))
+            .count() as u64;
+        for (key, records) in staged {
+            written.entry(key).or_insert(records);
+        }
+        let mut by_tid: BTreeMap<u32, Vec<&[u8]>> = BTreeMap::new();
+        for ((tid, _), records) in written {
+            by_tid.entry(tid).or_default().push(records);
         }
         let streams = by_tid
             .into_iter()
@@ -513,5 +545,69 @@ pub(super) fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
             .body
             .get(0..8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tail::test_log::{push, write_block, write_staging};
+
+    /// A body of `Free` records.
+    fn frees(ptrs: &[u64]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for &ptr in ptrs {
+            push(&mut body, tag::FREE, &raw::Free { time: ptr, ptr }, &[]);
+        }
+        body
+    }
+
+    /// Each thread's pointers, in stream order, and the truncated count.
+    fn streams_of(path: &Path) -> (Vec<(u32, Vec<u64>)>, u64) {
+        let log = ImageLog::open(path).unwrap();
+        let (streams, truncated) = log.streams();
+        let pointers = streams
+            .iter()
+            .map(|s| {
+                let ptrs = (s.blocks.iter())
+                    .flat_map(|b| Records::new(b))
+                    .filter_map(|r| r.payload::<raw::Free>().map(|f| f.ptr))
+                    .collect();
+                (s.tid, ptrs)
+            })
+            .collect();
+        (pointers, truncated)
+    }
+
+    #[test]
+    fn a_staging_blocks_records_come_at_their_destinations_place_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.0.mlraw");
+        let mut file = std::fs::File::create(&path).unwrap();
+        // Thread 7: staging block 0, its records copied to 1 and 3 and now
+        // going to 5 (not written: no truncation); thread 8 was killed
+        // after copying its staging block 2 to 4 and before starting again.
+        write_staging(&mut file, 0, 7, 5, &frees(&[5, 6]));
+        write_block(&mut file, 1, 7, &frees(&[1, 2]));
+        write_staging(&mut file, 2, 8, 4, &frees(&[10, 11]));
+        write_block(&mut file, 3, 7, &frees(&[3, 4]));
+        write_block(&mut file, 4, 8, &frees(&[10, 11]));
+        assert_eq!(
+            streams_of(&path),
+            (vec![(7, vec![1, 2, 3, 4, 5, 6]), (8, vec![10, 11])], 0)
+        );
+        // A block reserved and never written that no staging block names is
+        // still counted.
+        write_block(&mut file, 6, 8, &frees(&[12]));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(raw::block_offset(8))
+            .unwrap();
+        assert_eq!(
+            streams_of(&path),
+            (vec![(7, vec![1, 2, 3, 4, 5, 6]), (8, vec![10, 11, 12])], 1)
+        );
     }
 }
