@@ -310,15 +310,26 @@ impl ByteWriter<'_> {
     }
 }
 
+/// The log's header and descriptor, if the log still takes blocks.
+fn writable_log() -> Option<(&'static FileHeader, i32)> {
+    let h = header()?;
+    if LOG_FULL.load(Ordering::Relaxed) {
+        return None;
+    }
+    let fd = log_fd();
+    (fd >= 0).then_some((h, fd))
+}
+
 /// One thread's staging block, or the shared one of threads past their exit.
 ///
 /// Records are written into a staging block mapped once; when it is full they
 /// are copied with `pwrite` to the writer's next block and the staging block
 /// starts again. Mapping a fresh block of the log for each 64 KiB instead
 /// cost each of its pages a write fault through the file system (ext4: 2.7 us
-/// a page, `madvise(MADV_POPULATE_WRITE)` included) and an unmap: 8.6 ms of
-/// STREAM's 280 ms under `memlens record`, where copying costs 0.8 us a page
-/// and the staging block's lines stay in the cache.
+/// a page, `madvise(MADV_POPULATE_WRITE)` included) and an unmap: STREAM's
+/// program took 8.5 ms longer under `memlens record` than with its samples
+/// written to plain memory; copying costs 0.4 us a page, and the staging
+/// block's lines stay in the cache.
 pub struct Writer {
     block: *mut u8,
     used: usize,
@@ -421,16 +432,9 @@ impl Writer {
 
     /// Maps a staging block for the thread and names its first destination.
     fn map_staging(&mut self, tid: u32) -> bool {
-        let Some(h) = header() else {
+        let Some((h, fd)) = writable_log() else {
             return false;
         };
-        if LOG_FULL.load(Ordering::Relaxed) {
-            return false;
-        }
-        let fd = log_fd();
-        if fd < 0 {
-            return false;
-        }
         let Some(index) = self.take_block(h, fd, true) else {
             return false;
         };
@@ -472,16 +476,9 @@ impl Writer {
     /// starts the staging block again for the next destination. False, the
     /// records staying where they are, if the log cannot take them.
     fn flush(&mut self, tid: u32) -> bool {
-        let Some(h) = header() else {
+        let Some((h, fd)) = writable_log() else {
             return false;
         };
-        if LOG_FULL.load(Ordering::Relaxed) {
-            return false;
-        }
-        let fd = log_fd();
-        if fd < 0 {
-            return false;
-        }
         let at = raw::block_offset(self.dest);
         let header = [
             u64::from(raw::BLOCK_MAGIC) | u64::from(tid) << 32,
