@@ -289,9 +289,10 @@ unsafe fn glibc_usable_size(p: *mut c_void) -> usize {
     const FLAG_BITS: usize = 0x7;
     let size_field = *(p as *const usize).sub(1);
     let chunk = size_field & !FLAG_BITS;
-    // Header overhead: one size word for heap chunks, two for mmapped ones.
-    let overhead = if size_field & IS_MMAPPED != 0 { 2 } else { 1 };
-    chunk.wrapping_sub(overhead * core::mem::size_of::<usize>())
+    // Header overhead: one size word for heap chunks, two for mmapped ones
+    // (IS_MMAPPED, bit 1, shifted to 8 bytes).
+    let mmapped_word = (size_field & IS_MMAPPED) << 2;
+    chunk.wrapping_sub(core::mem::size_of::<usize>() + mmapped_word)
 }
 
 /// Static memory for the allocations `dlsym` makes while the definitions are

@@ -36,10 +36,7 @@ pub(crate) fn with_orphan(f: impl FnOnce(&mut log::Writer)) {
 fn own_counters(st: &ThreadState) -> Option<(&raw::Counters, bool)> {
     // SAFETY: counters point into the mapped header, or are null.
     let c = unsafe { st.counters.as_ref() }?;
-    Some((
-        c,
-        log::header().is_some_and(|h| core::ptr::eq(c, &h.retired)),
-    ))
+    Some((c, st.shared_counters))
 }
 
 /// Adds to a counter: a plain store in the thread's own slot (it is the only
@@ -108,6 +105,7 @@ pub(crate) fn next_u64(st: &mut ThreadState) -> u64 {
 
 /// Exponentially distributed byte count with mean `sample_rate` (Poisson sampling
 /// of bytes, as tcmalloc and memray do), so every byte has the same chance.
+#[cold]
 pub(crate) fn next_sample_countdown(st: &mut ThreadState) -> i64 {
     let rate = settings().sample_rate;
     if rate == 0 {

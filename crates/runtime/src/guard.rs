@@ -34,14 +34,7 @@ pub(crate) fn enter() -> Option<&'static mut ThreadState> {
     }
     let v = thread::tls_get();
     let p = match v {
-        thread::NONE => {
-            let p = thread::create();
-            // SAFETY: a fresh state of this thread, not yet in use.
-            if let Some(st) = unsafe { p.as_mut() } {
-                record_thread_start(st);
-            }
-            p
-        }
+        thread::NONE => first_state(),
         thread::DEAD | thread::INTERNAL => return None,
         p => p as *mut ThreadState,
     };
@@ -52,6 +45,19 @@ pub(crate) fn enter() -> Option<&'static mut ThreadState> {
     }
     st.in_hook = true;
     Some(st)
+}
+
+/// The state of a thread's first event, out of the hooks' fast path (whose
+/// every register saved and restored costs every call).
+#[cold]
+#[inline(never)]
+fn first_state() -> *mut ThreadState {
+    let p = thread::create();
+    // SAFETY: a fresh state of this thread, not yet in use.
+    if let Some(st) = unsafe { p.as_mut() } {
+        record_thread_start(st);
+    }
+    p
 }
 
 #[inline(always)]

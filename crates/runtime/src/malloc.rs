@@ -49,14 +49,20 @@ fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
     count(st, 0, usable);
     let p = ptr as u64;
     if track::take(p) {
-        let ev = raw::Free {
-            time: st.clock.now(),
-            ptr: p,
-        };
-        st.writer.write(st.tid, tag::FREE, &ev, &[]);
+        record_free(st, p);
         return true;
     }
     false
+}
+
+/// The event of a recorded block's free, out of the hooks' fast path.
+#[inline(never)]
+fn record_free(st: &mut ThreadState, ptr: u64) {
+    let ev = raw::Free {
+        time: st.clock.now(),
+        ptr,
+    };
+    st.writer.write(st.tid, tag::FREE, &ev, &[]);
 }
 
 fn on_free_dead(ptr: *mut c_void) {
@@ -168,11 +174,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     }
     count(st, 0, old_usable);
     if was_tracked {
-        let ev = raw::Free {
-            time: st.clock.now(),
-            ptr: p as u64,
-        };
-        st.writer.write(st.tid, tag::FREE, &ev, &[]);
+        record_free(st, p as u64);
     }
     if !q.is_null() {
         on_alloc(st, q, size, alloc_kind::REALLOC, was_tracked);
