@@ -262,8 +262,9 @@ pub fn reset_after_fork(st: &mut ThreadState) {
 }
 
 extern "C" fn slow_path(addr: u64, class: u32, pc: u64) {
+    let frame = crate::unwind::frame_address();
     // SAFETY: our own TLS block.
-    slow(addr, class, pc, unsafe { &mut *countdowns() }, 0);
+    slow(addr, class, pc, unsafe { &mut *countdowns() }, 0, frame);
 }
 
 /// The slow path of the executable's inlined fast path (`sancov/fastpath.ll.in`):
@@ -279,9 +280,10 @@ pub unsafe extern "C" fn memlens_access_refill(
     pc: u64,
     countdowns: *mut [u64; ACCESS_CLASSES],
 ) -> u64 {
+    let frame = crate::unwind::frame_address();
     match countdowns.as_mut() {
         Some(remaining) => {
-            slow(addr, class, pc, remaining, 0);
+            slow(addr, class, pc, remaining, 0, frame);
             remaining[class as usize % ACCESS_CLASSES]
         }
         None => IDLE,
@@ -289,8 +291,16 @@ pub unsafe extern "C" fn memlens_access_refill(
 }
 
 /// An access of `class` whose countdown borrowed; `flags` are the sample's
-/// ([`raw::sample_flags`]).
-fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES], flags: u8) {
+/// ([`raw::sample_flags`]); `frame` is the runtime's entry point's, where a
+/// sample's context starts.
+fn slow(
+    addr: u64,
+    class: u32,
+    pc: u64,
+    remaining: &mut [u64; ACCESS_CLASSES],
+    flags: u8,
+    frame: u64,
+) {
     let class = class as usize % ACCESS_CLASSES;
     let own = core::ptr::eq(remaining, countdowns());
     let Some(st) = enter() else {
@@ -346,7 +356,7 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES], f
             time: st.clock.now(),
             addr,
             pc,
-            stack: access_context(st),
+            stack: access_context(st, frame),
             // SAFETY: plain libc call (vDSO getcpu).
             cpu: unsafe { libc::sched_getcpu() }.max(0) as u32,
             class: class as u8,
@@ -378,13 +388,14 @@ fn slow(addr: u64, class: u32, pc: u64, remaining: &mut [u64; ACCESS_CLASSES], f
     leave(st);
 }
 
-/// A sampled access's calling context, by frame pointers: instrumented code
-/// keeps them (`memlens cc` forces them on), and the walk costs tens of
-/// nanoseconds once per sample. DrCCTProf's context of each access. The walk
-/// is not counted here: the finalizer counts one per (non-bulk) sample
-/// record, where the thread's counter, a line of its own, cost STREAM 5 ms.
-fn access_context(st: &mut ThreadState) -> u64 {
-    crate::events::capture_stack_by(st, raw::unwinder::FP).0
+/// A sampled access's calling context, by frame pointers from the frame of
+/// the runtime's entry point on: instrumented code keeps them (`memlens cc`
+/// forces them on), and the walk costs tens of nanoseconds once per sample.
+/// DrCCTProf's context of each access. The walk is not counted here: the
+/// finalizer counts one per (non-bulk) sample record, where the thread's
+/// counter, a line of its own, cost STREAM 5 ms.
+fn access_context(st: &mut ThreadState, frame: u64) -> u64 {
+    crate::events::stack_from_frame(st, frame)
 }
 
 /// Called by code built with memlens' pass plugin before each atomic
@@ -413,6 +424,7 @@ pub unsafe extern "C" fn memlens_atomic(addr: *const u8, bytes: u32) {
                 pc,
                 remaining,
                 raw::sample_flags::ATOMIC,
+                crate::unwind::frame_address(),
             );
         }
     }

@@ -133,14 +133,29 @@ pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32) -> u64 {
 /// (its frames are written once, then named by id), and the unwinder that
 /// walked it, for the caller to count.
 pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32) -> (u64, usize) {
-    let s = settings();
     // Left uninitialised: zeroing it cost 5% of every-block recording.
     let mut frames = [MaybeUninit::<u64>::uninit(); raw::MAX_FRAMES];
-    let (n, walked_by) = unwind::capture(st, method, &mut frames[..s.max_frames as usize]);
+    let max = settings().max_frames as usize;
+    let (n, walked_by) = unwind::capture(st, method, &mut frames[..max]);
+    (intern_stack(st, &frames, n), walked_by)
+}
+
+/// A calling context walked by frame pointers from the frame at `fp` on
+/// (see [`unwind::frames_from`]), interned.
+pub(crate) fn stack_from_frame(st: &mut ThreadState, fp: u64) -> u64 {
+    let mut frames = [MaybeUninit::<u64>::uninit(); raw::MAX_FRAMES];
+    let max = settings().max_frames as usize;
+    let n = unwind::frames_from(st, fp, &mut frames[..max]);
+    intern_stack(st, &frames, n)
+}
+
+/// The id of the first `n` of `frames`, their definition written once (0:
+/// no frames).
+fn intern_stack(st: &mut ThreadState, frames: &[MaybeUninit<u64>], n: usize) -> u64 {
     if n == 0 {
-        return (0, walked_by);
+        return 0;
     }
-    // SAFETY: capture wrote the first n entries.
+    // SAFETY: the walk wrote the first n entries.
     let frames = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
     let id = raw::hash_frames(frames);
     let seen = &STACK_SEEN[(id as usize >> 1) & (STACK_SEEN.len() - 1)];
@@ -159,7 +174,7 @@ pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32) -> (u64, usize
             seen.store(id, Ordering::Relaxed);
         }
     }
-    (id, walked_by)
+    id
 }
 
 pub(crate) fn intern(st: &mut ThreadState, name: *const c_char) -> u64 {

@@ -51,8 +51,9 @@ pub fn forget_unloaded_code() {
     rules::forget();
 }
 
+/// The current function's frame (its saved frame pointer and return address).
 #[inline(always)]
-fn frame_address() -> u64 {
+pub fn frame_address() -> u64 {
     let fp: u64;
     // SAFETY: reads the frame pointer register (frame pointers are forced on).
     unsafe {
@@ -73,8 +74,14 @@ pub fn return_address() -> u64 {
 }
 
 fn frame_pointers(st: &ThreadState, out: &mut [MaybeUninit<u64>]) -> usize {
+    frames_from(st, frame_address(), out)
+}
+
+/// Return addresses by frame pointers from the frame at `fp` outwards: given
+/// the frame of one of the runtime's entry points, the runtime's own inner
+/// frames are not walked.
+pub fn frames_from(st: &ThreadState, mut fp: u64, out: &mut [MaybeUninit<u64>]) -> usize {
     let (lo, hi) = (st.stack_lo, st.stack_hi);
-    let mut fp = frame_address();
     let mut n = 0;
     while n < out.len() {
         // Every read is checked against this thread's stack first: a function built
