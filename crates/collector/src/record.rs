@@ -288,7 +288,8 @@ impl Watched {
         for _ in waiting..want {
             if zeros.is_empty() {
                 zeros = vec![0u8; raw::BLOCK_SIZE];
-                zeros[..4].copy_from_slice(&raw::READY_MAGIC.to_le_bytes());
+                let header = raw::BlockHeader::bytes(raw::READY_MAGIC, 0, 0);
+                zeros[..header.len()].copy_from_slice(&header);
             }
             let off = h.reserve_cursor.fetch_add(block, Ordering::AcqRel);
             let Some(Ok(index)) = raw::block_index(off).map(u32::try_from) else {

@@ -216,9 +216,8 @@ pub(crate) mod test_log {
     ) {
         let offset = raw::block_offset(index);
         file.seek(SeekFrom::Start(offset)).unwrap();
-        file.write_all(&magic.to_le_bytes()).unwrap();
-        file.write_all(&tid.to_le_bytes()).unwrap();
-        file.write_all(&used.to_le_bytes()).unwrap();
+        file.write_all(&raw::BlockHeader::bytes(magic, tid, used))
+            .unwrap();
         let mut whole = body.to_vec();
         whole.resize(raw::BLOCK_CAPACITY, 0);
         file.write_all(&whole).unwrap();

@@ -289,6 +289,16 @@ pub enum BlockState {
 }
 
 impl BlockHeader {
+    /// A block header's bytes as they lie in the file: `magic` (which says
+    /// how to read `word`, see [`BlockState`]), the thread, the used word.
+    pub fn bytes(magic: u32, tid: u32, word: u64) -> [u8; BLOCK_HEADER_SIZE] {
+        let mut b = [0u8; BLOCK_HEADER_SIZE];
+        b[..4].copy_from_slice(&magic.to_le_bytes());
+        b[4..8].copy_from_slice(&tid.to_le_bytes());
+        b[8..].copy_from_slice(&word.to_le_bytes());
+        b
+    }
+
     /// A block's state, from the first [`BLOCK_HEADER_SIZE`] bytes of the
     /// block as read from the file; `None` while the runtime has not
     /// initialised it (or the bytes are too few).
@@ -1385,13 +1395,7 @@ mod tests {
 
     #[test]
     fn block_headers_say_written_or_staging() {
-        let header = |magic: u32, tid: u32, word: u64| {
-            let mut b = [0u8; BLOCK_HEADER_SIZE];
-            b[..4].copy_from_slice(&magic.to_le_bytes());
-            b[4..8].copy_from_slice(&tid.to_le_bytes());
-            b[8..].copy_from_slice(&word.to_le_bytes());
-            b
-        };
+        let header = BlockHeader::bytes;
         assert_eq!(
             BlockHeader::read(&header(BLOCK_MAGIC, 7, 4096)),
             Some(BlockState::Written { tid: 7, used: 4096 })

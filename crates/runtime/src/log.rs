@@ -480,16 +480,13 @@ impl Writer {
             return false;
         };
         let at = raw::block_offset(self.dest);
-        let header = [
-            u64::from(raw::BLOCK_MAGIC) | u64::from(tid) << 32,
-            self.used as u64,
-        ];
+        let header = BlockHeader::bytes(raw::BLOCK_MAGIC, tid, self.used as u64);
         // SAFETY: the staging block is mapped for BLOCK_SIZE bytes; plain
         // syscalls on our own descriptor.
         let copied = unsafe {
             let records = self.block.add(raw::BLOCK_HEADER_SIZE);
             write_all(fd, records, self.used, at + raw::BLOCK_HEADER_SIZE as u64)
-                && write_all(fd, header.as_ptr().cast(), raw::BLOCK_HEADER_SIZE, at)
+                && write_all(fd, header.as_ptr(), header.len(), at)
         };
         if !copied {
             LOG_FULL.store(true, Ordering::Relaxed);
