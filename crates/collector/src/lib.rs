@@ -2,6 +2,7 @@
 //! capacity from /proc, follows its children, and turns the raw logs into a profile.
 
 mod attach;
+mod block_map;
 pub mod calibrate;
 mod code_seen;
 mod finalize;

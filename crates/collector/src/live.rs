@@ -7,6 +7,7 @@
 //! renderer writes it as lines (`memlens_present::render_live`); on a terminal
 //! the block is redrawn in place, otherwise each update is appended.
 
+use crate::block_map::{block_map, BlockMap};
 use crate::finalize::{estimate, module_def, stack_def};
 use crate::mappings::Mappings;
 use crate::tail::LogTail;
@@ -289,12 +290,12 @@ impl Held {
 struct LiveObjects {
     sample_rate: u64,
     /// Live heap blocks: address -> (stack, estimated bytes, estimated count).
-    heap: FxHashMap<u64, (u64, f64, f64)>,
+    heap: BlockMap<(u64, f64, f64)>,
     heap_by_stack: FxHashMap<u64, Held>,
     maps: Mappings,
     /// Frees seen before their block's allocation (another thread's log was
     /// read first): address -> time, kept for one more update.
-    early_frees: FxHashMap<u64, (u64, bool)>,
+    early_frees: BlockMap<(u64, bool)>,
     /// The events of an update, in time order (emptied by each).
     queued: Vec<Event>,
     stacks: HashMap<u64, Vec<u64>>,
@@ -305,10 +306,10 @@ impl LiveObjects {
     fn new(sample_rate: u64) -> LiveObjects {
         LiveObjects {
             sample_rate,
-            heap: FxHashMap::default(),
+            heap: block_map(0),
             heap_by_stack: FxHashMap::default(),
             maps: Mappings::default(),
-            early_frees: FxHashMap::default(),
+            early_frees: block_map(0),
             queued: Vec::new(),
             stacks: HashMap::new(),
             modules: Vec::new(),

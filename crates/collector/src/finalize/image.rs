@@ -256,6 +256,11 @@ pub(crate) struct Definitions {
     pub(super) exit_ns: Option<u64>,
     /// Status the program passed to exit/_exit, when the runtime saw it.
     pub(super) exit_status: Option<i32>,
+    /// Blocks with an event live now and at most, counted in the order the
+    /// records were read (threads one after another): the replay's table of
+    /// live blocks is made this large at once, not grown by doubling.
+    live_blocks: u64,
+    pub(super) most_live_blocks: u64,
 }
 
 impl Definitions {
@@ -263,6 +268,18 @@ impl Definitions {
     /// unless its time lies outside the image's window (damaged; the merge
     /// counts it).
     pub(crate) fn see(&mut self, rec: &RawRecord<'_>, window: TimeWindow) {
+        match rec.tag {
+            tag::ALLOC | tag::SMALL_ALLOC => {
+                self.live_blocks += 1;
+                self.most_live_blocks = self.most_live_blocks.max(self.live_blocks);
+                return;
+            }
+            tag::FREE => {
+                self.live_blocks = self.live_blocks.saturating_sub(1);
+                return;
+            }
+            _ => {}
+        }
         if !is_definition(rec.tag) || record_time(rec).is_some_and(|t| !window.contains(t)) {
             return;
         }

@@ -6,6 +6,7 @@
 
 use super::image::{Definitions, ImageHeader, LogCounts, Merged};
 use super::timeline_point;
+use crate::block_map::{block_map, BlockMap};
 use crate::mappings::Mappings;
 
 use super::sites::{HeapSites, LiveBlock};
@@ -109,7 +110,7 @@ pub(super) fn replay(
         every_block,
         sinks,
         built: Built::default(),
-        live_heap: FxHashMap::default(),
+        live_heap: block_map(defs.most_live_blocks),
         maps: Mappings::default(),
         open_regions: HashMap::new(),
         region_start: HashMap::new(),
@@ -138,7 +139,7 @@ struct Replay<'a> {
     built: Built,
     /// Hashed with Fx: millions of blocks pass through when every block is
     /// recorded, and the row order of still-live blocks stays the same run to run.
-    live_heap: FxHashMap<u64, LiveBlock>,
+    live_heap: BlockMap<LiveBlock>,
     heap_sites: HeapSites,
     /// Every block was recorded (`--sample-rate 1`).
     every_block: bool,
