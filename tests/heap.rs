@@ -250,12 +250,12 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
 }
 
 #[test]
-fn log_blocks_the_collector_makes_ready_keep_every_event_in_order() {
+fn log_blocks_keep_every_event_in_order_and_only_staging_blocks_are_made_ready() {
     // Two threads allocating and freeing 1000000 blocks each, every block
-    // recorded: 4 M events, about 2000 log blocks, most of them taken
-    // from those the collector wrote ahead. A block taken out of a thread's
-    // order would put frees before their allocations (unmatched frees, wrong
-    // leaks); one lost would drop events.
+    // recorded: 4 M events, about 2000 log blocks, each staged in its
+    // thread's staging block and copied to the next block of the log. A
+    // block taken out of a thread's order would put frees before their
+    // allocations (unmatched frees, wrong leaks); one lost would drop events.
     let dir = tempdir();
     let p = dir.path().join("p");
     let out = record(&p, &["--leaks", "--keep-raw"], &[&program("churn")]);
@@ -276,7 +276,10 @@ fn log_blocks_the_collector_makes_ready_keep_every_event_in_order() {
         .sum();
     assert_eq!(allocated, 2_000_000.0);
     // The log's own account: blocks in use, blocks taken ready, and those
-    // still marked ready at the end (written for no one).
+    // still marked ready at the end (written for no one). Only a thread's
+    // staging block, mapped, needs one made ready (its disk space written
+    // ahead); the blocks records are copied to get theirs as they are
+    // written, never zeros first.
     let bytes = std::fs::read(raw_log(&p)).unwrap();
     let at = std::mem::offset_of!(memlens_rawlog::FileHeader, ready_taken);
     let taken = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
@@ -294,8 +297,12 @@ fn log_blocks_the_collector_makes_ready_keep_every_event_in_order() {
     eprintln!(
         "{used} blocks used, {taken} of them made ready by the collector; {unused} ready left"
     );
-    assert!(taken as usize * 4 > used, "{taken} of {used} taken ready");
-    assert!(unused * 4 < used, "{unused} left ready, {used} used");
+    assert!(used >= 1900, "{used} blocks used");
+    assert!(
+        taken <= 2,
+        "{taken} taken ready for 2 threads' staging blocks"
+    );
+    assert!(unused <= 64, "{unused} left ready, {used} used");
 }
 
 #[test]

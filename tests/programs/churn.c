@@ -1,7 +1,6 @@
 /* Two threads, each allocating 1000000 blocks of 32 to 95 bytes and freeing
    each at once but every thousandth: 2000 blocks leaked in all. With every
-   block recorded, long enough for the collector to make log blocks ready
-   for the threads. */
+   block recorded, some 2000 blocks of log. */
 #include <pthread.h>
 #include <stdlib.h>
 #define BLOCKS 1000000

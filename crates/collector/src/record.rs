@@ -223,27 +223,27 @@ struct Watched {
     defs: Definitions,
 }
 
-/// The image's block reservations at the collector's last look, to keep
-/// blocks ready at the rate its threads take them.
+/// The image's ready blocks at the collector's last look, to keep blocks
+/// ready at the rate its threads take them.
 #[derive(Clone, Copy)]
 struct ReadyBlocks {
-    cursor: u64,
     ready: u64,
 }
 
 impl ReadyBlocks {
     fn of(h: &FileHeader) -> ReadyBlocks {
         ReadyBlocks {
-            cursor: h.reserve_cursor.load(Ordering::Acquire),
             ready: h.ready_blocks.load(Ordering::Acquire),
         }
     }
 }
 
 /// Ready blocks kept for an image: an interval and a half's worth at the
-/// rate its threads took blocks in the last one (what a run leaves unused at
-/// its end), at most this many (16 MiB).
-const MAX_READY_BLOCKS: u64 = 256;
+/// rate its threads took them in the last one (what a run leaves unused at
+/// its end), at least MIN (a thread starting takes one, for its staging
+/// block) and at most MAX.
+const MIN_READY_BLOCKS: u64 = 2;
+const MAX_READY_BLOCKS: u64 = 64;
 
 /// The log header a mapping of its first HEADER_SIZE bytes holds.
 fn header_of(mapping: &memmap2::MmapRaw) -> &FileHeader {
@@ -256,7 +256,7 @@ impl Watched {
         header_of(&self.header)
     }
 
-    /// Writes blocks ahead for the image's threads to take
+    /// Writes blocks ahead for the image's threads to take as staging blocks
     /// ([`FileHeader::ready_blocks`]), on the collector's core: zeros marked
     /// [`raw::READY_MAGIC`], which give them disk space (a full disk fails
     /// here, and the threads then reserve their own and find it full). Each
@@ -268,7 +268,6 @@ impl Watched {
             return;
         };
         let h = header_of(&self.header);
-        let cursor = h.reserve_cursor.load(Ordering::Acquire);
         let block = raw::BLOCK_SIZE as u64;
         let (next, end) = raw::unpack_ready(h.ready_blocks.load(Ordering::Acquire));
         let (last_next, last_end) = raw::unpack_ready(last.ready);
@@ -279,10 +278,9 @@ impl Watched {
         } else {
             0
         };
-        let own = cursor.saturating_sub(last.cursor) / block;
-        let want = (3 * (u64::from(from_ready) + own))
+        let want = (3 * u64::from(from_ready))
             .div_ceil(2)
-            .min(MAX_READY_BLOCKS);
+            .clamp(MIN_READY_BLOCKS, MAX_READY_BLOCKS);
         let waiting = u64::from(end.saturating_sub(next));
         let mut zeros = Vec::new();
         for _ in waiting..want {

@@ -403,15 +403,18 @@ impl Writer {
         }
     }
 
-    /// A block for this writer past its last one: one the collector made
-    /// ready, else a new one at the end of the log, given disk space (written
-    /// zeros) if `mapped`, since writing through a mapping of a block without
-    /// it would raise SIGBUS on a full disk (a block written by `pwrite` gets
-    /// its space then, or an error).
+    /// A block for this writer past its last one. A staging block (`mapped`)
+    /// is one the collector made ready, else a new one at the end of the log
+    /// given disk space (written zeros): writing through a mapping of a block
+    /// without it would raise SIGBUS on a full disk. A destination is always a
+    /// new one: `pwrite` gives it space then, or an error, and zeros written
+    /// ahead of it would be written twice (and the collector's writing them
+    /// held the file's lock against the program's copies).
     fn take_block(&mut self, h: &FileHeader, fd: i32, mapped: bool) -> Option<u64> {
         let header_addr = h as *const FileHeader as usize;
         let after = (self.last.0 == header_addr).then_some(self.last.1);
-        let index = match take_ready(h, after) {
+        let ready = if mapped { take_ready(h, after) } else { None };
+        let index = match ready {
             Some(index) => index,
             None => {
                 let off = h
