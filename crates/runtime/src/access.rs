@@ -508,8 +508,9 @@ fn sample_bulk(
             addr: base + (offset & !(size - 1)),
             pc,
             // One walk per call, whatever its samples: counted here.
-            stack: *stack
-                .get_or_insert_with(|| crate::events::capture_counted_stack(st, raw::unwinder::FP)),
+            stack: *stack.get_or_insert_with(|| {
+                crate::events::capture_counted_stack(st, raw::unwinder::FP, 0)
+            }),
             cpu,
             class: class as u8,
             level,

@@ -116,15 +116,16 @@ pub(crate) fn next_sample_countdown(st: &mut ThreadState) -> i64 {
     (v as i64).max(1)
 }
 
-/// The calling context of an allocation, by the configured unwinder: its
+/// The calling context of an allocation, by the configured unwinder, from
+/// the frame `entry` of the runtime's entry point (0: from here): its
 /// interned id (0 when none was walked).
-pub(crate) fn capture_stack(st: &mut ThreadState) -> u64 {
-    capture_counted_stack(st, settings().unwinder)
+pub(crate) fn capture_stack(st: &mut ThreadState, entry: u64) -> u64 {
+    capture_counted_stack(st, settings().unwinder, entry)
 }
 
 /// [`capture_stack_by`], the walk counted under its unwinder.
-pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32) -> u64 {
-    let (id, walked_by) = capture_stack_by(st, method);
+pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32, entry: u64) -> u64 {
+    let (id, walked_by) = capture_stack_by(st, method, entry);
     count_stack(st, walked_by);
     id
 }
@@ -132,11 +133,11 @@ pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32) -> u64 {
 /// A calling context walked by `method` (one of [`raw::unwinder`]), interned
 /// (its frames are written once, then named by id), and the unwinder that
 /// walked it, for the caller to count.
-pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32) -> (u64, usize) {
+pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) -> (u64, usize) {
     // Left uninitialised: zeroing it cost 5% of every-block recording.
     let mut frames = [MaybeUninit::<u64>::uninit(); raw::MAX_FRAMES];
     let max = settings().max_frames as usize;
-    let (n, walked_by) = unwind::capture(st, method, &mut frames[..max]);
+    let (n, walked_by) = unwind::capture(st, method, entry, &mut frames[..max]);
     (intern_stack(st, &frames, n), walked_by)
 }
 
@@ -200,7 +201,10 @@ pub(crate) fn intern(st: &mut ThreadState, name: *const c_char) -> u64 {
     id
 }
 
+/// Records an allocation; `entry` is the frame of the hook that made it (see
+/// [`capture_stack`]).
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn record_alloc(
     st: &mut ThreadState,
     ptr: u64,
@@ -209,10 +213,11 @@ pub(crate) fn record_alloc(
     kind: u8,
     flags: u8,
     group: u64,
+    entry: u64,
 ) {
     let saved = errno();
     let stack = if flags & (alloc_flags::EXACT | alloc_flags::SAMPLED) != 0 {
-        capture_stack(st)
+        capture_stack(st, entry)
     } else {
         0
     };

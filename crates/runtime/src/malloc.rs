@@ -38,7 +38,10 @@ fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force
         flags |= alloc_flags::GROUPED;
     }
     if flags != 0 {
-        record_alloc(st, ptr as u64, size, usable, kind, flags, group);
+        // The hook's own frame (this is inlined into it): the walk starts
+        // at its caller, not at the runtime's inner frames.
+        let entry = crate::unwind::frame_address();
+        record_alloc(st, ptr as u64, size, usable, kind, flags, group, entry);
     }
 }
 

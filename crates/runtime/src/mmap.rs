@@ -11,7 +11,7 @@ fn record_mapping_event<P: raw::Payload>(tag: u16, make: impl FnOnce(u64, u64) -
     if let Some(st) = enter() {
         let saved = errno();
         let stack = if tag == raw::tag::MMAP {
-            capture_stack(st)
+            capture_stack(st, crate::unwind::frame_address())
         } else {
             0
         };

@@ -27,19 +27,29 @@ fn is_self(ip: u64) -> bool {
 }
 
 /// Fills `out` with return addresses, innermost first; returns the count and
-/// the unwinder that walked them (a `walked_by` code).
+/// the unwinder that walked them (a `walked_by` code). `entry` is the frame
+/// of the runtime's entry point (see [`frame_address`]), whose inner frames
+/// are then not walked, or 0: this one's.
 #[inline(never)]
-pub fn capture(st: &ThreadState, method: u32, out: &mut [MaybeUninit<u64>]) -> (usize, usize) {
+pub fn capture(
+    st: &ThreadState,
+    method: u32,
+    entry: u64,
+    out: &mut [MaybeUninit<u64>],
+) -> (usize, usize) {
     let (n, by) = match method {
         #[cfg(target_arch = "x86_64")]
-        unwinder::DWARF => match rules::capture(st, out) {
+        unwinder::DWARF => match rules::capture(st, entry, out) {
             Some(n) => (n, walked_by::CACHED_RULES),
             None => (dwarf(out), walked_by::LIBGCC),
         },
         #[cfg(not(target_arch = "x86_64"))]
         unwinder::DWARF => (dwarf(out), walked_by::LIBGCC),
         unwinder::LIBGCC => (dwarf(out), walked_by::LIBGCC),
-        unwinder::FP => (frame_pointers(st, out), walked_by::FRAME_POINTERS),
+        unwinder::FP => (
+            frames_from(st, entry_or_this(entry), out),
+            walked_by::FRAME_POINTERS,
+        ),
         _ => (0, walked_by::FRAME_POINTERS),
     };
     (n, by)
@@ -73,8 +83,14 @@ pub fn return_address() -> u64 {
     unsafe { *((fp + 8) as *const u64) }
 }
 
-fn frame_pointers(st: &ThreadState, out: &mut [MaybeUninit<u64>]) -> usize {
-    frames_from(st, frame_address(), out)
+/// The frame a walk starts from: the entry point's, or the caller's.
+#[inline(always)]
+fn entry_or_this(entry: u64) -> u64 {
+    if entry != 0 {
+        entry
+    } else {
+        frame_address()
+    }
 }
 
 /// Return addresses by frame pointers from the frame at `fp` outwards: given

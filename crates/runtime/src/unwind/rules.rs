@@ -111,8 +111,10 @@ pub fn forget() {
 }
 
 /// Fills `out` with return addresses, innermost first, skipping the runtime's own
-/// frames; None when libgcc must unwind this stack instead.
-pub fn capture(st: &ThreadState, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
+/// frames (those inside `entry`, the frame of the runtime's entry point, are
+/// not even walked; 0: walked from here); None when libgcc must unwind this
+/// stack instead.
+pub fn capture(st: &ThreadState, entry: u64, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
     // Every read lies between this frame and the top of the thread's stack.
     let lo = super::frame_address();
     let hi = st.stack_hi;
@@ -129,8 +131,8 @@ pub fn capture(st: &ThreadState, out: &mut [MaybeUninit<u64>]) -> Option<usize> 
     // rbp as the runtime's frame saved it). This frame returns into the runtime,
     // or the chain is not what it seems (a runtime built without frame
     // pointers): libgcc then.
-    let mut fp = lo;
-    if !super::is_self(read(fp + 8)?) {
+    let mut fp = if entry > lo && entry < hi { entry } else { lo };
+    if !super::is_self(read(fp + 8)?) && fp == lo {
         return None;
     }
     let (mut ip, mut sp, mut bp) = loop {
