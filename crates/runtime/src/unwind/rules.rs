@@ -118,11 +118,13 @@ pub fn capture(st: &ThreadState, entry: u64, out: &mut [MaybeUninit<u64>]) -> Op
     // Every read lies between this frame and the top of the thread's stack.
     let lo = super::frame_address();
     let hi = st.stack_hi;
-    if lo < st.stack_lo || lo >= hi {
+    if lo < st.stack_lo || lo.saturating_add(16) > hi {
         return None;
     }
+    // addr in [lo, hi - 8] as one comparison (below lo wraps to far above).
+    let last = hi - 8 - lo;
     let read = |addr: u64| -> Option<u64> {
-        (addr >= lo && addr.checked_add(8)? <= hi && addr.is_multiple_of(8))
+        (addr.wrapping_sub(lo) <= last && addr.is_multiple_of(8))
             // SAFETY: inside the live part of this thread's stack, aligned.
             .then(|| unsafe { *(addr as *const u64) })
     };
