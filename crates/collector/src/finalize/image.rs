@@ -408,7 +408,7 @@ pub(crate) fn module_def(rec: &RawRecord<'_>) -> Option<(u64, LoadedModule)> {
 ///
 /// `block` is a block's body or all of it: blocks are whole pages of the
 /// file, so the pages it touches belong to that block alone.
-fn release(block: &[u8]) {
+pub(super) fn release(block: &[u8]) {
     let page = 4096usize;
     let start = block.as_ptr() as usize / page * page;
     let end = (block.as_ptr() as usize + block.len()).div_ceil(page) * page;
@@ -444,6 +444,9 @@ pub(super) struct Merged<'a> {
     /// Access samples are passed over (they are in the table already).
     skip_samples: bool,
     pub(super) counts: LogCounts,
+    /// Blocks whose records were all handed out, for the reader to
+    /// [`release`] once it has used them.
+    pub(super) read: Vec<&'a [u8]>,
 }
 
 /// What the merge counts over every record of a log.
@@ -476,6 +479,7 @@ impl<'a> Merged<'a> {
             pending: Vec::new(),
             skip_samples,
             counts: LogCounts::default(),
+            read: Vec::new(),
         };
         for s in streams {
             let mut blocks = s.blocks.iter();
@@ -502,8 +506,8 @@ impl<'a> Merged<'a> {
         loop {
             let Some(rec) = c.records.next() else {
                 counts.malformed_blocks += u64::from(c.records.malformed);
-                if c.release {
-                    release(c.previous);
+                if c.release && !c.previous.is_empty() {
+                    self.read.push(c.previous);
                 }
                 match c.blocks.next() {
                     Some(b) => {
