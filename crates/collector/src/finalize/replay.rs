@@ -169,8 +169,9 @@ struct Replay<'a> {
     t0: u64,
     sinks: &'a mut Sinks,
     built: Built,
-    /// Hashed with Fx: millions of blocks pass through when every block is
-    /// recorded, and the row order of still-live blocks stays the same run to run.
+    /// Hashed by address (see [`BlockMap`]): millions of blocks pass through
+    /// when every block is recorded, and the row order of still-live blocks
+    /// stays the same run to run.
     live_heap: BlockMap<LiveBlock>,
     heap_sites: HeapSites,
     /// Every block was recorded (`--sample-rate 1`).
