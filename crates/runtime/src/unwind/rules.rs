@@ -130,9 +130,10 @@ pub fn capture(st: &ThreadState, entry: u64, out: &mut [MaybeUninit<u64>]) -> Op
     };
     // The runtime's frames keep frame pointers: walk them to the first caller
     // outside it, whose registers are then known (rsp above the return address,
-    // rbp as the runtime's frame saved it). This frame returns into the runtime,
-    // or the chain is not what it seems (a runtime built without frame
-    // pointers): libgcc then.
+    // rbp as the runtime's frame saved it); from the entry point's frame, when
+    // given, that caller is the next. Walked from here, this frame returns
+    // into the runtime, or the chain is not what it seems (a runtime built
+    // without frame pointers): libgcc then.
     let mut fp = if entry > lo && entry < hi { entry } else { lo };
     if !super::is_self(read(fp + 8)?) && fp == lo {
         return None;
