@@ -254,6 +254,14 @@ mod tests {
         body
     }
 
+    /// A log with its header only, in `dir`: a writer and a reader of it.
+    fn empty_log(dir: &std::path::Path) -> (File, File) {
+        let path = dir.join("1.0.mlraw");
+        let file = File::create(&path).unwrap();
+        file.set_len(raw::HEADER_SIZE as u64).unwrap();
+        (file, File::open(&path).unwrap())
+    }
+
     /// The (thread, pointer) of each new record.
     fn read(tail: &mut LogTail, file: &File) -> Vec<(u32, u64)> {
         let mut out = Vec::new();
@@ -267,10 +275,7 @@ mod tests {
     fn each_record_is_handed_out_once_as_staging_blocks_fill_and_are_copied() {
         use test_log::{write_block, write_staging};
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("1.0.mlraw");
-        let mut file = File::create(&path).unwrap();
-        file.set_len(raw::HEADER_SIZE as u64).unwrap();
-        let reader = File::open(&path).unwrap();
+        let (mut file, reader) = empty_log(dir.path());
         let mut tail = LogTail::new();
         assert!(read(&mut tail, &reader).is_empty());
         write_staging(&mut file, 0, 7, 1, &frees(&[1, 2]));
@@ -310,10 +315,7 @@ mod tests {
     fn a_thread_records_come_out_in_order_while_its_blocks_are_copied() {
         use test_log::{write_block, write_staging};
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("1.0.mlraw");
-        let mut file = File::create(&path).unwrap();
-        file.set_len(raw::HEADER_SIZE as u64).unwrap();
-        let reader = File::open(&path).unwrap();
+        let (mut file, reader) = empty_log(dir.path());
         const RECORDS: u64 = 200_000;
         const PER_BLOCK: u64 = 5;
         let writer = std::thread::spawn(move || {
