@@ -209,9 +209,10 @@ struct Watched {
     path: PathBuf,
     log: std::fs::File,
     header: memmap2::MmapRaw,
-    /// How the image's threads took blocks at the last look; None: its log
-    /// is not writable here.
-    ready: Option<ReadyBlocks>,
+    /// The header's ready blocks ([`FileHeader::ready_blocks`]) at the last
+    /// look, to keep blocks ready at the rate the image's threads take them;
+    /// None: its log is not writable here.
+    ready: Option<u64>,
     /// Follows the log as the runtime publishes it.
     tail: crate::tail::LogTail,
     /// Every record read so far went by the samples table.
@@ -221,21 +222,6 @@ struct Watched {
     /// The definitions read so far: whole once the image ended, and the
     /// finalizer's pass over the log is saved.
     defs: Definitions,
-}
-
-/// The image's ready blocks at the collector's last look, to keep blocks
-/// ready at the rate its threads take them.
-#[derive(Clone, Copy)]
-struct ReadyBlocks {
-    ready: u64,
-}
-
-impl ReadyBlocks {
-    fn of(h: &FileHeader) -> ReadyBlocks {
-        ReadyBlocks {
-            ready: h.ready_blocks.load(Ordering::Acquire),
-        }
-    }
 }
 
 /// Ready blocks kept for an image: an interval and a half's worth at the
@@ -270,7 +256,7 @@ impl Watched {
         let h = header_of(&self.header);
         let block = raw::BLOCK_SIZE as u64;
         let (next, end) = raw::unpack_ready(h.ready_blocks.load(Ordering::Acquire));
-        let (last_next, last_end) = raw::unpack_ready(last.ready);
+        let (last_next, last_end) = raw::unpack_ready(last);
         // The header is the program's memory too: nothing in it is trusted
         // to be consistent.
         let from_ready = if end == last_end {
@@ -315,7 +301,7 @@ impl Watched {
                 }
             }
         }
-        self.ready = Some(ReadyBlocks::of(h));
+        self.ready = Some(h.ready_blocks.load(Ordering::Acquire));
     }
 
     /// Reads what the image logged since the last look: the code it names,
@@ -1090,7 +1076,7 @@ impl Sampler {
             if w.header().magic == raw::MAGIC {
                 // Blocks are made ready only in a log of this layout.
                 if writable && w.header().version == raw::VERSION {
-                    w.ready = Some(ReadyBlocks::of(w.header()));
+                    w.ready = Some(w.header().ready_blocks.load(Ordering::Acquire));
                 }
                 // The image it follows ran its last: the process exec'd.
                 if let Some((_, old)) = self.watched.insert(pid, (seq, w)) {

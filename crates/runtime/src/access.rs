@@ -395,7 +395,7 @@ fn slow(
 /// finalizer counts one per (non-bulk) sample record, where the thread's
 /// counter, a line of its own, cost STREAM 5 ms.
 fn access_context(st: &mut ThreadState, frame: u64) -> u64 {
-    crate::events::stack_from_frame(st, frame)
+    crate::events::capture_stack_by(st, raw::unwinder::FP, frame).0
 }
 
 /// Called by code built with memlens' pass plugin before each atomic

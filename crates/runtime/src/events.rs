@@ -141,15 +141,6 @@ pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) ->
     (intern_stack(st, &frames, n), walked_by)
 }
 
-/// A calling context walked by frame pointers from the frame at `fp` on
-/// (see [`unwind::frames_from`]), interned.
-pub(crate) fn stack_from_frame(st: &mut ThreadState, fp: u64) -> u64 {
-    let mut frames = [MaybeUninit::<u64>::uninit(); raw::MAX_FRAMES];
-    let max = settings().max_frames as usize;
-    let n = unwind::frames_from(st, fp, &mut frames[..max]);
-    intern_stack(st, &frames, n)
-}
-
 /// The id of the first `n` of `frames`, their definition written once (0:
 /// no frames).
 fn intern_stack(st: &mut ThreadState, frames: &[MaybeUninit<u64>], n: usize) -> u64 {

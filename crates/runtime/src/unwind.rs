@@ -96,7 +96,7 @@ fn entry_or_this(entry: u64) -> u64 {
 /// Return addresses by frame pointers from the frame at `fp` outwards: given
 /// the frame of one of the runtime's entry points, the runtime's own inner
 /// frames are not walked.
-pub fn frames_from(st: &ThreadState, mut fp: u64, out: &mut [MaybeUninit<u64>]) -> usize {
+fn frames_from(st: &ThreadState, mut fp: u64, out: &mut [MaybeUninit<u64>]) -> usize {
     let (lo, hi) = (st.stack_lo, st.stack_hi);
     let mut n = 0;
     while n < out.len() {
