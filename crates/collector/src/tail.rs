@@ -121,6 +121,15 @@ impl LogTail {
             // records staged since, so that the thread's records keep their
             // order (the file may have grown since the last scan began).
             self.scan(file, each);
+            // This destination itself found written was read whole by a scan
+            // (this one, or one before this block was seen naming it, as the
+            // runtime had copied it but not yet restarted here): none of its
+            // records are left to hand out from here.
+            if let Some(BlockState::Written { .. }) = read_header(file, dest) {
+                if let Some(s) = self.staging.get_mut(&index) {
+                    s.consumed = None;
+                }
+            }
         }
         let s = self.staging.get_mut(&index).expect("followed");
         let Some(consumed) = s.consumed else {
