@@ -30,17 +30,21 @@ pub(crate) fn set_errno(v: c_int) {
 #[inline(always)]
 pub(crate) fn enter() -> Option<&'static mut ThreadState> {
     if STATE.load(Ordering::Relaxed) != READY {
+        core::hint::cold_path();
         return None;
     }
-    let v = thread::tls_get();
-    let p = match v {
+    let p = match thread::tls_get() {
         thread::NONE => first_state(),
-        thread::DEAD | thread::INTERNAL => return None,
+        thread::DEAD | thread::INTERNAL => {
+            core::hint::cold_path();
+            return None;
+        }
         p => p as *mut ThreadState,
     };
-    // SAFETY: a state is only used by its own thread.
+    // SAFETY: a state is only used by its own thread (null: none could be made).
     let st = unsafe { p.as_mut()? };
     if st.in_hook {
+        core::hint::cold_path();
         return None;
     }
     st.in_hook = true;

@@ -38,6 +38,7 @@ fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force
         flags |= alloc_flags::GROUPED;
     }
     if flags != 0 {
+        core::hint::cold_path();
         // The hook's own frame (this is inlined into it): the walk starts
         // at its caller, not at the runtime's inner frames.
         let entry = crate::unwind::frame_address();
@@ -68,6 +69,15 @@ fn record_free(st: &mut ThreadState, ptr: u64) {
     st.writer.write(st.tid, tag::FREE, &ev, &[]);
 }
 
+#[cold]
+#[inline(never)]
+fn unhooked_free(p: *mut c_void) {
+    if is_dead_thread() {
+        on_free_dead(p);
+    }
+    allocator::free(p);
+}
+
 fn on_free_dead(ptr: *mut c_void) {
     let usable = allocator::usable_size(ptr) as u64;
     count_dead(0, usable);
@@ -83,15 +93,23 @@ fn on_free_dead(ptr: *mut c_void) {
     }
 }
 
+/// An allocation outside the hooks (runtime not ready, nested in a hook, or
+/// a thread past its exit), out of the hooks' fast path.
+#[cold]
+#[inline(never)]
+fn unhooked_alloc(alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let p = alloc();
+    if !p.is_null() && is_dead_thread() {
+        count_dead(allocator::usable_size(p) as u64, 0);
+    }
+    p
+}
+
 /// Runs an allocation function and records what it returned.
 #[inline(always)]
 fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let Some(st) = enter() else {
-        let p = alloc();
-        if !p.is_null() && is_dead_thread() {
-            count_dead(allocator::usable_size(p) as u64, 0);
-        }
-        return p;
+        return unhooked_alloc(alloc);
     };
     let p = alloc();
     if !p.is_null() {
@@ -130,12 +148,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
             allocator::free(p);
             leave(st);
         }
-        None => {
-            if is_dead_thread() {
-                on_free_dead(p);
-            }
-            allocator::free(p);
-        }
+        None => unhooked_free(p),
     }
 }
 
