@@ -562,3 +562,35 @@ fn a_region_holds_no_block_freed_before_it() {
         "{ticks}"
     );
 }
+
+/// The runtime reuses a call path's walk while the stack words it read are
+/// unchanged; a fork child writes a log of its own, and the stack its first
+/// blocks come from (the one its parent walked last) must be defined in it.
+#[test]
+fn a_fork_child_defines_the_stack_its_parent_walked_last() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let out = record(&p, &["--leaks"], &[&program("fork_same_path")]);
+    assert_ran(&out);
+    let named: Vec<u32> = sql_json(
+        &p,
+        "SELECT DISTINCT pid FROM stacks WHERE function = 'grab' ORDER BY pid",
+    )
+    .iter()
+    .map(|r| r["pid"].as_u64().unwrap() as u32)
+    .collect();
+    assert_eq!(
+        named.len(),
+        2,
+        "grab's stack defined in both processes: {named:?}"
+    );
+    let sites: Vec<HeapSite> = memlens_profile::read_table(&p).unwrap();
+    let leaked: Vec<(u32, f64, f64)> = sites_in(&p, &sites, "grab")
+        .iter()
+        .filter(|s| s.leaked > 0.0)
+        .map(|s| (s.pid, s.leaked, s.leaked_bytes))
+        .collect();
+    assert_eq!(leaked.len(), 1, "{leaked:?}");
+    assert!(named.contains(&leaked[0].0), "{leaked:?} {named:?}");
+    assert_eq!((leaked[0].1, leaked[0].2), (4.0, 1200.0), "{leaked:?}");
+}

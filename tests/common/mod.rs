@@ -119,6 +119,14 @@ pub fn programs() -> &'static Path {
             "gcc",
             "-O1",
             "-g",
+            &s("fork_same_path.c"),
+            "-o",
+            &o("fork_same_path"),
+        ]);
+        cc(&[
+            "gcc",
+            "-O1",
+            "-g",
             &s("first_touch.c"),
             "-o",
             &o("first_touch"),

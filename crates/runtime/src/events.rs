@@ -134,11 +134,31 @@ pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32, entry: u6
 /// (its frames are written once, then named by id), and the unwinder that
 /// walked it, for the caller to count.
 pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) -> (u64, usize) {
+    if method == raw::unwinder::DWARF {
+        if let Some(id) = unwind::memo::recall(st, entry) {
+            return (id, raw::walked_by::CACHED_RULES);
+        }
+    }
     // Left uninitialised: zeroing it cost 5% of every-block recording.
     let mut frames = [MaybeUninit::<u64>::uninit(); raw::MAX_FRAMES];
     let max = settings().max_frames as usize;
-    let (n, walked_by) = unwind::capture(st, method, entry, &mut frames[..max]);
-    (intern_stack(st, &frames, n), walked_by)
+    let mut reads = unwind::memo::Reads::new();
+    let (n, walked_by) = unwind::capture(st, method, entry, &mut frames[..max], &mut reads);
+    let id = intern_stack(st, &frames, n);
+    if walked_by == raw::walked_by::CACHED_RULES && id != 0 && stack_seen(id) {
+        unwind::memo::remember(st, entry, &reads, id);
+    }
+    (id, walked_by)
+}
+
+/// The slot of [`STACK_SEEN`] a stack id is remembered in.
+fn stack_seen_slot(id: u64) -> &'static AtomicU64 {
+    &STACK_SEEN[(id as usize >> 1) & (STACK_SEEN.len() - 1)]
+}
+
+/// Whether the stack's definition is in this process's log.
+fn stack_seen(id: u64) -> bool {
+    stack_seen_slot(id).load(Ordering::Relaxed) == id
 }
 
 /// The id of the first `n` of `frames`, their definition written once (0:
@@ -150,7 +170,7 @@ fn intern_stack(st: &mut ThreadState, frames: &[MaybeUninit<u64>], n: usize) -> 
     // SAFETY: the walk wrote the first n entries.
     let frames = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
     let id = raw::hash_frames(frames);
-    let seen = &STACK_SEEN[(id as usize >> 1) & (STACK_SEEN.len() - 1)];
+    let seen = stack_seen_slot(id);
     if seen.load(Ordering::Relaxed) != id {
         if !modules::all_known(frames) {
             record_modules(st);

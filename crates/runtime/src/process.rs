@@ -275,6 +275,7 @@ pub(crate) extern "C" fn fork_child() {
         st.tid = sys::gettid();
         (st.counters, st.access_counters, st.shared_counters) = thread::claim_slot(st.tid);
         access::reset_after_fork(st);
+        st.memo.clear();
     }
     record_modules_from_here();
     // SAFETY: read-only after init.

@@ -31,6 +31,8 @@ pub struct ThreadState {
     /// The cache model's levels for this thread (built at its first access).
     pub model: crate::model::ThreadModel,
     pub clock: crate::clock::Clock,
+    /// Allocation stacks walked lately (the cached rules' walks).
+    pub memo: crate::unwind::memo::WalkMemo,
 }
 
 /// TLS values that are not pointers to a state.
@@ -152,6 +154,7 @@ pub fn create() -> *mut ThreadState {
             stack_hi,
             model: crate::model::ThreadModel::off(),
             clock: crate::clock::Clock::new(),
+            memo: crate::unwind::memo::WalkMemo::new(),
         });
         (*p).countdown = crate::events::next_sample_countdown(&mut *p);
     }

@@ -3,6 +3,7 @@
 //! (complete: cached rules on x86_64, libgcc's `_Unwind_Backtrace` elsewhere and
 //! for what the cached rules do not describe). Frames inside the runtime are skipped.
 
+pub mod memo;
 #[cfg(target_arch = "x86_64")]
 mod rules;
 
@@ -29,17 +30,19 @@ fn is_self(ip: u64) -> bool {
 /// Fills `out` with return addresses, innermost first; returns the count and
 /// the unwinder that walked them (a `walked_by` code). `entry` is the frame
 /// of the runtime's entry point (see [`frame_address`]), whose inner frames
-/// are then not walked, or 0: this one's.
+/// are then not walked, or 0: this one's. The cached rules' walk puts the
+/// words it read into `reads`.
 #[inline(never)]
 pub fn capture(
     st: &ThreadState,
     method: u32,
     entry: u64,
     out: &mut [MaybeUninit<u64>],
+    reads: &mut memo::Reads,
 ) -> (usize, usize) {
     let (n, by) = match method {
         #[cfg(target_arch = "x86_64")]
-        unwinder::DWARF => match rules::capture(st, entry, out) {
+        unwinder::DWARF => match rules::capture(st, entry, out, reads) {
             Some(n) => (n, walked_by::CACHED_RULES),
             None => (dwarf(out), walked_by::LIBGCC),
         },

@@ -108,13 +108,24 @@ pub fn forget() {
     for e in &CACHE {
         e.store(0, Ordering::Relaxed);
     }
+    super::memo::forget();
 }
 
 /// Fills `out` with return addresses, innermost first, skipping the runtime's own
 /// frames (those inside `entry`, the frame of the runtime's entry point, are
 /// not even walked; 0: walked from here); None when libgcc must unwind this
 /// stack instead.
-pub fn capture(st: &ThreadState, entry: u64, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
+/// Every word of the stack its result depends on goes into `reads` (see
+/// [`super::memo`]): return addresses, the frame pointers followed, and a
+/// saved rbp only once a rule computes a frame from it (a caller built
+/// without frame pointers keeps a variable in rbp, which changes from call
+/// to call and is never used).
+pub fn capture(
+    st: &ThreadState,
+    entry: u64,
+    out: &mut [MaybeUninit<u64>],
+    reads: &mut super::memo::Reads,
+) -> Option<usize> {
     // Every read lies between this frame and the top of the thread's stack.
     let lo = super::frame_address();
     let hi = st.stack_hi;
@@ -138,11 +149,14 @@ pub fn capture(st: &ThreadState, entry: u64, out: &mut [MaybeUninit<u64>]) -> Op
     if !super::is_self(read(fp + 8)?) && fp == lo {
         return None;
     }
-    let (mut ip, mut sp, mut bp) = loop {
+    // Where the current rbp was read from, until a rule uses it.
+    let (mut ip, mut sp, mut bp, mut bp_from) = loop {
         let (saved_bp, ret) = (read(fp)?, read(fp + 8)?);
+        reads.push(fp + 8, ret);
         if !super::is_self(ret) {
-            break (ret, fp + 16, saved_bp);
+            break (ret, fp + 16, saved_bp, Some(fp));
         }
+        reads.push(fp, saved_bp);
         if saved_bp <= fp {
             return None;
         }
@@ -161,13 +175,21 @@ pub fn capture(st: &ThreadState, entry: u64, out: &mut [MaybeUninit<u64>]) -> Op
                 cfa_offset,
                 rbp_offset,
             } => {
+                if rbp_based {
+                    if let Some(at) = bp_from.take() {
+                        reads.push(at, bp);
+                    }
+                }
                 let cfa = (if rbp_based { bp } else { sp }).wrapping_add(cfa_offset as u64);
                 if cfa <= sp {
                     return None;
                 }
                 ip = read(cfa - 8)?;
+                reads.push(cfa - 8, ip);
                 if let Some(o) = rbp_offset {
-                    bp = read(cfa.wrapping_add(o as u64))?;
+                    let at = cfa.wrapping_add(o as u64);
+                    bp = read(at)?;
+                    bp_from = Some(at);
                 }
                 sp = cfa;
             }
