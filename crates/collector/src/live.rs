@@ -23,6 +23,10 @@ use std::io::{IsTerminal, Write};
 const EVERY_NS: u64 = 500_000_000;
 /// Sites listed under the status line.
 const TOP_SITES: usize = 5;
+/// Events read from a log are put in time order and applied in batches of
+/// this many (each thread's records are in order; a free read before its
+/// block's allocation waits among the early frees).
+const APPLY_EVERY: usize = 1 << 16;
 
 /// A process image being recorded, as the sampler sees it.
 pub struct Image<'a> {
@@ -165,11 +169,18 @@ impl Live {
                 }
             };
             let (tail, objects) = entry;
+            objects.age_early_frees();
             // One buffer for every update: a fresh one each time would cost
-            // its pages again (millions of events a tick when every block is
-            // recorded).
+            // its pages again. Applied every APPLY_EVERY events, so that its
+            // size is bounded, not by the events of a tick (millions when
+            // every block is recorded: 3 GB for bench/malloc.sh's program).
             let mut events = std::mem::take(&mut objects.queued);
-            tail.read_new(image.log, &mut |_, rec| objects.take(rec, &mut events));
+            tail.read_new(image.log, &mut |_, rec| {
+                objects.take(rec, &mut events);
+                if events.len() >= APPLY_EVERY {
+                    objects.apply(&mut events);
+                }
+            });
             objects.apply(&mut events);
             objects.queued = events;
         }
@@ -338,10 +349,13 @@ impl LiveObjects {
         }
     }
 
-    fn apply(&mut self, events: &mut Vec<Event>) {
-        // Frees left over from the update before had their chance.
+    /// Frees left over from the update before had their chance.
+    fn age_early_frees(&mut self) {
         self.early_frees
             .retain(|_, (_, fresh)| std::mem::take(fresh));
+    }
+
+    fn apply(&mut self, events: &mut Vec<Event>) {
         events.sort_by_key(Event::time);
         for event in events.drain(..) {
             match event {
