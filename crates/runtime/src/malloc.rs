@@ -69,6 +69,7 @@ fn record_free(st: &mut ThreadState, ptr: u64) {
     st.writer.write(st.tid, tag::FREE, &ev, &[]);
 }
 
+/// A free outside the hooks (as [`unhooked_alloc`]), out of the fast path.
 #[cold]
 #[inline(never)]
 fn unhooked_free(p: *mut c_void) {
