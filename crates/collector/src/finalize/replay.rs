@@ -136,12 +136,13 @@ pub(super) fn replay(
                 return merged.counts;
             }
         });
+        let mut release = super::image::Release::default();
         for batch in received {
             for (tid, rec) in &batch.records {
                 image.record(*tid, rec);
             }
             for block in batch.read {
-                super::image::release(block);
+                release.block(block);
             }
             progress(batch.blocks_started);
         }
