@@ -115,6 +115,7 @@ pub fn forget() {
 /// frames (those inside `entry`, the frame of the runtime's entry point, are
 /// not even walked; 0: walked from here); None when libgcc must unwind this
 /// stack instead.
+///
 /// Every word of the stack its result depends on goes into `reads` (see
 /// [`super::memo`]): return addresses, the frame pointers followed, and a
 /// saved rbp only once a rule computes a frame from it (a caller built
