@@ -3,6 +3,7 @@
 //! subreaper, so orphans of a fork come back to us), then finalize.
 
 use crate::finalize::{Definitions, FollowedLogs, RunInfo, COLLECTOR_LOG};
+use crate::live_replay::{ReplayFollower, ReplayTo};
 use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
@@ -101,6 +102,8 @@ pub struct RecordOutcome {
     pub run: RunInfo,
     /// The samples written while the program ran, for the finalizer.
     pub live_samples: Option<LiveSamples>,
+    /// The replay of an image begun while it ran, for the finalizer.
+    pub replay_ahead: Option<crate::ReplayAhead>,
 }
 
 /// Finds the program as the shell would, with a clear error if it cannot run.
@@ -222,6 +225,8 @@ struct Watched {
     /// The definitions read so far: whole once the image ended, and the
     /// finalizer's pass over the log is saved.
     defs: Definitions,
+    /// The thread that follows its log in place of this one, replaying it.
+    replay: Option<ReplayFollower>,
 }
 
 /// Ready blocks kept for an image: an interval and a half's worth at the
@@ -232,7 +237,7 @@ const MIN_READY_BLOCKS: u64 = 2;
 const MAX_READY_BLOCKS: u64 = 64;
 
 /// The log header a mapping of its first HEADER_SIZE bytes holds.
-fn header_of(mapping: &memmap2::MmapRaw) -> &FileHeader {
+pub(crate) fn header_of(mapping: &memmap2::MmapRaw) -> &FileHeader {
     // SAFETY: the mapping is HEADER_SIZE bytes and FileHeader fits in it.
     unsafe { &*(mapping.as_ptr() as *const FileHeader) }
 }
@@ -312,6 +317,9 @@ impl Watched {
     /// samples (not instrumented, none written) no longer go to the table:
     /// the finalizer writes its samples.
     fn follow(&mut self, read_ahead: &ReadAhead, samples: Option<&mut LiveSamples>, ended: bool) {
+        if self.replay.is_some() {
+            return;
+        }
         let instrumented = self.header().instrumented.load(Ordering::Relaxed) != 0;
         let samples = samples.filter(|_| self.samples_live);
         let sampled = (samples.as_ref()).is_some_and(|s| instrumented || s.has_rows(&self.path));
@@ -458,6 +466,16 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     // A modelled sample's cost comes from the calibration the finalizer reads.
     if cfg.cache_model.is_none() {
         sampler.samples = Some(LiveSamples::create(&cfg.out_dir, start_ns)?);
+        // A run that samples accesses keeps a row per block (the finalizer
+        // decides), which the replay begun during the run does not write.
+        let sampled = plan.is_some() || memlens_convert::symbols::is_instrumented(&program_path);
+        if !sampled && !cfg.keep_blocks {
+            sampler.replay_to = Some(ReplayTo {
+                dir: cfg.out_dir.clone(),
+                t0: start_ns,
+                tick_ns: cfg.interval_ms.max(1) * 1_000_000,
+            });
+        }
     }
     if let Some(why) = runtime_cannot_load(&program_path) {
         eprintln!(
@@ -523,6 +541,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(perf) = perf.take() {
         perf.finish(&raw_dir)?;
     }
+    let replay_ahead = sampler.replayed.take();
     let (read_ahead, followed) = sampler.finish()?;
     // SAFETY: restore default dispositions.
     unsafe {
@@ -553,6 +572,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
         run,
         live_samples,
+        replay_ahead,
     })
 }
 
@@ -826,6 +846,11 @@ pub(crate) struct Sampler {
     samples: Option<LiveSamples>,
     /// The definitions of the logs followed to their end.
     followed: FollowedLogs,
+    /// Where the replay of the first image that records every block writes,
+    /// until that image is found.
+    replay_to: Option<ReplayTo>,
+    /// That replay, once its image ended.
+    replayed: Option<crate::ReplayAhead>,
 }
 
 /// A mapping as /proc/PID/maps lists it: (start, end, offset, prot, shared,
@@ -902,6 +927,8 @@ impl Sampler {
             attached: HashMap::new(),
             samples: None,
             followed: FollowedLogs::default(),
+            replay_to: None,
+            replayed: None,
         })
     }
 
@@ -916,6 +943,11 @@ impl Sampler {
     /// An image ran its last (its process exited or exec'd): its log is read
     /// to the end, its samples and definitions are whole.
     fn image_ended(&mut self, mut w: Watched) {
+        // Its follower reads the rest, and has its definitions.
+        if let Some(replay) = w.replay.take() {
+            self.replayed = Some(replay.end());
+            return;
+        }
         w.follow(&self.read_ahead, self.samples.as_mut(), true);
         self.followed.insert(&w.path, w.defs);
     }
@@ -1072,11 +1104,26 @@ impl Sampler {
                 samples_live: true,
                 code: crate::code_seen::CodeSeen::new(),
                 defs: Definitions::default(),
+                replay: None,
             };
             if w.header().magic == raw::MAGIC {
                 // Blocks are made ready only in a log of this layout.
                 if writable && w.header().version == raw::VERSION {
                     w.ready = Some(w.header().ready_blocks.load(Ordering::Acquire));
+                }
+                let h = w.header();
+                if h.version == raw::VERSION && h.settings.sample_rate == 1 {
+                    if let Some(to) = self.replay_to.take() {
+                        let started = (mapping.map_raw_read_only(&w.log))
+                            .map_err(|e| Error::io(&w.path, e))
+                            .and_then(|header| {
+                                let ahead = self.read_ahead.clone();
+                                ReplayFollower::start(&w.path, &w.log, header, pid, ahead, &to)
+                            });
+                        // Without it this thread follows the log, and the
+                        // finalizer replays it.
+                        w.replay = started.ok();
+                    }
                 }
                 // The image it follows ran its last: the process exec'd.
                 if let Some((_, old)) = self.watched.insert(pid, (seq, w)) {
