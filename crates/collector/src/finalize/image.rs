@@ -461,8 +461,8 @@ impl Drop for Release {
 
 pub(super) struct Cursor<'a> {
     tid: u32,
-    /// Records still to pass over unread: the replay begun while the log
-    /// was written took them.
+    /// Records still to pass over: the replay begun while the log was
+    /// written took them.
     skip: u64,
     release: bool,
     blocks: std::slice::Iter<'a, &'a [u8]>,
@@ -518,7 +518,8 @@ impl LogCounts {
 impl<'a> Merged<'a> {
     /// `skip_samples`: pass over the access samples (still counted in
     /// [`LogCounts::sample_walks`]); `replayed`: how many of each thread's
-    /// first records to pass over unread and uncounted.
+    /// first records to pass over, not counted again (the replay begun
+    /// while the log was written took them).
     pub(super) fn new(
         streams: &'a [ThreadStream<'a>],
         window: TimeWindow,

@@ -81,8 +81,8 @@ pub(crate) fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
 pub(crate) struct Sinks {
     pub allocations: TableWriter<Allocation>,
     pub site_timeline: TableWriter<SiteLivePoint>,
-    /// None while an image is replayed as it runs: its samples are written
-    /// by [`crate::LiveSamples`] then.
+    /// None while an image is replayed as it runs (an access sample stops
+    /// that replay: the finalizer writes the samples).
     pub samples: Option<TableWriter<AccessSample>>,
     /// Calibrated ns of each modelled level code (cache model runs only).
     pub model_cost: [Option<f64>; 8],
@@ -96,7 +96,8 @@ pub(crate) struct Sinks {
 
 impl Sinks {
     /// The allocations and sites' timeline tables of the profile in `dir`
-    /// (the timeline every `tick_ns`), without samples, rows for sites' sums.
+    /// (a timeline point every `tick_ns`); no samples table, and a small
+    /// freed block summed in its site without a row of its own.
     pub(crate) fn create(dir: &std::path::Path, tick_ns: u64) -> crate::Result<Sinks> {
         Ok(Sinks {
             allocations: TableWriter::create(dir)?,
@@ -256,8 +257,8 @@ impl<'a> Replay<'a> {
         self.built.counts.add(&counts);
     }
 
-    /// Counts of records the merge passed over, for a replay fed by the
-    /// caller (see [`LogCounts`]).
+    /// What a merge counts over the records (see [`LogCounts`]), for a
+    /// replay fed record by record.
     pub(crate) fn counts_mut(&mut self) -> &mut LogCounts {
         &mut self.built.counts
     }
