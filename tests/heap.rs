@@ -274,14 +274,18 @@ fn a_replay_begun_while_the_program_runs_gives_the_finalizers_figures() {
     // it runs, in the order it reads it, as long as the program has one
     // thread; once a second thread starts the finalizer merges the rest. The
     // sites come out as when the finalizer replays the whole log after the
-    // run (the profile finalized again from its raw log).
+    // run (the profile finalized again from its raw log). Run alone, and
+    // exec'd by a wrapper (whose image is followed first).
+    let late_threads = program("late_threads");
+    replayed_during_the_run_as_after_it(&[&late_threads]);
+    replayed_during_the_run_as_after_it(&["env", &late_threads]);
+}
+
+/// Records `command` (late_threads.c) with every block and checks its figures.
+fn replayed_during_the_run_as_after_it(command: &[&str]) {
     let dir = tempdir();
     let p = dir.path().join("p");
-    assert_ran(&record(
-        &p,
-        &["--leaks", "--keep-raw"],
-        &[&program("late_threads")],
-    ));
+    assert_ran(&record(&p, &["--leaks", "--keep-raw"], command));
     let r = report_json(&p);
     for loss in ["truncated_blocks", "unmatched_frees", "dropped_events"] {
         assert_eq!(r["losses"][loss], 0, "{loss}: {}", r["losses"]);

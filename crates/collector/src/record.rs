@@ -3,7 +3,7 @@
 //! subreaper, so orphans of a fork come back to us), then finalize.
 
 use crate::finalize::{Definitions, FollowedLogs, RunInfo, COLLECTOR_LOG};
-use crate::live_replay::{ReplayFollower, ReplayTo};
+use crate::live_replay::{ReplayAhead, ReplayFollower};
 use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
@@ -469,12 +469,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         // A run that samples accesses keeps a row per block (the finalizer
         // decides), which the replay begun during the run does not write.
         let sampled = plan.is_some() || memlens_convert::symbols::is_instrumented(&program_path);
-        if !sampled && !cfg.keep_blocks {
-            sampler.replay_to = Some(ReplayTo {
-                dir: cfg.out_dir.clone(),
-                t0: start_ns,
-                tick_ns: cfg.interval_ms.max(1) * 1_000_000,
-            });
+        if cfg.sample_rate == Some(1) && !sampled && !cfg.keep_blocks {
+            let tick_ns = cfg.interval_ms.max(1) * 1_000_000;
+            sampler.replay = Some(ReplayAhead::create(&cfg.out_dir, start_ns, tick_ns)?);
         }
     }
     if let Some(why) = runtime_cannot_load(&program_path) {
@@ -541,7 +538,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(perf) = perf.take() {
         perf.finish(&raw_dir)?;
     }
-    let replay_ahead = sampler.replayed.take();
+    let replay_ahead = sampler.replay.take();
     let (read_ahead, followed) = sampler.finish()?;
     // SAFETY: restore default dispositions.
     unsafe {
@@ -846,11 +843,8 @@ pub(crate) struct Sampler {
     samples: Option<LiveSamples>,
     /// The definitions of the logs followed to their end.
     followed: FollowedLogs,
-    /// Where the replay of the first image that records every block writes,
-    /// until that image is found.
-    replay_to: Option<ReplayTo>,
-    /// That replay, once its image ended.
-    replayed: Option<crate::ReplayAhead>,
+    /// The replays begun while images that record every block run.
+    replay: Option<ReplayAhead>,
 }
 
 /// A mapping as /proc/PID/maps lists it: (start, end, offset, prot, shared,
@@ -927,8 +921,7 @@ impl Sampler {
             attached: HashMap::new(),
             samples: None,
             followed: FollowedLogs::default(),
-            replay_to: None,
-            replayed: None,
+            replay: None,
         })
     }
 
@@ -944,8 +937,8 @@ impl Sampler {
     /// to the end, its samples and definitions are whole.
     fn image_ended(&mut self, mut w: Watched) {
         // Its follower reads the rest, and has its definitions.
-        if let Some(replay) = w.replay.take() {
-            self.replayed = Some(replay.end());
+        if let (Some(follower), Some(replay)) = (w.replay.take(), &mut self.replay) {
+            replay.ended(follower);
             return;
         }
         w.follow(&self.read_ahead, self.samples.as_mut(), true);
@@ -1111,24 +1104,20 @@ impl Sampler {
                 if writable && w.header().version == raw::VERSION {
                     w.ready = Some(w.header().ready_blocks.load(Ordering::Acquire));
                 }
-                let h = w.header();
-                if h.version == raw::VERSION && h.settings.sample_rate == 1 {
-                    if let Some(to) = self.replay_to.take() {
-                        let started = (mapping.map_raw_read_only(&w.log))
-                            .map_err(|e| Error::io(&w.path, e))
-                            .and_then(|header| {
-                                let ahead = self.read_ahead.clone();
-                                ReplayFollower::start(&w.path, &w.log, header, pid, ahead, &to)
-                            });
-                        // Without it this thread follows the log, and the
-                        // finalizer replays it.
-                        w.replay = started.ok();
-                    }
-                }
                 // The image it follows ran its last: the process exec'd.
-                if let Some((_, old)) = self.watched.insert(pid, (seq, w)) {
+                if let Some((_, old)) = self.watched.remove(&pid) {
                     self.image_ended(old);
                 }
+                let h = w.header();
+                if let (true, Some(replay)) = (
+                    h.version == raw::VERSION && h.settings.sample_rate == 1,
+                    &mut self.replay,
+                ) {
+                    // Without a follower this thread follows the log, and
+                    // the finalizer replays it.
+                    w.replay = replay.follow(&w.path, &w.log, pid, self.read_ahead.clone());
+                }
+                self.watched.insert(pid, (seq, w));
                 // A newer image the runtime entered (a static program exec'd
                 // a dynamic one).
                 self.untracked.remove(&pid);

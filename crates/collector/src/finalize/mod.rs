@@ -422,17 +422,15 @@ pub fn finalize(
         (Some(_), Ok(c)) => std::array::from_fn(|code| c.model_level_ns(code as u8)),
         _ => [None; 8],
     };
-    // A replay begun while the program ran wrote its rows to the tables
+    // Replays begun while the program ran wrote their rows to the tables
     // already: they go on in the same files.
-    let (mut sinks, mut ahead) = match ahead {
-        Some(ahead) => {
-            let (part, replay, sinks) = ahead.join();
-            (sinks, Some((part, replay)))
-        }
-        None => (
-            Sinks::create(dir, run.interval_ms.max(1) * 1_000_000)?,
-            None,
-        ),
+    let (sinks, mut ahead) = match ahead {
+        Some(ahead) => (ahead.sinks, ahead.replayed),
+        None => (None, Vec::new()),
+    };
+    let mut sinks = match sinks {
+        Some(sinks) => sinks,
+        None => Sinks::create(dir, run.interval_ms.max(1) * 1_000_000)?,
     };
     (sinks.samples, sinks.keep_blocks, sinks.model_cost) = (Some(samples), keep_blocks, model_cost);
     let mut locations = Vec::new();
@@ -470,27 +468,27 @@ pub fn finalize(
         // Samples written while the image ran are not replayed.
         let live = written.remove(&key);
         let report = |bytes| progress(replayed + bytes, total);
-        let (mut built, defs) =
-            match ahead.take_if(|(part, _)| live_samples::key(&part.path) == key) {
-                Some((part, mut image)) => {
-                    if part.complete {
-                        image.counts_mut().malformed_blocks += part.malformed_blocks;
-                    } else {
-                        let merged = Merged::new(&streams, window, live.is_some(), &part.replayed);
-                        image.replay_merged(merged, &mut sinks, &report);
-                    }
-                    let (built, defs) = image.finish(log, &mut sinks);
-                    (built, Cow::Owned(defs.into_owned().by_time()))
+        let begun = (ahead.iter()).position(|(part, _)| live_samples::key(&part.path) == key);
+        let (mut built, defs) = match begun.map(|i| ahead.swap_remove(i)) {
+            Some((part, mut image)) => {
+                if part.complete {
+                    image.counts_mut().malformed_blocks += part.malformed_blocks;
+                } else {
+                    let merged = Merged::new(&streams, window, live.is_some(), &part.replayed);
+                    image.replay_merged(merged, &mut sinks, &report);
                 }
-                None => {
-                    let defs = match run.followed.get(&log.path) {
-                        Some(defs) => Cow::Borrowed(defs),
-                        None => Cow::Owned(definitions(&streams, window)),
-                    };
-                    let merged = Merged::new(&streams, window, live.is_some(), &Default::default());
-                    replay(log, defs, merged, t0, &mut sinks, &report)
-                }
-            };
+                let (built, defs) = image.finish(log, &mut sinks);
+                (built, Cow::Owned(defs.into_owned().by_time()))
+            }
+            None => {
+                let defs = match run.followed.get(&log.path) {
+                    Some(defs) => Cow::Borrowed(defs),
+                    None => Cow::Owned(definitions(&streams, window)),
+                };
+                let merged = Merged::new(&streams, window, live.is_some(), &Default::default());
+                replay(log, defs, merged, t0, &mut sinks, &report)
+            }
+        };
         // Without a collector, the first image's own record of it.
         if recorded_command.is_empty() {
             recorded_command = defs.command.clone();
