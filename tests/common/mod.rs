@@ -151,15 +151,6 @@ pub fn programs() -> &'static Path {
             "-lpthread",
         ]);
         cc(&[
-            "gcc",
-            "-O1",
-            "-g",
-            &s("late_threads.c"),
-            "-o",
-            &o("late_threads"),
-            "-lpthread",
-        ]);
-        cc(&[
             "g++",
             "-O1",
             "-g",
