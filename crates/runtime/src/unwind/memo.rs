@@ -16,9 +16,11 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// the saved rbp of frames computed from it, for stacks of 20 to 40 frames.
 /// Deeper stacks are walked each time.
 const MAX_READS: usize = 40;
-/// Call paths remembered per thread (direct-mapped by hook frame and caller;
-/// a power of two).
+/// Call paths remembered per thread (direct-mapped by hook frame and caller).
 const ENTRIES: usize = 4;
+/// The bits of a slot's number: the top bits of a hash pick it.
+const SLOT_BITS: u32 = ENTRIES.trailing_zeros();
+const _: () = assert!(ENTRIES.is_power_of_two() && SLOT_BITS > 0);
 
 /// Bumped when code is unloaded: an entry of an earlier generation is stale.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -102,8 +104,7 @@ fn slot(entry: u64) -> usize {
     // SAFETY: `entry` is the frame of the runtime's entry point, live on this
     // thread's stack below the caller (checked by the caller against its bounds).
     let ret = unsafe { *((entry + 8) as *const u64) };
-    let bits = ENTRIES.trailing_zeros();
-    ((entry ^ ret.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    ((entry ^ ret.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOT_BITS)) as usize
 }
 
 /// Whether `entry` is a frame of this thread's stack a walk can start from.
