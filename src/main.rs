@@ -786,9 +786,10 @@ fn record(args: RecordArgs) -> Result<i32> {
     };
     let mut outcome = memlens_collector::record(&cfg)?;
     let live_samples = outcome.live_samples.take();
+    let ahead = outcome.replay_ahead.take();
     progress::bar("writing the profile", |progress| {
         let (dir, run) = (&outcome.dir, &outcome.run);
-        memlens_collector::finalize(dir, run, live_samples, !cfg.keep_raw, progress)
+        memlens_collector::finalize(dir, run, live_samples, ahead, !cfg.keep_raw, progress)
     })?;
     // The summary needs no samples: do not read back what may be millions of them.
     let p =
@@ -932,7 +933,7 @@ fn finalize_if_needed(dir: &Path) -> Result<()> {
         ..Default::default()
     };
     // Inside the caller's "reading" step: no bar of its own.
-    memlens_collector::finalize(dir, &run, None, false, &|_, _| {})?;
+    memlens_collector::finalize(dir, &run, None, None, false, &|_, _| {})?;
     Ok(())
 }
 

@@ -249,6 +249,72 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
     );
 }
 
+/// The sites' figures that do not depend on where the profile's clock
+/// starts, by stack.
+fn site_figures(p: &Path) -> Vec<(u64, [f64; 7], Option<u64>)> {
+    let sites: Vec<HeapSite> = memlens_profile::read_table(p).unwrap();
+    let mut figures: Vec<_> = (sites.iter())
+        .map(|s| {
+            let sums = [s.allocations, s.bytes, s.usable_bytes, s.peak_bytes];
+            let at_end = [s.bytes_at_peak, s.leaked, s.leaked_bytes];
+            (
+                s.stack_id,
+                [&sums[..], &at_end[..]].concat().try_into().unwrap(),
+                s.temporary,
+            )
+        })
+        .collect();
+    figures.sort_by_key(|f| f.0);
+    figures
+}
+
+#[test]
+fn a_replay_begun_while_the_program_runs_gives_the_finalizers_figures() {
+    // The collector replays the log of a program recording every block while
+    // it runs, in the order it reads it, as long as the program has one
+    // thread; once a second thread starts the finalizer merges the rest. The
+    // sites come out as when the finalizer replays the whole log after the
+    // run (the profile finalized again from its raw log). Run alone, and
+    // exec'd by a wrapper (whose image is followed first).
+    let late_threads = program("late_threads");
+    replayed_during_the_run_as_after_it(&[&late_threads]);
+    replayed_during_the_run_as_after_it(&["env", &late_threads]);
+}
+
+/// Records `command` (late_threads.c) with every block and checks its figures.
+fn replayed_during_the_run_as_after_it(command: &[&str]) {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--leaks", "--keep-raw"], command));
+    let r = report_json(&p);
+    for loss in ["truncated_blocks", "unmatched_frees", "dropped_events"] {
+        assert_eq!(r["losses"][loss], 0, "{loss}: {}", r["losses"]);
+    }
+    let sites: Vec<HeapSite> = memlens_profile::read_table(&p).unwrap();
+    let (churned, handed) = (site_in(&p, &sites, "churn"), site_in(&p, &sites, "produce"));
+    assert_eq!((churned.allocations, churned.leaked), (1_000_000.0, 0.0));
+    assert_eq!((handed.allocations, handed.leaked), (200_000.0, 200.0));
+    // Freed before the thread's next allocation: all the main thread's
+    // blocks but every thousandth, none of the producer's.
+    assert_eq!(
+        (churned.temporary, handed.temporary),
+        (Some(999_000), Some(0))
+    );
+    let during = site_figures(&p);
+    std::fs::remove_file(p.join("meta.json")).unwrap();
+    let out = Command::new(memlens())
+        .arg("finalize")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(during, site_figures(&p));
+}
+
 #[test]
 fn log_blocks_keep_every_event_in_order_and_only_staging_blocks_are_made_ready() {
     // Two threads allocating and freeing 1000000 blocks each, every block

@@ -151,6 +151,15 @@ pub fn programs() -> &'static Path {
             "-lpthread",
         ]);
         cc(&[
+            "gcc",
+            "-O1",
+            "-g",
+            &s("late_threads.c"),
+            "-o",
+            &o("late_threads"),
+            "-lpthread",
+        ]);
+        cc(&[
             "g++",
             "-O1",
             "-g",

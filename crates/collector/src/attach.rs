@@ -131,6 +131,7 @@ pub fn attach(cfg: &RecordConfig, pid: u32) -> Result<RecordOutcome> {
             ..RunInfo::default()
         },
         live_samples: None,
+        replay_ahead: None,
     })
 }
 

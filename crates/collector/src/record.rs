@@ -3,6 +3,7 @@
 //! subreaper, so orphans of a fork come back to us), then finalize.
 
 use crate::finalize::{Definitions, FollowedLogs, RunInfo, COLLECTOR_LOG};
+use crate::live_replay::{ReplayAhead, ReplayFollower};
 use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
@@ -101,6 +102,8 @@ pub struct RecordOutcome {
     pub run: RunInfo,
     /// The samples written while the program ran, for the finalizer.
     pub live_samples: Option<LiveSamples>,
+    /// The replay of an image begun while it ran, for the finalizer.
+    pub replay_ahead: Option<crate::ReplayAhead>,
 }
 
 /// Finds the program as the shell would, with a clear error if it cannot run.
@@ -222,6 +225,8 @@ struct Watched {
     /// The definitions read so far: whole once the image ended, and the
     /// finalizer's pass over the log is saved.
     defs: Definitions,
+    /// The thread that follows its log in place of this one, replaying it.
+    replay: Option<ReplayFollower>,
 }
 
 /// Ready blocks kept for an image: an interval and a half's worth at the
@@ -232,7 +237,7 @@ const MIN_READY_BLOCKS: u64 = 2;
 const MAX_READY_BLOCKS: u64 = 64;
 
 /// The log header a mapping of its first HEADER_SIZE bytes holds.
-fn header_of(mapping: &memmap2::MmapRaw) -> &FileHeader {
+pub(crate) fn header_of(mapping: &memmap2::MmapRaw) -> &FileHeader {
     // SAFETY: the mapping is HEADER_SIZE bytes and FileHeader fits in it.
     unsafe { &*(mapping.as_ptr() as *const FileHeader) }
 }
@@ -312,6 +317,9 @@ impl Watched {
     /// samples (not instrumented, none written) no longer go to the table:
     /// the finalizer writes its samples.
     fn follow(&mut self, read_ahead: &ReadAhead, samples: Option<&mut LiveSamples>, ended: bool) {
+        if self.replay.is_some() {
+            return;
+        }
         let instrumented = self.header().instrumented.load(Ordering::Relaxed) != 0;
         let samples = samples.filter(|_| self.samples_live);
         let sampled = (samples.as_ref()).is_some_and(|s| instrumented || s.has_rows(&self.path));
@@ -458,6 +466,13 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     // A modelled sample's cost comes from the calibration the finalizer reads.
     if cfg.cache_model.is_none() {
         sampler.samples = Some(LiveSamples::create(&cfg.out_dir, start_ns)?);
+        // A run that samples accesses keeps a row per block (the finalizer
+        // decides), which the replay begun during the run does not write.
+        let sampled = plan.is_some() || memlens_convert::symbols::is_instrumented(&program_path);
+        if cfg.sample_rate == Some(1) && !sampled && !cfg.keep_blocks {
+            let tick_ns = cfg.interval_ms.max(1) * 1_000_000;
+            sampler.replay = Some(ReplayAhead::create(&cfg.out_dir, start_ns, tick_ns)?);
+        }
     }
     if let Some(why) = runtime_cannot_load(&program_path) {
         eprintln!(
@@ -523,6 +538,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(perf) = perf.take() {
         perf.finish(&raw_dir)?;
     }
+    let replay_ahead = sampler.replay.take();
     let (read_ahead, followed) = sampler.finish()?;
     // SAFETY: restore default dispositions.
     unsafe {
@@ -553,6 +569,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
         run,
         live_samples,
+        replay_ahead,
     })
 }
 
@@ -826,6 +843,8 @@ pub(crate) struct Sampler {
     samples: Option<LiveSamples>,
     /// The definitions of the logs followed to their end.
     followed: FollowedLogs,
+    /// The replays begun while images that record every block run.
+    replay: Option<ReplayAhead>,
 }
 
 /// A mapping as /proc/PID/maps lists it: (start, end, offset, prot, shared,
@@ -902,6 +921,7 @@ impl Sampler {
             attached: HashMap::new(),
             samples: None,
             followed: FollowedLogs::default(),
+            replay: None,
         })
     }
 
@@ -916,6 +936,11 @@ impl Sampler {
     /// An image ran its last (its process exited or exec'd): its log is read
     /// to the end, its samples and definitions are whole.
     fn image_ended(&mut self, mut w: Watched) {
+        // Its follower reads the rest, and has its definitions.
+        if let (Some(follower), Some(replay)) = (w.replay.take(), &mut self.replay) {
+            replay.ended(follower);
+            return;
+        }
         w.follow(&self.read_ahead, self.samples.as_mut(), true);
         self.followed.insert(&w.path, w.defs);
     }
@@ -1072,6 +1097,7 @@ impl Sampler {
                 samples_live: true,
                 code: crate::code_seen::CodeSeen::new(),
                 defs: Definitions::default(),
+                replay: None,
             };
             if w.header().magic == raw::MAGIC {
                 // Blocks are made ready only in a log of this layout.
@@ -1079,9 +1105,19 @@ impl Sampler {
                     w.ready = Some(w.header().ready_blocks.load(Ordering::Acquire));
                 }
                 // The image it follows ran its last: the process exec'd.
-                if let Some((_, old)) = self.watched.insert(pid, (seq, w)) {
+                if let Some((_, old)) = self.watched.remove(&pid) {
                     self.image_ended(old);
                 }
+                let h = w.header();
+                if let (true, Some(replay)) = (
+                    h.version == raw::VERSION && h.settings.sample_rate == 1,
+                    &mut self.replay,
+                ) {
+                    // Without a follower this thread follows the log, and
+                    // the finalizer replays it.
+                    w.replay = replay.follow(&w.path, &w.log, pid, self.read_ahead.clone());
+                }
+                self.watched.insert(pid, (seq, w));
                 // A newer image the runtime entered (a static program exec'd
                 // a dynamic one).
                 self.untracked.remove(&pid);

@@ -36,6 +36,8 @@ pub struct LogTail {
     /// block, by the destination's index, until that block is read.
     moved: HashMap<u64, usize>,
     buf: Vec<u8>,
+    /// Blocks whose records ended in one that cannot be read.
+    pub malformed_blocks: u64,
 }
 
 impl LogTail {
@@ -47,6 +49,7 @@ impl LogTail {
             staged_to: HashMap::new(),
             moved: HashMap::new(),
             buf: Vec::new(),
+            malformed_blocks: 0,
         }
     }
 
@@ -153,6 +156,7 @@ impl LogTail {
         records.by_ref().for_each(|rec| each(tid, rec));
         let s = self.staging.get_mut(&index).expect("followed");
         if records.malformed {
+            self.malformed_blocks += 1;
             // Scribbled on: nothing after it can be trusted.
             self.staging.remove(&index);
             self.staged_to.remove(&dest);
@@ -177,7 +181,9 @@ impl LogTail {
         self.buf.resize(end - range.start, 0);
         let at = raw::block_offset(index) + (raw::BLOCK_HEADER_SIZE + range.start) as u64;
         if file.read_exact_at(&mut self.buf, at).is_ok() {
-            Records::new(&self.buf).for_each(|rec| each(tid, rec));
+            let mut records = Records::new(&self.buf);
+            records.by_ref().for_each(|rec| each(tid, rec));
+            self.malformed_blocks += u64::from(records.malformed);
         }
     }
 }

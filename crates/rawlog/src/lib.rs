@@ -265,6 +265,12 @@ pub struct FileHeader {
     /// Blocks the threads took from [`FileHeader::ready_blocks`].
     pub ready_taken: AtomicU64,
     pub slots: [ThreadSlot; THREAD_SLOTS],
+    /// Threads that became writers of this log (each before it read a time
+    /// for its first record): while it is 1, no thread but the one writing
+    /// can log an event earlier than those already published, so a reader
+    /// may replay the records as it reads them (0: a runtime that does not
+    /// count them).
+    pub threads_started: AtomicU64,
 }
 
 const _: () = assert!(size_of::<FileHeader>() <= HEADER_SIZE);

@@ -168,11 +168,14 @@ pub fn create() -> *mut ThreadState {
 }
 
 /// A thread slot in the header for exact per-thread counters, or the shared
-/// "retired" counters when all slots are taken.
+/// "retired" counters when all slots are taken; the thread is counted among
+/// the log's writers.
 pub fn claim_slot(tid: u32) -> (*const Counters, *const AccessCounters, bool) {
     let Some(h) = crate::log::header() else {
         return (core::ptr::null(), core::ptr::null(), false);
     };
+    // Before the thread reads a time for any record (see the field).
+    h.threads_started.fetch_add(1, Ordering::SeqCst);
     for slot in &h.slots {
         if slot.tid.load(Ordering::Relaxed) == 0
             && slot

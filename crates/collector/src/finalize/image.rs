@@ -246,7 +246,7 @@ pub(super) fn data_extents(file: &std::fs::File, len: usize) -> Vec<std::ops::Ra
 /// follows the log while the image runs, else by a pass of the finalizer
 /// before its replay (a whole read of the log: a fifth of an every-block
 /// finalize).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Definitions {
     pub(super) strings: HashMap<u64, String>,
     pub(super) stacks: HashMap<u64, Vec<u64>>,
@@ -461,6 +461,9 @@ impl Drop for Release {
 
 pub(super) struct Cursor<'a> {
     tid: u32,
+    /// Records still to pass over: the replay begun while the log was
+    /// written took them.
+    skip: u64,
     release: bool,
     blocks: std::slice::Iter<'a, &'a [u8]>,
     records: Records<'a>,
@@ -490,7 +493,7 @@ pub(super) struct Merged<'a> {
 
 /// What the merge counts over every record of a log.
 #[derive(Default, Clone, Copy)]
-pub(super) struct LogCounts {
+pub(crate) struct LogCounts {
     /// Samples whose context the runtime walked by frame pointers (every
     /// one but a bulk call's), which it leaves to the finalizer to count.
     pub(super) sample_walks: u64,
@@ -502,13 +505,26 @@ pub(super) struct LogCounts {
     pub(super) last_ns: u64,
 }
 
+impl LogCounts {
+    /// The counts of two parts of a log together.
+    pub(super) fn add(&mut self, other: &LogCounts) {
+        self.sample_walks += other.sample_walks;
+        self.damaged_records += other.damaged_records;
+        self.malformed_blocks += other.malformed_blocks;
+        self.last_ns = self.last_ns.max(other.last_ns);
+    }
+}
+
 impl<'a> Merged<'a> {
     /// `skip_samples`: pass over the access samples (still counted in
-    /// [`LogCounts::sample_walks`]).
+    /// [`LogCounts::sample_walks`]); `replayed`: how many of each thread's
+    /// first records to pass over, not counted again (the replay begun
+    /// while the log was written took them).
     pub(super) fn new(
         streams: &'a [ThreadStream<'a>],
         window: TimeWindow,
         skip_samples: bool,
+        replayed: &rustc_hash::FxHashMap<u32, u64>,
     ) -> Self {
         let mut m = Merged {
             window,
@@ -526,6 +542,7 @@ impl<'a> Merged<'a> {
             m.blocks_started += raw::BLOCK_SIZE as u64;
             m.cursors.push(Cursor {
                 tid: s.tid,
+                skip: replayed.get(&s.tid).copied().unwrap_or(0),
                 release: s.release,
                 blocks,
                 records: Records::new(block),
@@ -558,25 +575,15 @@ impl<'a> Merged<'a> {
                     None => return,
                 }
             };
-            // Untimed records are definitions.
-            let Some(t) = record_time(&rec) else {
+            if c.skip > 0 {
+                c.skip -= 1;
+                continue;
+            }
+            let Some(t) = timed(&rec, self.window, counts) else {
                 continue;
             };
-            if !self.window.contains(t) {
-                counts.damaged_records += 1;
+            if rec.tag == tag::SAMPLE && self.skip_samples {
                 continue;
-            }
-            if !is_definition(rec.tag) {
-                counts.last_ns = counts.last_ns.max(t);
-            }
-            if rec.tag == tag::SAMPLE {
-                let bulk = rec
-                    .payload::<raw::Sample>()
-                    .is_some_and(|x| x.flags & raw::sample_flags::BULK != 0);
-                counts.sample_walks += u64::from(!bulk);
-                if self.skip_samples {
-                    continue;
-                }
             }
             self.heads.push(Reverse((t, i)));
             self.pending[i] = Some(rec);
@@ -595,6 +602,31 @@ impl<'a> Iterator for Merged<'a> {
         self.advance(i);
         Some((tid, rec))
     }
+}
+
+/// The time of a record to replay, the record counted in `counts`; None for
+/// a definition (untimed) and for a record whose time lies outside the
+/// window (damaged).
+pub(crate) fn timed(
+    rec: &RawRecord<'_>,
+    window: TimeWindow,
+    counts: &mut LogCounts,
+) -> Option<u64> {
+    let t = record_time(rec)?;
+    if !window.contains(t) {
+        counts.damaged_records += 1;
+        return None;
+    }
+    if !is_definition(rec.tag) {
+        counts.last_ns = counts.last_ns.max(t);
+    }
+    if rec.tag == tag::SAMPLE {
+        let bulk = rec
+            .payload::<raw::Sample>()
+            .is_some_and(|x| x.flags & raw::sample_flags::BULK != 0);
+        counts.sample_walks += u64::from(!bulk);
+    }
+    Some(t)
 }
 
 pub(super) fn record_time(rec: &RawRecord<'_>) -> Option<u64> {

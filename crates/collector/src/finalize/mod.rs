@@ -3,7 +3,8 @@
 //!
 //! It streams: each image's per-thread record streams are merged in time order,
 //! and an allocation row is written as soon as its block is freed, so memory grows
-//! with the blocks live at once, not with the length of the run. It reads whatever
+//! with the blocks live at once, not with the length of the run. An image whose
+//! replay began while it ran ([`crate::live_replay`]) is carried on from there. It reads whatever
 //! was published, so a target that crashed or was killed still gives a profile up
 //! to that point; blocks cut short are counted as losses.
 
@@ -11,10 +12,11 @@ mod image;
 mod replay;
 mod sites;
 
-pub(crate) use image::{module_def, stack_def, Definitions, TimeWindow};
-pub(crate) use replay::{estimate, sample_row};
+pub(crate) use image::{module_def, stack_def, timed, Definitions, TimeWindow};
+pub(crate) use replay::{estimate, sample_row, Replay, Sinks};
 
-use crate::live_samples::LiveSamples;
+use crate::live_replay::ReplayAhead;
+use crate::live_samples::{self, LiveSamples};
 use crate::{Error, Result};
 use image::{definitions, read_header, ImageHeader, ImageLog, Merged};
 use memlens_convert::perf::{convert_into, Streamed};
@@ -25,7 +27,8 @@ use memlens_profile::{
     TableWriter, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, tag};
-use replay::{replay, Sinks};
+use replay::replay;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -378,6 +381,7 @@ pub fn finalize(
     dir: &Path,
     run: &RunInfo,
     live: Option<LiveSamples>,
+    ahead: Option<ReplayAhead>,
     remove_raw: bool,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Meta> {
@@ -411,20 +415,24 @@ pub fn finalize(
         Some(live) => live.into_parts(),
         None => (TableWriter::create(dir)?, HashMap::new()),
     };
-    let mut sinks = Sinks {
-        allocations: TableWriter::create(dir)?,
-        site_timeline: TableWriter::create(dir)?,
-        samples,
-        keep_blocks,
-        tick_ns: run.interval_ms.max(1) * 1_000_000,
-        model_cost: match (
-            &run.cache_model,
-            profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)),
-        ) {
-            (Some(_), Ok(c)) => std::array::from_fn(|code| c.model_level_ns(code as u8)),
-            _ => [None; 8],
-        },
+    let model_cost = match (
+        &run.cache_model,
+        profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)),
+    ) {
+        (Some(_), Ok(c)) => std::array::from_fn(|code| c.model_level_ns(code as u8)),
+        _ => [None; 8],
     };
+    // Replays begun while the program ran wrote their rows to the tables
+    // already: they go on in the same files.
+    let (sinks, mut ahead) = match ahead {
+        Some(ahead) => (ahead.sinks, ahead.replayed),
+        None => (None, Vec::new()),
+    };
+    let mut sinks = match sinks {
+        Some(sinks) => sinks,
+        None => Sinks::create(dir, run.interval_ms.max(1) * 1_000_000)?,
+    };
+    (sinks.samples, sinks.keep_blocks, sinks.model_cost) = (Some(samples), keep_blocks, model_cost);
     let mut locations = Vec::new();
     let mut regions = Vec::new();
     let mut threads = Vec::new();
@@ -456,23 +464,35 @@ pub fn finalize(
         let image = ImageLog::open(&log.path)?;
         let (streams, truncated) = image.streams();
         let window = TimeWindow::of(log);
-        let passed;
-        let defs = match run.followed.get(&log.path) {
-            Some(defs) => defs,
+        let key = crate::live_samples::key(&log.path);
+        // Samples written while the image ran are not replayed.
+        let live = written.remove(&key);
+        let report = |bytes| progress(replayed + bytes, total);
+        let begun = (ahead.iter()).position(|(part, _)| live_samples::key(&part.path) == key);
+        let (mut built, defs) = match begun.map(|i| ahead.swap_remove(i)) {
+            Some((part, mut image)) => {
+                if part.complete {
+                    image.counts_mut().malformed_blocks += part.malformed_blocks;
+                } else {
+                    let merged = Merged::new(&streams, window, live.is_some(), &part.replayed);
+                    image.replay_merged(merged, &mut sinks, &report);
+                }
+                let (built, defs) = image.finish(log, &mut sinks);
+                (built, Cow::Owned(defs.into_owned().by_time()))
+            }
             None => {
-                passed = definitions(&streams, window);
-                &passed
+                let defs = match run.followed.get(&log.path) {
+                    Some(defs) => Cow::Borrowed(defs),
+                    None => Cow::Owned(definitions(&streams, window)),
+                };
+                let merged = Merged::new(&streams, window, live.is_some(), &Default::default());
+                replay(log, defs, merged, t0, &mut sinks, &report)
             }
         };
-        // Samples written while the image ran are not replayed.
-        let live = written.remove(&crate::live_samples::key(&log.path));
-        let merged = Merged::new(&streams, window, live.is_some());
         // Without a collector, the first image's own record of it.
         if recorded_command.is_empty() {
             recorded_command = defs.command.clone();
         }
-        let report = |bytes| progress(replayed + bytes, total);
-        let mut built = replay(log, defs, merged, t0, &mut sinks, &report);
         if let Some(live) = live {
             built.pcs.extend(live.pcs);
             built.stack_ids.extend(live.stacks);
@@ -606,7 +626,9 @@ pub fn finalize(
         run.attached_ended,
     ));
     losses.untracked_processes += collector.untracked.len() as u64;
-    let perf = perf_samples(&raw_dir, t0, &mut sinks.samples);
+    // The images' replays are done with it.
+    let mut samples = (sinks.samples.take()).expect("the finalizer's sinks have the samples table");
+    let perf = perf_samples(&raw_dir, t0, &mut samples);
     if let Some(perf) = &perf {
         let mut code: Vec<&(u32, u64)> = perf.code.iter().collect();
         code.sort_unstable();
@@ -623,7 +645,7 @@ pub fn finalize(
     // while the tables below are written.
     sinks.allocations.flush();
     sinks.site_timeline.flush();
-    sinks.samples.flush();
+    samples.flush();
     timeline.sort_by_key(|p| (p.pid, p.time_ns));
     last_time = last_time.max(timeline.last().map_or(0, |p| p.time_ns));
 
@@ -691,7 +713,7 @@ pub fn finalize(
     profile::write_table(dir, &counter_rows(&collector, t0))?;
     sinks.allocations.finish()?;
     sinks.site_timeline.finish()?;
-    sinks.samples.finish()?;
+    samples.finish()?;
     // meta.json last: its presence marks a complete profile.
     meta.write(dir)?;
     // The debug information read (libc's alone is ~100 MB of small

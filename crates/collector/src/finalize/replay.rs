@@ -16,6 +16,7 @@ use memlens_profile::{
 };
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, RawRecord};
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Rows of one image that are kept whole (small tables), and counts.
@@ -77,10 +78,12 @@ pub(crate) fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
 }
 
 /// Where one image's streamed rows go.
-pub(super) struct Sinks {
+pub(crate) struct Sinks {
     pub allocations: TableWriter<Allocation>,
     pub site_timeline: TableWriter<SiteLivePoint>,
-    pub samples: TableWriter<AccessSample>,
+    /// None while an image is replayed as it runs (an access sample stops
+    /// that replay: the finalizer writes the samples).
+    pub samples: Option<TableWriter<AccessSample>>,
     /// Calibrated ns of each modelled level code (cache model runs only).
     pub model_cost: [Option<f64>; 8],
     /// Every freed block gets a row, even when `sites` sums them all: the
@@ -91,66 +94,36 @@ pub(super) struct Sinks {
     pub tick_ns: u64,
 }
 
+impl Sinks {
+    /// The allocations and sites' timeline tables of the profile in `dir`
+    /// (a timeline point every `tick_ns`); no samples table, and a small
+    /// freed block summed in its site without a row of its own.
+    pub(crate) fn create(dir: &std::path::Path, tick_ns: u64) -> crate::Result<Sinks> {
+        Ok(Sinks {
+            allocations: TableWriter::create(dir)?,
+            site_timeline: TableWriter::create(dir)?,
+            samples: None,
+            model_cost: [None; 8],
+            keep_blocks: false,
+            tick_ns,
+        })
+    }
+}
+
 /// Replays one image's events in time order: allocation rows and samples go to
-/// the sinks as soon as they are complete; the small tables are returned.
-pub(super) fn replay(
+/// the sinks as soon as they are complete; the small tables are returned, and
+/// the definitions.
+pub(super) fn replay<'a>(
     log: &ImageHeader,
-    defs: &Definitions,
-    mut merged: Merged<'_>,
+    defs: Cow<'a, Definitions>,
+    merged: Merged<'_>,
     t0: u64,
     sinks: &mut Sinks,
     progress: &dyn Fn(u64),
-) -> Built {
-    let every_block = log.settings.sample_rate == 1;
-    let mut image = Replay {
-        log,
-        defs,
-        t0,
-        heap_sites: HeapSites::new(log.pid, every_block, sinks.tick_ns),
-        every_block,
-        sinks,
-        built: Built::default(),
-        live_heap: block_map(defs.most_live_blocks),
-        maps: Mappings::default(),
-        open_regions: HashMap::new(),
-        region_start: HashMap::new(),
-        region_heap: FxHashMap::default(),
-        open_stacks: FxHashMap::default(),
-        thread_times: BTreeMap::new(),
-        final_totals: BTreeMap::new(),
-    };
-    // The merge (reading each record's time, the first touch of the log's
-    // pages) runs on a thread of its own, a batch of records ahead of the
-    // replay: the two halves of the work on the two cores a run leaves.
-    image.built.counts = std::thread::scope(|scope| {
-        let (batches, received) = std::sync::mpsc::sync_channel::<Batch>(4);
-        let merge = scope.spawn(move || loop {
-            let records: Vec<_> = merged.by_ref().take(BATCH).collect();
-            let last = records.len() < BATCH;
-            let batch = Batch {
-                records,
-                read: std::mem::take(&mut merged.read),
-                blocks_started: merged.blocks_started,
-            };
-            if batches.send(batch).is_err() || last {
-                return merged.counts;
-            }
-        });
-        let mut release = super::image::Release::default();
-        for batch in received {
-            for (tid, rec) in &batch.records {
-                image.record(*tid, rec);
-            }
-            for block in batch.read {
-                release.block(block);
-            }
-            progress(batch.blocks_started);
-        }
-        merge
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    });
-    image.finish()
+) -> (Built, Cow<'a, Definitions>) {
+    let mut image = Replay::new(log.pid, log.settings, defs, t0, sinks);
+    image.replay_merged(merged, sinks, progress);
+    image.finish(log, sinks)
 }
 
 /// Records handed from the merge to the replay at once.
@@ -164,11 +137,15 @@ struct Batch<'a> {
     blocks_started: u64,
 }
 
-struct Replay<'a> {
-    log: &'a ImageHeader,
-    defs: &'a Definitions,
+/// The replay of one image: the state its records build (live blocks and
+/// mappings, open regions, stacks and tags, threads' times and totals). It
+/// owns that state, so that a replay begun while the image runs
+/// ([`crate::live_replay`]) is carried on by the finalizer.
+pub(crate) struct Replay<'a> {
+    pid: u32,
+    settings: raw::RuntimeSettings,
+    pub(crate) defs: Cow<'a, Definitions>,
     t0: u64,
-    sinks: &'a mut Sinks,
     built: Built,
     /// Hashed by address (see [`BlockMap`]): millions of blocks pass through
     /// when every block is recorded, and the row order of still-live blocks
@@ -209,13 +186,97 @@ fn scope(tid: u32, process_wide: bool) -> u64 {
     }
 }
 
-impl Replay<'_> {
+impl<'a> Replay<'a> {
+    /// The replay of process `pid`'s image run with `settings`, its rows'
+    /// times counted from `t0`.
+    pub(crate) fn new(
+        pid: u32,
+        settings: raw::RuntimeSettings,
+        defs: Cow<'a, Definitions>,
+        t0: u64,
+        sinks: &Sinks,
+    ) -> Replay<'a> {
+        let every_block = settings.sample_rate == 1;
+        Replay {
+            pid,
+            settings,
+            t0,
+            heap_sites: HeapSites::new(pid, every_block, sinks.tick_ns),
+            every_block,
+            built: Built::default(),
+            live_heap: block_map(defs.most_live_blocks),
+            defs,
+            maps: Mappings::default(),
+            open_regions: HashMap::new(),
+            region_start: HashMap::new(),
+            region_heap: FxHashMap::default(),
+            open_stacks: FxHashMap::default(),
+            thread_times: BTreeMap::new(),
+            final_totals: BTreeMap::new(),
+        }
+    }
+
+    /// Replays the merged records. The merge (reading each record's time, the
+    /// first touch of the log's pages) runs on a thread of its own, a batch
+    /// of records ahead of the replay: the two halves of the work on the two
+    /// cores a run leaves.
+    pub(super) fn replay_merged(
+        &mut self,
+        mut merged: Merged<'_>,
+        sinks: &mut Sinks,
+        progress: &dyn Fn(u64),
+    ) {
+        let counts = std::thread::scope(|scope| {
+            let (batches, received) = std::sync::mpsc::sync_channel::<Batch>(4);
+            let merge = scope.spawn(move || loop {
+                let records: Vec<_> = merged.by_ref().take(BATCH).collect();
+                let last = records.len() < BATCH;
+                let batch = Batch {
+                    records,
+                    read: std::mem::take(&mut merged.read),
+                    blocks_started: merged.blocks_started,
+                };
+                if batches.send(batch).is_err() || last {
+                    return merged.counts;
+                }
+            });
+            let mut release = super::image::Release::default();
+            for batch in received {
+                for (tid, rec) in &batch.records {
+                    self.record(sinks, *tid, rec);
+                }
+                for block in batch.read {
+                    release.block(block);
+                }
+                progress(batch.blocks_started);
+            }
+            merge
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        self.built.counts.add(&counts);
+    }
+
+    /// What a merge counts over the records (see [`LogCounts`]), for a
+    /// replay fed record by record.
+    pub(crate) fn counts_mut(&mut self) -> &mut LogCounts {
+        &mut self.built.counts
+    }
+
+    /// Makes room for `blocks` live blocks at once.
+    pub(crate) fn expect_live_blocks(&mut self, blocks: u64) {
+        let more = (blocks as usize).saturating_sub(self.live_heap.len());
+        if more > self.live_heap.capacity() - self.live_heap.len() {
+            let _ = self.live_heap.try_reserve(more);
+        }
+    }
+
     fn rel(&self, t: u64) -> u64 {
         t.saturating_sub(self.t0)
     }
 
     fn name(&self, id: u64) -> String {
-        name(self.defs, id)
+        name(&self.defs, id)
     }
 
     /// A finished allocation row, to the sink.
@@ -227,36 +288,41 @@ impl Replay<'_> {
     }
 
     /// One record, by its kind; a payload too short for its kind is skipped.
-    fn record(&mut self, tid: u32, rec: &RawRecord<'_>) -> Option<()> {
+    pub(crate) fn record(
+        &mut self,
+        sinks: &mut Sinks,
+        tid: u32,
+        rec: &RawRecord<'_>,
+    ) -> Option<()> {
         if let Some(t) = super::image::record_time(rec) {
-            let defs = self.defs;
+            let defs = &self.defs;
             let name = |id| defs.strings.get(&id).cloned();
-            (self.heap_sites).advance(self.rel(t), &mut self.sinks.site_timeline, name);
+            (self.heap_sites).advance(self.rel(t), &mut sinks.site_timeline, name);
         }
         match rec.tag {
-            tag::ALLOC | tag::SMALL_ALLOC => self.alloc(tid, &rec.alloc()?),
-            tag::FREE => self.free(tid, &rec.payload()?),
-            tag::MMAP => self.mmap(tid, &rec.payload()?),
-            tag::MREMAP => self.mremap(tid, &rec.payload()?),
-            tag::MUNMAP => self.munmap(&rec.payload()?),
+            tag::ALLOC | tag::SMALL_ALLOC => self.alloc(sinks, tid, &rec.alloc()?),
+            tag::FREE => self.free(sinks, tid, &rec.payload()?),
+            tag::MMAP => self.mmap(sinks, tid, &rec.payload()?),
+            tag::MREMAP => self.mremap(sinks, tid, &rec.payload()?),
+            tag::MUNMAP => self.munmap(sinks, &rec.payload()?),
             tag::REGION_BEGIN => self.region_begin(tid, false, &rec.payload()?),
             tag::REGION_END => self.region_end(tid, false, &rec.payload()?),
             tag::PHASE_BEGIN => self.region_begin(tid, true, &rec.payload()?),
             tag::PHASE_END => self.region_end(tid, true, &rec.payload()?),
-            tag::SAMPLE => self.sample(tid, &rec.payload()?),
+            tag::SAMPLE => self.sample(sinks, tid, &rec.payload()?),
             tag::TAG => self.tag(tid, &rec.payload()?),
             tag::UNTAG => self.untag(&rec.payload()?),
-            tag::THREAD_START => self.thread_start(tid, &rec.payload()?),
+            tag::THREAD_START => self.thread_start(sinks, tid, &rec.payload()?),
             tag::THREAD_TOTALS => self.thread_totals(rec.payload()?),
-            tag::THREAD_EXIT => self.thread_exit(tid, &rec.payload()?),
+            tag::THREAD_EXIT => self.thread_exit(sinks, tid, &rec.payload()?),
             tag::TIMELINE => self.timeline(&rec.payload()?),
             _ => {}
         }
         Some(())
     }
 
-    fn alloc(&mut self, tid: u32, a: &raw::Alloc) {
-        let (sampled, est_count, _) = estimate(a.size, a.flags, self.log.settings.sample_rate);
+    fn alloc(&mut self, sinks: &mut Sinks, tid: u32, a: &raw::Alloc) {
+        let (sampled, est_count, _) = estimate(a.size, a.flags, self.settings.sample_rate);
         let at = self.rel(a.time);
         let block = LiveBlock {
             tid,
@@ -271,7 +337,7 @@ impl Replay<'_> {
         if let Some(old) = self.live_heap.insert(a.ptr, block) {
             // Its free was not seen (the block was freed before the hook
             // could record it): it ended when its address was reused.
-            self.block_ended(a.ptr, old, None, at);
+            self.block_ended(sinks, a.ptr, old, None, at);
         }
         self.heap_sites.allocated(a.ptr, &block);
         let live = self.heap_sites.live();
@@ -280,17 +346,17 @@ impl Replay<'_> {
         }
     }
 
-    fn free(&mut self, tid: u32, f: &raw::Free) {
+    fn free(&mut self, sinks: &mut Sinks, tid: u32, f: &raw::Free) {
         let at = self.rel(f.time);
         match self.live_heap.remove(&f.ptr) {
-            Some(block) => self.block_ended(f.ptr, block, Some(tid), at),
+            Some(block) => self.block_ended(sinks, f.ptr, block, Some(tid), at),
             None => self.built.unmatched_frees += 1,
         }
     }
 
     /// A heap block's row, ended at `free_ns` (None: live at the end).
     fn heap_row(
-        log: &ImageHeader,
+        pid: u32,
         defs: &Definitions,
         sites: &HeapSites,
         ptr: u64,
@@ -299,7 +365,7 @@ impl Replay<'_> {
     ) -> Allocation {
         let (stack, group) = sites.key(b.site);
         Allocation {
-            pid: log.pid,
+            pid,
             tid: b.tid,
             kind: alloc_kind::NAMES
                 .get(b.kind as usize)
@@ -325,16 +391,23 @@ impl Replay<'_> {
     /// A freed block: its site hears of it, and it gets a row unless the
     /// site's sums stand for it (every block recorded, a small one, rows not
     /// asked for).
-    fn block_ended(&mut self, ptr: u64, b: LiveBlock, tid: Option<u32>, at: u64) {
+    fn block_ended(
+        &mut self,
+        sinks: &mut Sinks,
+        ptr: u64,
+        b: LiveBlock,
+        tid: Option<u32>,
+        at: u64,
+    ) {
         self.heap_sites.freed(ptr, &b, tid, at);
-        if self.every_block && !self.sinks.keep_blocks && b.size < self.log.settings.min_size {
+        if self.every_block && !sinks.keep_blocks && b.size < self.settings.min_size {
             return;
         }
-        let row = Self::heap_row(self.log, self.defs, &self.heap_sites, ptr, &b, Some(at));
-        Self::emit(&mut self.built, &mut self.sinks.allocations, row);
+        let row = Self::heap_row(self.pid, &self.defs, &self.heap_sites, ptr, &b, Some(at));
+        Self::emit(&mut self.built, &mut sinks.allocations, row);
     }
 
-    fn mmap(&mut self, tid: u32, m: &raw::Mmap) {
+    fn mmap(&mut self, sinks: &mut Sinks, tid: u32, m: &raw::Mmap) {
         let origin = Allocation {
             stack_id: m.stack,
             prot: Some(m.prot),
@@ -342,27 +415,35 @@ impl Replay<'_> {
             fd: Some(m.fd),
             ..Default::default()
         };
-        self.map(tid, m.time, m.addr, m.len, origin);
+        self.map(sinks, tid, m.time, m.addr, m.len, origin);
     }
 
-    fn mremap(&mut self, tid: u32, m: &raw::Mremap) {
+    fn mremap(&mut self, sinks: &mut Sinks, tid: u32, m: &raw::Mremap) {
         // The new mapping carries the old one's origin.
         let at = self.rel(m.time);
-        let (built, out) = (&mut self.built, &mut self.sinks.allocations);
+        let (built, out) = (&mut self.built, &mut sinks.allocations);
         let origin = self
             .maps
             .moved(m.old_addr, m.old_len, at, &mut |r| {
                 Self::emit(built, out, r)
             })
             .unwrap_or_default();
-        self.map(tid, m.time, m.new_addr, m.new_len, origin);
+        self.map(sinks, tid, m.time, m.new_addr, m.new_len, origin);
     }
 
     /// A new mapping; MAP_FIXED replaces whatever was mapped there.
-    fn map(&mut self, tid: u32, time: u64, addr: u64, len: u64, origin: Allocation) {
+    fn map(
+        &mut self,
+        sinks: &mut Sinks,
+        tid: u32,
+        time: u64,
+        addr: u64,
+        len: u64,
+        origin: Allocation,
+    ) {
         let at = self.rel(time);
         let row = Allocation {
-            pid: self.log.pid,
+            pid: self.pid,
             tid,
             kind: "mmap".into(),
             address: addr,
@@ -374,13 +455,13 @@ impl Replay<'_> {
             est_bytes: len as f64,
             ..origin
         };
-        let (built, out) = (&mut self.built, &mut self.sinks.allocations);
+        let (built, out) = (&mut self.built, &mut sinks.allocations);
         self.maps.map(row, at, &mut |r| Self::emit(built, out, r));
     }
 
-    fn munmap(&mut self, m: &raw::Munmap) {
+    fn munmap(&mut self, sinks: &mut Sinks, m: &raw::Munmap) {
         let at = self.rel(m.time);
-        let (built, out) = (&mut self.built, &mut self.sinks.allocations);
+        let (built, out) = (&mut self.built, &mut sinks.allocations);
         self.maps
             .unmap(m.addr, m.len, at, &mut |r| Self::emit(built, out, r));
     }
@@ -401,7 +482,7 @@ impl Replay<'_> {
             self.region_heap.insert(index, (live, live));
         }
         let region = Region {
-            pid: self.log.pid,
+            pid: self.pid,
             tid,
             name: self.name(n.name),
             begin_ns: self.rel(n.time),
@@ -437,7 +518,8 @@ impl Replay<'_> {
             region.heap_end = Some(end as u64);
             region.heap_peak = Some(peak.max(end) as u64);
         }
-        if let (true, Some(begin)) = (self.log.instrumented, self.region_start.remove(&r)) {
+        // Kept only if the image turns out instrumented (see `finish`).
+        if let Some(begin) = self.region_start.remove(&r) {
             // The thread's exact counts at both ends: their difference is exact.
             let diff: [u64; raw::COUNTS] =
                 std::array::from_fn(|i| n.counts[i].saturating_sub(begin[i]));
@@ -449,23 +531,20 @@ impl Replay<'_> {
         }
     }
 
-    fn sample(&mut self, tid: u32, x: &raw::Sample) {
+    fn sample(&mut self, sinks: &mut Sinks, tid: u32, x: &raw::Sample) {
         self.built.pcs.insert(x.pc);
         if x.stack != 0 {
             self.built.stack_ids.insert(x.stack);
         }
-        let cost = self
-            .sinks
-            .model_cost
-            .get(x.level as usize)
-            .copied()
-            .flatten();
-        (self.sinks.samples).push(sample_row(self.log.pid, tid, x, self.t0, cost));
+        let cost = sinks.model_cost.get(x.level as usize).copied().flatten();
+        if let Some(samples) = &mut sinks.samples {
+            samples.push(sample_row(self.pid, tid, x, self.t0, cost));
+        }
     }
 
     fn tag(&mut self, tid: u32, t: &raw::Tag) {
         let row = TagRange {
-            pid: self.log.pid,
+            pid: self.pid,
             tid,
             name: self.name(t.name),
             address: t.start,
@@ -490,13 +569,13 @@ impl Replay<'_> {
     }
 
     /// A thread's start; its stack becomes an object until it exits.
-    fn thread_start(&mut self, tid: u32, t: &raw::ThreadEvent) {
+    fn thread_start(&mut self, sinks: &mut Sinks, tid: u32, t: &raw::ThreadEvent) {
         let at = self.rel(t.time);
         self.thread_times.entry(tid).or_default().0 = Some(at);
         if t.stack_hi > t.stack_lo {
             let size = t.stack_hi - t.stack_lo;
             let row = Allocation {
-                pid: self.log.pid,
+                pid: self.pid,
                 tid,
                 kind: "stack".into(),
                 address: t.stack_lo,
@@ -508,7 +587,7 @@ impl Replay<'_> {
                 ..Default::default()
             };
             if let Some(old) = self.open_stacks.insert(t.tid as u32, row) {
-                Self::emit(&mut self.built, &mut self.sinks.allocations, old);
+                Self::emit(&mut self.built, &mut sinks.allocations, old);
             }
         }
     }
@@ -517,12 +596,12 @@ impl Replay<'_> {
         self.final_totals.insert(t.tid as u32, (t, true));
     }
 
-    fn thread_exit(&mut self, tid: u32, t: &raw::ThreadEvent) {
+    fn thread_exit(&mut self, sinks: &mut Sinks, tid: u32, t: &raw::ThreadEvent) {
         let at = self.rel(t.time);
         self.thread_times.entry(tid).or_default().1 = Some(at);
         if let Some(mut row) = self.open_stacks.remove(&(t.tid as u32)) {
             row.free_ns = Some(at);
-            Self::emit(&mut self.built, &mut self.sinks.allocations, row);
+            Self::emit(&mut self.built, &mut sinks.allocations, row);
         }
     }
 
@@ -532,8 +611,16 @@ impl Replay<'_> {
 
     /// The threads' rows, and whatever is still live: it was live when the
     /// process ended.
-    fn finish(mut self) -> Built {
-        let log = self.log;
+    pub(super) fn finish(
+        mut self,
+        log: &ImageHeader,
+        sinks: &mut Sinks,
+    ) -> (Built, Cow<'a, Definitions>) {
+        if !log.instrumented {
+            for r in &mut self.built.regions {
+                (r.bytes_read, r.bytes_written, r.loads, r.stores) = (None, None, None, None);
+            }
+        }
         for t in &log.live_threads {
             self.final_totals.entry(t.tid as u32).or_insert((*t, false));
         }
@@ -558,15 +645,12 @@ impl Replay<'_> {
                 final_counts: *done,
             });
         }
-        let defs = self.defs;
+        let defs = &self.defs;
         let name = |id| defs.strings.get(&id).cloned();
         let end = self.rel(self.built.counts.last_ns);
-        let (sites, peak) = self.heap_sites.finish(
-            end,
-            self.live_heap.values(),
-            &mut self.sinks.site_timeline,
-            name,
-        );
+        let (sites, peak) =
+            self.heap_sites
+                .finish(end, self.live_heap.values(), &mut sinks.site_timeline, name);
         for s in &sites {
             if s.stack_id != 0 {
                 self.built.stack_ids.insert(s.stack_id);
@@ -579,14 +663,14 @@ impl Replay<'_> {
             time_ns: peak.time_ns,
         });
         for (ptr, b) in std::mem::take(&mut self.live_heap) {
-            let row = Self::heap_row(self.log, defs, &self.heap_sites, ptr, &b, None);
-            Self::emit(&mut self.built, &mut self.sinks.allocations, row);
+            let row = Self::heap_row(self.pid, defs, &self.heap_sites, ptr, &b, None);
+            Self::emit(&mut self.built, &mut sinks.allocations, row);
         }
         let still_live = (self.maps.into_rows()).chain(self.open_stacks.into_values());
         for row in still_live {
-            Self::emit(&mut self.built, &mut self.sinks.allocations, row);
+            Self::emit(&mut self.built, &mut sinks.allocations, row);
         }
-        self.built
+        (self.built, self.defs)
     }
 }
 #[cfg(test)]
