@@ -20,7 +20,7 @@
 //! keeps a row per freed block, which this replay does not.
 
 use crate::code_seen::CodeSeen;
-use crate::finalize::{timed, Definitions, Replay, Sinks, TimeWindow};
+use crate::finalize::{is_definition, timed, Definitions, Replay, Sinks, Taken, TimeWindow};
 use crate::tail::LogTail;
 use memlens_convert::symbols::ReadAhead;
 use memlens_rawlog::{self as raw, tag, FileHeader};
@@ -62,10 +62,16 @@ pub(crate) struct ReplayedPart {
     pub(crate) path: PathBuf,
     /// Every record of the log was replayed.
     pub(crate) complete: bool,
-    /// How many of each thread's first records were replayed.
-    pub(crate) replayed: FxHashMap<u32, u64>,
+    /// What of each thread's first records was replayed: the finalizer
+    /// checks it against its own reading of the log.
+    pub(crate) replayed: FxHashMap<u32, Taken>,
+    /// A thread's events came out of time order: the log's tail misread.
+    pub(crate) disordered: bool,
     /// Blocks whose records end in one that cannot be read.
     pub(crate) malformed_blocks: u64,
+    /// Blocks of the log cut short or never written, as the finalizer found
+    /// when it checked the replay.
+    pub(crate) truncated: u64,
 }
 
 /// Live blocks the replay's table has room for from the start: growing it
@@ -156,8 +162,9 @@ impl Follower {
         let mut replay = Replay::new(self.pid, h.settings, defs, self.t0, &self.sinks);
         replay.expect_live_blocks(LIVE_BLOCKS_AHEAD);
         let (mut tail, mut code) = (LogTail::new(), CodeSeen::new());
-        let mut replayed = FxHashMap::<u32, u64>::default();
-        let mut replaying = true;
+        // Each thread's records taken, and the time of its last event.
+        let mut replayed = FxHashMap::<u32, (Taken, u64)>::default();
+        let (mut replaying, mut disordered) = (true, false);
         let sinks = &mut self.sinks;
         loop {
             // Read before the log: the read after the image ended is the last.
@@ -169,8 +176,13 @@ impl Follower {
                 replay.defs.to_mut().see(&rec, window);
                 replaying = replaying && in_time_order(h, rec.tag);
                 if replaying {
-                    *replayed.entry(tid).or_default() += 1;
-                    if timed(&rec, window, replay.counts_mut()).is_some() {
+                    let (taken, last_ns) = replayed.entry(tid).or_default();
+                    taken.add(&rec);
+                    if let Some(t) = timed(&rec, window, replay.counts_mut()) {
+                        if !is_definition(rec.tag) {
+                            disordered |= t < *last_ns;
+                            *last_ns = t;
+                        }
                         replay.record(sinks, tid, &rec);
                     }
                 }
@@ -191,8 +203,10 @@ impl Follower {
         let part = ReplayedPart {
             path: self.path,
             complete: replaying,
-            replayed,
+            replayed: replayed.into_iter().map(|(tid, (t, _))| (tid, t)).collect(),
+            disordered,
             malformed_blocks: tail.malformed_blocks,
+            truncated: 0,
         };
         Followed {
             part,

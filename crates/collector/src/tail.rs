@@ -221,6 +221,20 @@ pub(crate) mod test_log {
         body.truncate(used + n);
     }
 
+    /// A body of `Free` records, each at the time of its pointer.
+    pub(crate) fn frees(ptrs: &[u64]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for &ptr in ptrs {
+            push(
+                &mut body,
+                raw::tag::FREE,
+                &raw::Free { time: ptr, ptr },
+                &[],
+            );
+        }
+        body
+    }
+
     /// Writes block `index` of thread `tid`: its header, `body` published.
     pub(crate) fn write_block(file: &mut File, index: u64, tid: u32, body: &[u8]) {
         let used = body.len() as u64;
@@ -259,15 +273,7 @@ pub(crate) mod test_log {
 mod tests {
     use super::*;
     use memlens_rawlog::tag;
-
-    /// A body of `Free` records.
-    fn frees(ptrs: &[u64]) -> Vec<u8> {
-        let mut body = Vec::new();
-        for &ptr in ptrs {
-            test_log::push(&mut body, tag::FREE, &raw::Free { time: 1, ptr }, &[]);
-        }
-        body
-    }
+    use test_log::frees;
 
     /// A log with its header only, in `dir`: a writer and a reader of it.
     fn empty_log(dir: &std::path::Path) -> (File, File) {

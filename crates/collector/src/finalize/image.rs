@@ -97,6 +97,50 @@ pub(super) struct ThreadStream<'a> {
     pub(super) release: bool,
 }
 
+/// What a reader took of one thread's first records, summed so that two
+/// readers of a log can be checked against each other: the replay begun
+/// during the run (which reads through the log's tail while the thread
+/// writes) against the finalizer's reading of the whole file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Taken {
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+    /// The last record's tag and length, and its first word (the time of a
+    /// timed record): a cheap name for it.
+    pub(crate) last: (u16, usize, u64),
+}
+
+impl Taken {
+    pub(crate) fn add(&mut self, rec: &RawRecord<'_>) {
+        let len = raw::RECORD_HEADER_SIZE + rec.body.len();
+        self.records += 1;
+        self.bytes += len as u64;
+        let word = (rec.body.get(..8)).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()));
+        self.last = (rec.tag, len, word);
+    }
+}
+
+impl ThreadStream<'_> {
+    /// Its first `records` records, summed.
+    pub(super) fn first(&self, records: u64) -> Taken {
+        let mut taken = Taken::default();
+        let all = self.blocks.iter().flat_map(|b| Records::new(b));
+        all.take(records as usize).for_each(|rec| taken.add(&rec));
+        taken
+    }
+
+    /// Its bytes and its last record (as [`Taken`]'s) read from its blocks'
+    /// lengths and its last block: its records are not counted.
+    pub(super) fn whole(&self) -> (u64, (u16, usize, u64)) {
+        let bytes = self.blocks.iter().map(|b| b.len() as u64).sum();
+        let mut last = Taken::default();
+        if let Some(block) = self.blocks.iter().rev().find(|b| !b.is_empty()) {
+            Records::new(block).for_each(|rec| last.add(&rec));
+        }
+        (bytes, last.last)
+    }
+}
+
 /// Logs this big or bigger have their blocks' pages dropped from the
 /// finalizer once read; a smaller one stays mapped whole (dropping costs a
 /// system call and a TLB flush of every memlens thread per block: STREAM's
@@ -323,7 +367,7 @@ impl Definitions {
 
 /// Whether a record is a definition: not an event of the program's run,
 /// so its time does not extend the image's.
-fn is_definition(tag: u16) -> bool {
+pub(crate) fn is_definition(tag: u16) -> bool {
     matches!(
         tag,
         tag::STRING | tag::STACK | tag::MODULE | tag::COMMAND_LINE | tag::PROCESS_EXIT
@@ -524,7 +568,7 @@ impl<'a> Merged<'a> {
         streams: &'a [ThreadStream<'a>],
         window: TimeWindow,
         skip_samples: bool,
-        replayed: &rustc_hash::FxHashMap<u32, u64>,
+        replayed: &rustc_hash::FxHashMap<u32, Taken>,
     ) -> Self {
         let mut m = Merged {
             window,
@@ -542,7 +586,7 @@ impl<'a> Merged<'a> {
             m.blocks_started += raw::BLOCK_SIZE as u64;
             m.cursors.push(Cursor {
                 tid: s.tid,
-                skip: replayed.get(&s.tid).copied().unwrap_or(0),
+                skip: replayed.get(&s.tid).map_or(0, |t| t.records),
                 release: s.release,
                 blocks,
                 records: Records::new(block),
@@ -643,16 +687,7 @@ pub(super) fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tail::test_log::{push, write_block, write_staging};
-
-    /// A body of `Free` records.
-    fn frees(ptrs: &[u64]) -> Vec<u8> {
-        let mut body = Vec::new();
-        for &ptr in ptrs {
-            push(&mut body, tag::FREE, &raw::Free { time: ptr, ptr }, &[]);
-        }
-        body
-    }
+    use crate::tail::test_log::{frees, write_block, write_staging};
 
     /// Each thread's pointers, in stream order, and the truncated count.
     fn streams_of(path: &Path) -> (Vec<(u32, Vec<u64>)>, u64) {

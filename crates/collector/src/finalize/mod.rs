@@ -12,10 +12,12 @@ mod image;
 mod replay;
 mod sites;
 
-pub(crate) use image::{module_def, stack_def, timed, Definitions, TimeWindow};
+pub(crate) use image::{
+    is_definition, module_def, stack_def, timed, Definitions, Taken, TimeWindow,
+};
 pub(crate) use replay::{estimate, sample_row, Replay, Sinks};
 
-use crate::live_replay::ReplayAhead;
+use crate::live_replay::{ReplayAhead, ReplayedPart};
 use crate::live_samples::{self, LiveSamples};
 use crate::{Error, Result};
 use image::{definitions, read_header, ImageHeader, ImageLog, Merged};
@@ -362,6 +364,67 @@ fn variables(pid: u32, modules: &[(u64, LoadedModule)]) -> Vec<StaticObject> {
         .collect()
 }
 
+/// The tables and replays begun during the run, once each replay is found
+/// to have taken its log's records as this reading of the log gives them: on
+/// a difference the tables written so far are dropped (and said so on
+/// stderr), and every log is replayed here.
+fn checked(ahead: ReplayAhead) -> (Option<Sinks>, Vec<(ReplayedPart, Replay<'static>)>) {
+    let mut parts = ahead.replayed;
+    let differs = (parts.iter_mut()).find_map(|(part, _)| match differences(part) {
+        Ok(truncated) => {
+            part.truncated = truncated;
+            None
+        }
+        Err(why) => Some(why),
+    });
+    match differs {
+        None => (ahead.sinks, parts),
+        Some(why) => {
+            eprintln!("memlens: {why}: replaying the run's logs again after the run");
+            if let Some(sinks) = ahead.sinks {
+                sinks.discard();
+            }
+            (None, Vec::new())
+        }
+    }
+}
+
+/// The blocks of a log replayed during the run cut short or never written,
+/// if the replay took each thread's first records (all of them once
+/// complete) as the finalizer reads them.
+fn differences(part: &ReplayedPart) -> std::result::Result<u64, String> {
+    let path = part.path.display();
+    if part.disordered {
+        return Err(format!(
+            "{path}: a thread's events were read out of time order"
+        ));
+    }
+    let image = ImageLog::open(&part.path).map_err(|e| e.to_string())?;
+    let (streams, truncated) = image.streams();
+    for s in &streams {
+        let taken = part.replayed.get(&s.tid).copied().unwrap_or_default();
+        let (same, log_bytes) = if part.complete {
+            let (bytes, last) = s.whole();
+            ((bytes, last) == (taken.bytes, taken.last), bytes)
+        } else {
+            let first = s.first(taken.records);
+            (first == taken, first.bytes)
+        };
+        if !same {
+            return Err(format!(
+                "{path}: thread {}'s records replayed while it ran ({} bytes) are not the log's ({log_bytes} bytes)",
+                s.tid, taken.bytes
+            ));
+        }
+    }
+    if let Some(tid) = (part.replayed.keys()).find(|tid| !streams.iter().any(|s| s.tid == **tid)) {
+        return Err(format!(
+            "{path}: records replayed of thread {tid}, which the log has none of"
+        ));
+    }
+    Ok(truncated)
+}
+
 fn raw_logs(raw_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut logs: Vec<PathBuf> = std::fs::read_dir(raw_dir)
         .map_err(|e| Error::io(raw_dir, e))?
@@ -425,7 +488,7 @@ pub fn finalize(
     // Replays begun while the program ran wrote their rows to the tables
     // already: they go on in the same files.
     let (sinks, mut ahead) = match ahead {
-        Some(ahead) => (ahead.sinks, ahead.replayed),
+        Some(ahead) => checked(ahead),
         None => (None, Vec::new()),
     };
     let mut sinks = match sinks {
@@ -461,15 +524,20 @@ pub fn finalize(
     let total: u64 = images.iter().map(|l| l.block_bytes).sum();
     let mut replayed = 0;
     for (i, log) in images.iter().enumerate() {
-        let image = ImageLog::open(&log.path)?;
-        let (streams, truncated) = image.streams();
-        let window = TimeWindow::of(log);
         let key = crate::live_samples::key(&log.path);
+        let begun = (ahead.iter()).position(|(part, _)| live_samples::key(&part.path) == key);
+        let begun = begun.map(|i| ahead.swap_remove(i));
+        let image = ImageLog::open(&log.path)?;
+        // A log replayed whole during the run is not read again.
+        let (streams, truncated) = match &begun {
+            Some((part, _)) if part.complete => (Vec::new(), part.truncated),
+            _ => image.streams(),
+        };
+        let window = TimeWindow::of(log);
         // Samples written while the image ran are not replayed.
         let live = written.remove(&key);
         let report = |bytes| progress(replayed + bytes, total);
-        let begun = (ahead.iter()).position(|(part, _)| live_samples::key(&part.path) == key);
-        let (mut built, defs) = match begun.map(|i| ahead.swap_remove(i)) {
+        let (mut built, defs) = match begun {
             Some((part, mut image)) => {
                 if part.complete {
                     image.counts_mut().malformed_blocks += part.malformed_blocks;
@@ -737,4 +805,72 @@ fn perf_samples(raw_dir: &Path, t0: u64, sink: &mut TableWriter<AccessSample>) -
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     let perf = PerfData::parse(&map).ok()?;
     Some(convert_into(&perf, t0, |row| sink.push(row)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tail::test_log::{frees, write_block, write_staging};
+    use image::Taken;
+
+    /// A log of thread 7 (records 1-4 copied to block 1, 5-6 staged for
+    /// block 2) and of thread 8 (record 10 staged), as the finalizer reads it.
+    fn log(dir: &Path) -> PathBuf {
+        let path = dir.join("1.0.mlraw");
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.set_len(raw::HEADER_SIZE as u64).unwrap();
+        write_staging(&mut file, 0, 7, 2, &frees(&[5, 6]));
+        write_block(&mut file, 1, 7, &frees(&[1, 2, 3, 4]));
+        write_staging(&mut file, 3, 8, 4, &frees(&[10]));
+        path
+    }
+
+    /// What a replay took of the records with these pointers.
+    fn taken(ptrs: &[u64]) -> Taken {
+        let mut taken = Taken::default();
+        let body = frees(ptrs);
+        raw::Records::new(&body).for_each(|rec| taken.add(&rec));
+        taken
+    }
+
+    fn part(path: &Path, complete: bool, replayed: &[(u32, &[u64])]) -> ReplayedPart {
+        ReplayedPart {
+            path: path.to_path_buf(),
+            complete,
+            replayed: (replayed.iter().map(|&(tid, ptrs)| (tid, taken(ptrs)))).collect(),
+            disordered: false,
+            malformed_blocks: 0,
+            truncated: 0,
+        }
+    }
+
+    /// The replay begun during the run is kept only when it took each
+    /// thread's first records as the finalizer reads them: a record missed,
+    /// taken twice or out of order, or a thread missed, drops it.
+    #[test]
+    fn a_replay_begun_during_the_run_is_checked_against_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = log(dir.path());
+        let all: [(u32, &[u64]); 2] = [(7, &[1, 2, 3, 4, 5, 6]), (8, &[10])];
+        assert_eq!(differences(&part(&path, true, &all)), Ok(0));
+        // Stopped at the second thread: thread 7's first records.
+        assert_eq!(differences(&part(&path, false, &[(7, &[1, 2, 3])])), Ok(0));
+        let wrong: [&[(u32, &[u64])]; 5] = [
+            &[(7, &[1, 2, 3, 5, 6]), (8, &[10])],
+            &[(7, &[1, 2, 3, 4, 5, 6, 6]), (8, &[10])],
+            &[(7, &[1, 2, 3, 4, 5, 6])],
+            &[(7, &[1, 2, 3, 4, 5, 6]), (8, &[10]), (9, &[11])],
+            &[(7, &[1, 2, 4, 3]), (8, &[10])],
+        ];
+        for replayed in wrong {
+            assert!(
+                differences(&part(&path, true, replayed)).is_err(),
+                "{replayed:?}"
+            );
+        }
+        assert!(differences(&part(&path, false, &[(7, &[1, 3])])).is_err());
+        let mut disordered = part(&path, true, &all);
+        disordered.disordered = true;
+        assert!(differences(&disordered).is_err());
+    }
 }

@@ -108,6 +108,17 @@ impl Sinks {
             tick_ns,
         })
     }
+
+    /// Drops the rows written so far: the tables are written again from
+    /// their start.
+    pub(crate) fn discard(self) {
+        // Each encoder closes its file before it is created again.
+        let _ = self.allocations.finish();
+        let _ = self.site_timeline.finish();
+        if let Some(samples) = self.samples {
+            let _ = samples.finish();
+        }
+    }
 }
 
 /// Replays one image's events in time order: allocation rows and samples go to
