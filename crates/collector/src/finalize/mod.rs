@@ -370,7 +370,7 @@ fn variables(pid: u32, modules: &[(u64, LoadedModule)]) -> Vec<StaticObject> {
 /// stderr), and every log is replayed here.
 fn checked(ahead: ReplayAhead) -> (Option<Sinks>, Vec<(ReplayedPart, Replay<'static>)>) {
     let mut parts = ahead.replayed;
-    let differs = (parts.iter_mut()).find_map(|(part, _)| match differences(part) {
+    let differs = (parts.iter_mut()).find_map(|(part, _)| match check_begun(part) {
         Ok(truncated) => {
             part.truncated = truncated;
             None
@@ -392,7 +392,7 @@ fn checked(ahead: ReplayAhead) -> (Option<Sinks>, Vec<(ReplayedPart, Replay<'sta
 /// The blocks of a log replayed during the run cut short or never written,
 /// if the replay took each thread's first records (all of them once
 /// complete) as the finalizer reads them.
-fn differences(part: &ReplayedPart) -> std::result::Result<u64, String> {
+fn check_begun(part: &ReplayedPart) -> std::result::Result<u64, String> {
     let path = part.path.display();
     if part.disordered {
         return Err(format!(
@@ -486,7 +486,7 @@ pub fn finalize(
         _ => [None; 8],
     };
     // Replays begun while the program ran wrote their rows to the tables
-    // already: they go on in the same files.
+    // already: they go on in the same files, once checked.
     let (sinks, mut ahead) = match ahead {
         Some(ahead) => checked(ahead),
         None => (None, Vec::new()),
@@ -852,9 +852,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = log(dir.path());
         let all: [(u32, &[u64]); 2] = [(7, &[1, 2, 3, 4, 5, 6]), (8, &[10])];
-        assert_eq!(differences(&part(&path, true, &all)), Ok(0));
+        assert_eq!(check_begun(&part(&path, true, &all)), Ok(0));
         // Stopped at the second thread: thread 7's first records.
-        assert_eq!(differences(&part(&path, false, &[(7, &[1, 2, 3])])), Ok(0));
+        assert_eq!(check_begun(&part(&path, false, &[(7, &[1, 2, 3])])), Ok(0));
         let wrong: [&[(u32, &[u64])]; 5] = [
             &[(7, &[1, 2, 3, 5, 6]), (8, &[10])],
             &[(7, &[1, 2, 3, 4, 5, 6, 6]), (8, &[10])],
@@ -864,13 +864,13 @@ mod tests {
         ];
         for replayed in wrong {
             assert!(
-                differences(&part(&path, true, replayed)).is_err(),
+                check_begun(&part(&path, true, replayed)).is_err(),
                 "{replayed:?}"
             );
         }
-        assert!(differences(&part(&path, false, &[(7, &[1, 3])])).is_err());
+        assert!(check_begun(&part(&path, false, &[(7, &[1, 3])])).is_err());
         let mut disordered = part(&path, true, &all);
         disordered.disordered = true;
-        assert!(differences(&disordered).is_err());
+        assert!(check_begun(&disordered).is_err());
     }
 }
