@@ -175,8 +175,12 @@ fn steal_ns() -> f64 {
 
 /// Records `program` with page faults sampled, one in one, and `extra`;
 /// the page-fault counter's total, which must be the samples (each fault
-/// taken in user mode after the exec) and the few faults the kernel takes in
-/// kernel mode (the exec itself, copies into the processes), and the report.
+/// taken in user mode after the exec) and the faults the kernel takes in
+/// kernel mode, and the report. Those are a few (the exec itself, copies
+/// into the processes) and the pages of each process's staging block,
+/// which the runtime faults in with one `madvise` (16 pages; a fork child
+/// that logs before it exits maps its own: fork_touch's four children made
+/// the gap 22 or, one run in twelve, 83).
 fn faults_counted_as_sampled(
     p: &std::path::Path,
     extra: &[&str],
@@ -188,9 +192,11 @@ fn faults_counted_as_sampled(
     let report = report_json(p);
     let counted = counter_total(&report, "page-faults");
     let sampled = report["access"]["samples"].as_u64().unwrap() as f64;
+    let processes = report["summary"]["processes"].as_array().unwrap().len() as f64;
+    let staging_pages = (memlens_rawlog::BLOCK_SIZE / 4096) as f64;
     eprintln!("{program_name}: {counted} page faults counted, {sampled} sampled");
     assert!(
-        counted >= sampled && counted <= sampled + 64.0,
+        counted >= sampled && counted <= sampled + 64.0 + staging_pages * processes,
         "{program_name}: {counted} counted, {sampled} sampled"
     );
     (counted, report)
