@@ -307,11 +307,7 @@ fn replayed_during_the_run_as_after_it(command: &[&str]) {
         .arg(&p)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     assert_eq!(during, site_figures(&p));
 }
 
