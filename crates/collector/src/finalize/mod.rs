@@ -527,11 +527,15 @@ pub fn finalize(
         let key = crate::live_samples::key(&log.path);
         let begun = (ahead.iter()).position(|(part, _)| live_samples::key(&part.path) == key);
         let begun = begun.map(|i| ahead.swap_remove(i));
-        let image = ImageLog::open(&log.path)?;
-        // A log replayed whole during the run is not read again.
+        // A log replayed whole during the run is not opened again (its check
+        // read it).
+        let mapped;
         let (streams, truncated) = match &begun {
             Some((part, _)) if part.complete => (Vec::new(), part.truncated),
-            _ => image.streams(),
+            _ => {
+                mapped = ImageLog::open(&log.path)?;
+                mapped.streams()
+            }
         };
         let window = TimeWindow::of(log);
         // Samples written while the image ran are not replayed.
