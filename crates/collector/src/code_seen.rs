@@ -42,6 +42,7 @@ impl CodeSeen {
     }
 
     /// One record of the log, in each thread's order.
+    #[inline]
     pub(crate) fn see(&mut self, rec: &RawRecord<'_>) {
         if !self.following() {
             return;

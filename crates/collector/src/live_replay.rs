@@ -162,8 +162,10 @@ impl Follower {
         let mut replay = Replay::new(self.pid, h.settings, defs, self.t0, &self.sinks);
         replay.expect_live_blocks(LIVE_BLOCKS_AHEAD);
         let (mut tail, mut code) = (LogTail::new(), CodeSeen::new());
-        // Each thread's records taken, and the time of its last event.
-        let mut replayed = FxHashMap::<u32, (Taken, u64)>::default();
+        // Each thread's records taken, and the time of its last event: one
+        // thread's until the replay stops, so a list searched from the thread
+        // last found.
+        let mut replayed = Vec::<(u32, Taken, u64)>::new();
         let (mut replaying, mut disordered) = (true, false);
         let sinks = &mut self.sinks;
         loop {
@@ -176,7 +178,7 @@ impl Follower {
                 replay.defs.to_mut().see(&rec, window);
                 replaying = replaying && in_time_order(h, rec.tag);
                 if replaying {
-                    let (taken, last_ns) = replayed.entry(tid).or_default();
+                    let (_, taken, last_ns) = thread_entry(&mut replayed, tid);
                     taken.add(&rec);
                     if let Some(t) = timed(&rec, window, replay.counts_mut()) {
                         if !is_definition(rec.tag) {
@@ -203,7 +205,7 @@ impl Follower {
         let part = ReplayedPart {
             path: self.path,
             complete: replaying,
-            replayed: replayed.into_iter().map(|(tid, (t, _))| (tid, t)).collect(),
+            replayed: replayed.into_iter().map(|(tid, t, _)| (tid, t)).collect(),
             disordered,
             malformed_blocks: tail.malformed_blocks,
             truncated: 0,
@@ -214,6 +216,21 @@ impl Follower {
             sinks: self.sinks,
         }
     }
+}
+
+/// Thread `tid`'s entry in `threads`, moved to its end (where the next
+/// record's thread, most often the same, is looked for first).
+fn thread_entry(threads: &mut Vec<(u32, Taken, u64)>, tid: u32) -> &mut (u32, Taken, u64) {
+    if threads.last().is_none_or(|t| t.0 != tid) {
+        match threads.iter().position(|t| t.0 == tid) {
+            Some(i) => {
+                let entry = threads.remove(i);
+                threads.push(entry);
+            }
+            None => threads.push((tid, Taken::default(), 0)),
+        }
+    }
+    threads.last_mut().expect("pushed")
 }
 
 /// Whether a record just read, and every one read before it, can be replayed

@@ -318,20 +318,24 @@ impl Definitions {
     /// One record of the image, in its thread's order: a definition is kept,
     /// unless its time lies outside the image's window (damaged; the merge
     /// counts it).
+    #[inline]
     pub(crate) fn see(&mut self, rec: &RawRecord<'_>, window: TimeWindow) {
         match rec.tag {
             tag::ALLOC | tag::SMALL_ALLOC => {
                 self.live_blocks += 1;
                 self.most_live_blocks = self.most_live_blocks.max(self.live_blocks);
-                return;
             }
-            tag::FREE => {
-                self.live_blocks = self.live_blocks.saturating_sub(1);
-                return;
-            }
+            tag::FREE => self.live_blocks = self.live_blocks.saturating_sub(1),
+            t if is_definition(t) => self.define(rec, window),
             _ => {}
         }
-        if !is_definition(rec.tag) || record_time(rec).is_some_and(|t| !window.contains(t)) {
+    }
+
+    /// A definition record (out of [`Definitions::see`], which the replay
+    /// begun during the run calls for every record).
+    #[inline(never)]
+    fn define(&mut self, rec: &RawRecord<'_>, window: TimeWindow) {
+        if record_time(rec).is_some_and(|t| !window.contains(t)) {
             return;
         }
         match rec.tag {

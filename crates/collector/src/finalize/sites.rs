@@ -76,8 +76,10 @@ pub(super) struct HeapSites {
     peak: Peak,
     /// Numbers the process peaks: a site's snapshot of an earlier one is stale.
     peaks: u64,
-    /// Each thread's last allocation, to tell temporaries.
-    last_alloc: FxHashMap<u32, u64>,
+    /// Each thread's last allocation, to tell temporaries: the thread that
+    /// allocated last, and the others'.
+    last_alloc: (u32, u64),
+    others_last_alloc: FxHashMap<u32, u64>,
     /// Every block was recorded: temporaries can be told.
     every_block: bool,
     tick_ns: u64,
@@ -94,7 +96,8 @@ impl HeapSites {
             live_usable: 0.0,
             peak: Peak::default(),
             peaks: 0,
-            last_alloc: FxHashMap::default(),
+            last_alloc: (0, 0),
+            others_last_alloc: FxHashMap::default(),
             every_block,
             tick_ns: tick_ns.max(1),
             next_tick: tick_ns.max(1),
@@ -160,14 +163,23 @@ impl HeapSites {
                 time_ns: b.alloc_ns,
             };
         }
-        self.last_alloc.insert(b.tid, ptr);
+        if self.last_alloc.0 != b.tid {
+            let (tid, ptr) = self.last_alloc;
+            self.others_last_alloc.insert(tid, ptr);
+        }
+        self.last_alloc = (b.tid, ptr);
     }
 
     /// A block freed by thread `tid` at `at` (or found ended by its
     /// address's reuse: `tid` None).
     pub fn freed(&mut self, ptr: u64, b: &LiveBlock, tid: Option<u32>, at: u64) {
         self.before_change(b.site);
-        let temporary = tid == Some(b.tid) && self.last_alloc.get(&b.tid) == Some(&ptr);
+        let last = if self.last_alloc.0 == b.tid {
+            Some(self.last_alloc.1)
+        } else {
+            self.others_last_alloc.get(&b.tid).copied()
+        };
+        let temporary = tid == Some(b.tid) && last == Some(ptr);
         let s = &mut self.sites[b.site as usize];
         s.temporary += u64::from(temporary);
         s.live = (s.live - b.est_bytes()).max(0.0);
@@ -278,14 +290,17 @@ mod tests {
         let mut live: Vec<(u64, LiveBlock)> = Vec::new();
         let (mut best, mut at_best, mut peaks) = (0.0, [0.0f64; 5], [0.0f64; 5]);
         let mut temporaries = [0u64; 5];
-        let mut last_alloc = None;
+        // Three threads: a temporary is freed by the thread that allocated
+        // it, with no allocation of that thread in between.
+        let mut last_alloc = [None; 3];
         for t in 0..20_000u64 {
             if live.is_empty() || next() % 3 != 0 {
                 let site_index = next() % 5;
                 let site = sites.site_of(site_index + 1, 0);
                 let size = 1 + next() % 1000;
+                let thread = next() % 3;
                 let block = LiveBlock {
-                    tid: 7,
+                    tid: 7 + thread as u32,
                     kind: 0,
                     size,
                     usable: size,
@@ -297,12 +312,13 @@ mod tests {
                 sites.advance(t, &mut out, |_| None);
                 sites.allocated(t, &block);
                 live.push((t, block));
-                last_alloc = Some(t);
+                last_alloc[thread as usize] = Some(t);
             } else {
                 let (ptr, block) = live.swap_remove((next() % live.len() as u64) as usize);
                 sites.advance(t, &mut out, |_| None);
-                sites.freed(ptr, &block, Some(7), t);
-                if last_alloc == Some(ptr) {
+                let freer = 7 + (next() % 3) as u32;
+                sites.freed(ptr, &block, Some(freer), t);
+                if freer == block.tid && last_alloc[(block.tid - 7) as usize] == Some(ptr) {
                     temporaries[block.site as usize] += 1;
                 }
             }
