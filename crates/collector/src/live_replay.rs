@@ -175,7 +175,7 @@ impl Follower {
             tail.read_new(&self.file, &mut |tid, rec| {
                 read = true;
                 code.see(&rec);
-                replay.defs.to_mut().see(&rec, window);
+                replay.defs_mut().see(&rec, window);
                 replaying = replaying && in_time_order(h, rec.tag);
                 if replaying {
                     let (_, taken, last_ns) = thread_entry(&mut replayed, tid);
@@ -185,7 +185,7 @@ impl Follower {
                             disordered |= t < *last_ns;
                             *last_ns = t;
                         }
-                        replay.record(sinks, tid, &rec);
+                        replay.record(sinks, tid, t, &rec);
                     }
                 }
             });

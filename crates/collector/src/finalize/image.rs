@@ -647,14 +647,15 @@ impl<'a> Merged<'a> {
 }
 
 impl<'a> Iterator for Merged<'a> {
-    type Item = (u32, RawRecord<'a>);
+    /// A thread, a record's time and the record.
+    type Item = (u32, u64, RawRecord<'a>);
 
-    fn next(&mut self) -> Option<(u32, RawRecord<'a>)> {
-        let Reverse((_, i)) = self.heads.pop()?;
+    fn next(&mut self) -> Option<(u32, u64, RawRecord<'a>)> {
+        let Reverse((time, i)) = self.heads.pop()?;
         let rec = self.pending[i].take()?;
         let tid = self.cursors[i].tid;
         self.advance(i);
-        Some((tid, rec))
+        Some((tid, time, rec))
     }
 }
 

@@ -140,7 +140,7 @@ const BATCH: usize = 4096;
 /// Records of a log in time order, the blocks read to their end among them
 /// (released once replayed), and the log's bytes opened so far.
 struct Batch<'a> {
-    records: Vec<(u32, RawRecord<'a>)>,
+    records: Vec<(u32, u64, RawRecord<'a>)>,
     read: Vec<&'a [u8]>,
     blocks_started: u64,
 }
@@ -250,8 +250,8 @@ impl<'a> Replay<'a> {
             });
             let mut release = super::image::Release::default();
             for batch in received {
-                for (tid, rec) in &batch.records {
-                    self.record(sinks, *tid, rec);
+                for (tid, time, rec) in &batch.records {
+                    self.record(sinks, *tid, *time, rec);
                 }
                 for block in batch.read {
                     release.block(block);
@@ -263,6 +263,15 @@ impl<'a> Replay<'a> {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
         self.built.counts.add(&counts);
+    }
+
+    /// The image's definitions, to add to while its log is followed.
+    #[inline]
+    pub(crate) fn defs_mut(&mut self) -> &mut Definitions {
+        match self.defs {
+            Cow::Owned(ref mut defs) => defs,
+            Cow::Borrowed(_) => self.defs.to_mut(),
+        }
     }
 
     /// What a merge counts over the records (see [`LogCounts`]), for a
@@ -295,18 +304,18 @@ impl<'a> Replay<'a> {
         out.push(row);
     }
 
-    /// One record, by its kind; a payload too short for its kind is skipped.
+    /// One timed record (at `time`, as [`super::image::timed`] read it), by
+    /// its kind; a payload too short for its kind is skipped.
     pub(crate) fn record(
         &mut self,
         sinks: &mut Sinks,
         tid: u32,
+        time: u64,
         rec: &RawRecord<'_>,
     ) -> Option<()> {
-        if let Some(t) = super::image::record_time(rec) {
-            let defs = &self.defs;
-            let name = |id| defs.strings.get(&id).cloned();
-            (self.heap_sites).advance(self.rel(t), &mut sinks.site_timeline, name);
-        }
+        let defs = &self.defs;
+        let name = |id| defs.strings.get(&id).cloned();
+        (self.heap_sites).advance(self.rel(time), &mut sinks.site_timeline, name);
         match rec.tag {
             tag::ALLOC | tag::SMALL_ALLOC => self.alloc(sinks, tid, &rec.alloc()?),
             tag::FREE => self.free(sinks, tid, &rec.payload()?),
