@@ -70,6 +70,8 @@ pub(super) struct Peak {
 pub(super) struct HeapSites {
     pid: u32,
     index: FxHashMap<(u64, u64), u32>,
+    /// The site [`HeapSites::site_of`] gave last.
+    last_site: u32,
     sites: Vec<Site>,
     live: f64,
     live_usable: f64,
@@ -91,6 +93,7 @@ impl HeapSites {
         HeapSites {
             pid,
             index: FxHashMap::default(),
+            last_site: u32::MAX,
             sites: Vec::new(),
             live: 0.0,
             live_usable: 0.0,
@@ -106,8 +109,13 @@ impl HeapSites {
 
     /// The site of a stack and group.
     pub fn site_of(&mut self, stack: u64, group: u64) -> u32 {
+        // A program allocating in a loop asks for one site again and again.
+        let last = self.sites.get(self.last_site as usize);
+        if last.is_some_and(|s| s.stack == stack && s.group == group) {
+            return self.last_site;
+        }
         let sites = &mut self.sites;
-        *self.index.entry((stack, group)).or_insert_with(|| {
+        self.last_site = *self.index.entry((stack, group)).or_insert_with(|| {
             sites.push(Site {
                 stack,
                 group,
@@ -115,7 +123,8 @@ impl HeapSites {
                 ..Site::default()
             });
             (sites.len() - 1) as u32
-        })
+        });
+        self.last_site
     }
 
     /// A site's stack and group.
