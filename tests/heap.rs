@@ -314,7 +314,7 @@ fn replayed_during_the_run_as_after_it(command: &[&str]) {
 #[test]
 fn log_blocks_keep_every_event_in_order_and_only_staging_blocks_are_made_ready() {
     // Two threads allocating and freeing 1000000 blocks each, every block
-    // recorded: 4 M events, about 2000 log blocks, each staged in its
+    // recorded: 4 M events, about 1000 log blocks, each staged in its
     // thread's staging block and copied to the next block of the log. A
     // block taken out of a thread's order would put frees before their
     // allocations (unmatched frees, wrong leaks); one lost would drop events.
@@ -359,7 +359,7 @@ fn log_blocks_keep_every_event_in_order_and_only_staging_blocks_are_made_ready()
     eprintln!(
         "{used} blocks used, {taken} of them made ready by the collector; {unused} ready left"
     );
-    assert!(used >= 1900, "{used} blocks used");
+    assert!(used >= 900, "{used} blocks used");
     assert!(
         taken <= 2,
         "{taken} taken ready for 2 threads' staging blocks"
@@ -508,22 +508,27 @@ fn code_no_symbol_covers_is_named_by_module_and_offset() {
 }
 
 /// The largest resident set, MiB, of a command and of the processes it
-/// waited for.
-// The child is reaped by wait4, which gives its resource usage.
-#[allow(clippy::zombie_processes)]
+/// waited for. Started by a small process (python, as `bench/lib.sh`),
+/// not by this one: a process's peak as `wait4` gives it includes its
+/// parent's resident set at the exec (the kernel keeps the larger across
+/// it), and this test process holds other tests' logs.
 fn peak_mib(cmd: &mut Command) -> u64 {
-    let child = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
+    let out = Command::new("python3")
+        .args(["-c", PEAK_OF_CHILD])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
         .unwrap();
-    let mut status = 0;
-    // SAFETY: waits for our own child; rusage is plain data.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-    usage.ru_maxrss as u64 / 1024
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (status, peak) = text.trim().split_once(' ').expect("status and peak");
+    assert_eq!(status, "0", "{cmd:?}");
+    peak.parse().unwrap()
 }
+
+const PEAK_OF_CHILD: &str = "import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)";
 
 /// Every command's peak memory, MiB, for `pairs` malloc/free pairs recorded
 /// block by block (nothing live at once): record, finalize, report, report
@@ -579,7 +584,7 @@ fn every_block_memory_is_bounded_by_live_blocks_not_calls() {
     let small = every_block_peaks(d, exe, "1500000");
     let large = every_block_peaks(d, exe, "4500000");
     eprintln!("[record, finalize, report, html MiB, raw log MiB]: {small:?} then {large:?}");
-    assert!(large[4] > 2 * small[4] + 50, "{small:?} {large:?}");
+    assert!(large[4] > 2 * small[4] + 30, "{small:?} {large:?}");
     for (command, (s, l)) in ["record", "finalize", "report", "html"]
         .iter()
         .zip(small.iter().zip(&large))

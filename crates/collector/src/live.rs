@@ -341,7 +341,7 @@ impl LiveObjects {
                 }
             }
             tag::ALLOC | tag::SMALL_ALLOC => events.extend(rec.alloc().map(Event::Alloc)),
-            tag::FREE => events.extend(rec.payload().map(Event::Free)),
+            tag::FREE => events.extend(rec.free().map(Event::Free)),
             tag::MMAP => events.extend(rec.payload().map(Event::Mmap)),
             tag::MUNMAP => events.extend(rec.payload().map(Event::Munmap)),
             tag::MREMAP => events.extend(rec.payload().map(Event::Mremap)),

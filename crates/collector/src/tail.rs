@@ -16,9 +16,24 @@ use std::os::unix::fs::FileExt;
 struct Staging {
     /// Where its records go, as its header last said.
     dest: u64,
-    /// Bytes of those records already handed out; `None` once the written
+    /// Where the records not yet handed out begin; `None` once the written
     /// block at `dest` was read (it handed out the rest).
-    consumed: Option<usize>,
+    consumed: Option<Resume>,
+}
+
+/// A point within a block's body: its offset, and the context of the
+/// compact records after it ([`raw::Context`]).
+#[derive(Clone, Copy)]
+struct Resume {
+    at: usize,
+    context: raw::Context,
+}
+
+impl Resume {
+    const START: Resume = Resume {
+        at: 0,
+        context: raw::Context::new(),
+    };
 }
 
 /// The file is the caller's (passed to each read): a process's log is opened
@@ -34,7 +49,7 @@ pub struct LogTail {
     staged_to: HashMap<u64, u64>,
     /// Records of a destination block already handed out from its staging
     /// block, by the destination's index, until that block is read.
-    moved: HashMap<u64, usize>,
+    moved: HashMap<u64, Resume>,
     buf: Vec<u8>,
     /// Blocks whose records ended in one that cannot be read.
     pub malformed_blocks: u64,
@@ -82,15 +97,16 @@ impl LogTail {
                     let staged = (self.staged_to.remove(&index))
                         .and_then(|s| self.staging.get_mut(&s))
                         .filter(|s| s.dest == index);
-                    let skip = match staged {
-                        Some(s) => s.consumed.take().unwrap_or(0),
-                        None => self.moved.remove(&index).unwrap_or(0),
+                    let from = match staged {
+                        Some(s) => s.consumed.take(),
+                        None => self.moved.remove(&index),
                     };
-                    self.hand_out(file, index, tid, skip..used as usize, each);
+                    let from = from.unwrap_or(Resume::START);
+                    self.hand_out(file, index, tid, from, used as usize, each);
                 }
                 Some(BlockState::Staging { dest, .. }) => {
                     self.open.remove(&index);
-                    let consumed = Some(0);
+                    let consumed = Some(Resume::START);
                     self.staging.insert(index, Staging { dest, consumed });
                     self.staged_to.insert(dest, index);
                 }
@@ -118,7 +134,7 @@ impl LogTail {
             }
             self.staged_to.remove(&s.dest);
             self.staged_to.insert(dest, index);
-            (s.dest, s.consumed) = (dest, Some(0));
+            (s.dest, s.consumed) = (dest, Some(Resume::START));
             // The runtime wrote that block, and any it filled since, whole
             // before it named this destination: read them now, before the
             // records staged since, so that the thread's records keep their
@@ -139,11 +155,11 @@ impl LogTail {
             return;
         };
         let used = (used as usize).min(raw::BLOCK_CAPACITY);
-        if used <= consumed {
+        if used <= consumed.at {
             return;
         }
-        self.buf.resize(used - consumed, 0);
-        let at = raw::block_offset(index) + (raw::BLOCK_HEADER_SIZE + consumed) as u64;
+        self.buf.resize(used - consumed.at, 0);
+        let at = raw::block_offset(index) + (raw::BLOCK_HEADER_SIZE + consumed.at) as u64;
         if file.read_exact_at(&mut self.buf, at).is_err() {
             return;
         }
@@ -152,7 +168,7 @@ impl LogTail {
             Some(BlockState::Staging { dest: now, .. }) if now == dest => {}
             _ => return,
         }
-        let mut records = Records::new(&self.buf);
+        let mut records = Records::resume(&self.buf, consumed.context);
         records.by_ref().for_each(|rec| each(tid, rec));
         let s = self.staging.get_mut(&index).expect("followed");
         if records.malformed {
@@ -161,27 +177,29 @@ impl LogTail {
             self.staging.remove(&index);
             self.staged_to.remove(&dest);
         } else {
-            s.consumed = Some(used);
+            let context = records.context();
+            s.consumed = Some(Resume { at: used, context });
         }
     }
 
-    /// Hands out the records of a written block in `range` of its body.
+    /// Hands out the records of a written block's body from `from` to `end`.
     fn hand_out(
         &mut self,
         file: &File,
         index: u64,
         tid: u32,
-        range: std::ops::Range<usize>,
+        from: Resume,
+        end: usize,
         each: &mut dyn FnMut(u32, RawRecord<'_>),
     ) {
-        let end = range.end.min(raw::BLOCK_CAPACITY);
-        if end <= range.start {
+        let end = end.min(raw::BLOCK_CAPACITY);
+        if end <= from.at {
             return;
         }
-        self.buf.resize(end - range.start, 0);
-        let at = raw::block_offset(index) + (raw::BLOCK_HEADER_SIZE + range.start) as u64;
+        self.buf.resize(end - from.at, 0);
+        let at = raw::block_offset(index) + (raw::BLOCK_HEADER_SIZE + from.at) as u64;
         if file.read_exact_at(&mut self.buf, at).is_ok() {
-            let mut records = Records::new(&self.buf);
+            let mut records = Records::resume(&self.buf, from.context);
             records.by_ref().for_each(|rec| each(tid, rec));
             self.malformed_blocks += u64::from(records.malformed);
         }
@@ -221,16 +239,23 @@ pub(crate) mod test_log {
         body.truncate(used + n);
     }
 
-    /// A body of `Free` records, each at the time of its pointer.
+    /// Appends a free record to a block's body, in the runtime's compact
+    /// form, coded against `context` (the body's so far).
+    pub(crate) fn push_free(body: &mut Vec<u8>, context: &mut raw::Context, free: raw::Free) {
+        let used = body.len();
+        body.resize(raw::BLOCK_CAPACITY, 0);
+        let rest = raw::BLOCK_CAPACITY - used;
+        // SAFETY: the buffer has `rest` bytes after `used`.
+        let n = unsafe { raw::encode_free(body.as_mut_ptr().add(used), rest, &free, context) };
+        body.truncate(used + n.expect("fits"));
+    }
+
+    /// A body of free records, each at the time of its pointer: a reader
+    /// resuming within it must carry the times before.
     pub(crate) fn frees(ptrs: &[u64]) -> Vec<u8> {
-        let mut body = Vec::new();
+        let (mut body, mut context) = (Vec::new(), raw::Context::new());
         for &ptr in ptrs {
-            push(
-                &mut body,
-                raw::tag::FREE,
-                &raw::Free { time: ptr, ptr },
-                &[],
-            );
+            push_free(&mut body, &mut context, raw::Free { time: ptr, ptr });
         }
         body
     }
@@ -272,7 +297,6 @@ pub(crate) mod test_log {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memlens_rawlog::tag;
     use test_log::frees;
 
     /// A log with its header only, in `dir`: a writer and a reader of it.
@@ -287,7 +311,9 @@ mod tests {
     fn read(tail: &mut LogTail, file: &File) -> Vec<(u32, u64)> {
         let mut out = Vec::new();
         tail.read_new(file, &mut |tid, rec| {
-            out.extend(rec.payload::<raw::Free>().map(|f| (tid, f.ptr)))
+            let free = rec.free().expect("a free");
+            assert_eq!(free.time, free.ptr, "decoded against the records before");
+            out.push((tid, free.ptr))
         });
         out
     }
@@ -351,17 +377,17 @@ mod tests {
                 );
                 file.write_all_at(&header, raw::block_offset(0)).unwrap();
             };
-            let (mut dest, mut body) = (1, Vec::new());
+            let (mut dest, mut body, mut context) = (1, Vec::new(), raw::Context::new());
             write_staging(&mut file, 0, 7, dest, &body);
             for ptr in 1..=RECORDS {
                 let start = body.len();
-                test_log::push(&mut body, tag::FREE, &raw::Free { time: ptr, ptr }, &[]);
+                test_log::push_free(&mut body, &mut context, raw::Free { time: ptr, ptr });
                 let at = raw::block_offset(0) + (raw::BLOCK_HEADER_SIZE + start) as u64;
                 file.write_all_at(&body[start..], at).unwrap();
                 publish(&file, dest, body.len());
                 if ptr % PER_BLOCK == 0 {
                     write_block(&mut file, dest, 7, &body);
-                    (dest, body) = (dest + 1, Vec::new());
+                    (dest, body, context) = (dest + 1, Vec::new(), raw::Context::new());
                     publish(&file, dest, 0);
                 }
             }

@@ -16,7 +16,7 @@
 //! trailing bytes after the fixed part. `no_std`: the runtime must not allocate.
 #![no_std]
 
-use core::mem::size_of;
+use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMLENS1");
@@ -379,6 +379,10 @@ pub mod tag {
     /// each followed by a NUL), written by the runtime at its start when no
     /// collector knows it (transparent mode): a [`CommandLine`].
     pub const COMMAND_LINE: u16 = 31;
+    /// An allocation and a free coded against their block's [`Context`]
+    /// (see there); readers see them as [`ALLOC`] and [`FREE`].
+    pub const COMPACT_ALLOC: u16 = 32;
+    pub const COMPACT_FREE: u16 = 33;
 }
 
 /// Bits of [`FileHeader::faults`]: each makes a part of the log incomplete, and
@@ -458,7 +462,7 @@ pub mod alloc_flags {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Alloc {
     pub time: u64,
     pub ptr: u64,
@@ -520,7 +524,7 @@ impl From<SmallAlloc> for Alloc {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Free {
     pub time: u64,
     pub ptr: u64,
@@ -868,6 +872,15 @@ payload!(
 pub struct RawRecord<'a> {
     pub tag: u16,
     pub body: &'a [u8],
+    /// A compact record's values, decoded against its block's context.
+    coded: Coded,
+}
+
+#[derive(Clone, Copy)]
+enum Coded {
+    No,
+    Alloc(Alloc),
+    Free(Free),
 }
 
 impl<'a> RawRecord<'a> {
@@ -888,12 +901,33 @@ impl<'a> RawRecord<'a> {
         Some(out)
     }
 
-    /// An allocation record's payload, in either form (None for other tags).
+    /// An allocation record's payload, in any form (None for other tags).
     pub fn alloc(&self) -> Option<Alloc> {
-        match self.tag {
-            tag::ALLOC => self.payload(),
-            tag::SMALL_ALLOC => self.payload::<SmallAlloc>().map(Alloc::from),
+        match (self.tag, self.coded) {
+            (_, Coded::Alloc(a)) => Some(a),
+            (tag::ALLOC, _) => self.payload(),
+            (tag::SMALL_ALLOC, _) => self.payload::<SmallAlloc>().map(Alloc::from),
             _ => None,
+        }
+    }
+
+    /// A free record's payload, in either form (None for other tags).
+    pub fn free(&self) -> Option<Free> {
+        match (self.tag, self.coded) {
+            (_, Coded::Free(f)) => Some(f),
+            (tag::FREE, _) => self.payload(),
+            _ => None,
+        }
+    }
+
+    /// The record's time; None for a definition (a string or a stack).
+    pub fn time(&self) -> Option<u64> {
+        match (self.tag, self.coded) {
+            (_, Coded::Alloc(a)) => Some(a.time),
+            (_, Coded::Free(f)) => Some(f.time),
+            (tag::STRING | tag::STACK, _) => None,
+            // Every other payload starts with its u64 time.
+            _ => word_at(self.body, 0),
         }
     }
 
@@ -903,21 +937,122 @@ impl<'a> RawRecord<'a> {
     }
 }
 
+fn word_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The running values of a block's body that compact records are coded
+/// against: the time of its last allocation or free, the pointer and stack
+/// of its last allocation. So the common allocation takes 24 bytes (its
+/// stack the last one's) instead of [`SmallAlloc`]'s 40, and the free of the
+/// block allocated last 8 instead of 24: recording every block writes one
+/// of each per call, and a smaller log costs the program less time in the
+/// kernel writing it and the collector less reading it. Each body starts
+/// from the default, so a block reads alone; a reader resuming within a
+/// body carries the context it had there ([`Records::resume`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Context {
+    time: u64,
+    ptr: u64,
+    stack: u64,
+}
+
+impl Context {
+    /// A body's start (the default, as a `const fn` for the runtime's statics).
+    pub const fn new() -> Context {
+        Context {
+            time: 0,
+            ptr: 0,
+            stack: 0,
+        }
+    }
+
+    fn allocated(&mut self, a: &Alloc) {
+        (self.time, self.ptr, self.stack) = (a.time, a.ptr, a.stack);
+    }
+
+    /// The context after a full-form record, read from its body as the
+    /// writer's [`encode_alloc`] and [`encode_free`] set it.
+    fn see_full(&mut self, tag: u16, body: &[u8]) {
+        let stack_at = match tag {
+            tag::ALLOC => offset_of!(Alloc, stack),
+            tag::SMALL_ALLOC => offset_of!(SmallAlloc, stack),
+            tag::FREE => {
+                self.time = word_at(body, 0).unwrap_or(self.time);
+                return;
+            }
+            _ => return,
+        };
+        if let (Some(time), Some(ptr), Some(stack)) =
+            (word_at(body, 0), word_at(body, 8), word_at(body, stack_at))
+        {
+            (self.time, self.ptr, self.stack) = (time, ptr, stack);
+        }
+    }
+
+    /// A compact record's values (`word`: its header's second half), or
+    /// None if its length is not one the writer gives it.
+    fn decode(&mut self, tag: u16, word: u32, body: &[u8]) -> Option<Coded> {
+        match (tag, body.len()) {
+            (tag::COMPACT_ALLOC, 16 | 24) => {
+                let fields = word_at(body, 0)?;
+                let size = word as u64;
+                let a = Alloc {
+                    time: self.time.wrapping_add(fields & 0xffff_ffff),
+                    ptr: word_at(body, 8)?,
+                    size,
+                    usable: size + (fields >> 32 & 0xffff),
+                    stack: word_at(body, 16).unwrap_or(self.stack),
+                    group: 0,
+                    kind: (fields >> 48) as u8,
+                    flags: (fields >> 56) as u8,
+                    _pad: [0; 6],
+                };
+                self.allocated(&a);
+                Some(Coded::Alloc(a))
+            }
+            (tag::COMPACT_FREE, 0 | 8) => {
+                self.time = self.time.wrapping_add(word as u64);
+                let ptr = word_at(body, 0).unwrap_or(self.ptr);
+                Some(Coded::Free(Free {
+                    time: self.time,
+                    ptr,
+                }))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Iterates over the records in `buf`; stops at the first malformed header and
 /// reports it through [`Records::malformed`].
 pub struct Records<'a> {
     buf: &'a [u8],
     pos: usize,
+    context: Context,
     pub malformed: bool,
 }
 
 impl<'a> Records<'a> {
+    /// The records of a block's body from its start.
     pub fn new(buf: &'a [u8]) -> Self {
+        Records::resume(buf, Context::new())
+    }
+
+    /// The records of a block's body from within it, where a reader that
+    /// stopped there had `context` ([`Records::context`]).
+    pub fn resume(buf: &'a [u8], context: Context) -> Self {
         Records {
             buf,
             pos: 0,
+            context,
             malformed: false,
         }
+    }
+
+    /// The context after the records read so far.
+    pub fn context(&self) -> Context {
+        self.context
     }
 }
 
@@ -936,11 +1071,26 @@ impl<'a> Iterator for Records<'a> {
             self.malformed = true;
             return None;
         }
+        let body = &rest[RECORD_HEADER_SIZE..len];
+        let (tag, coded) = match tag {
+            tag::COMPACT_ALLOC | tag::COMPACT_FREE => {
+                let word = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+                match self.context.decode(tag, word, body) {
+                    Some(c @ Coded::Alloc(_)) => (tag::ALLOC, c),
+                    Some(c) => (tag::FREE, c),
+                    None => {
+                        self.malformed = true;
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                self.context.see_full(tag, body);
+                (tag, Coded::No)
+            }
+        };
         self.pos += len;
-        Some(RawRecord {
-            tag,
-            body: &rest[RECORD_HEADER_SIZE..len],
-        })
+        Some(RawRecord { tag, body, coded })
     }
 }
 
@@ -980,6 +1130,93 @@ pub unsafe fn encode<P: Payload>(
             core::ptr::write_bytes(tail.add(extra.len()), 0, pad);
         }
     }
+    Some(len)
+}
+
+/// Writes an allocation's record in the shortest form that holds it (see
+/// [`Context`]), moving the block's context past it; as [`encode`].
+///
+/// # Safety
+/// As [`encode`].
+#[inline]
+pub unsafe fn encode_alloc(
+    dst: *mut u8,
+    cap: usize,
+    a: &Alloc,
+    context: &mut Context,
+) -> Option<usize> {
+    let delta = a.time.wrapping_sub(context.time);
+    let slack = a.usable.wrapping_sub(a.size);
+    let compact = a.group == 0
+        && delta <= u32::MAX as u64
+        && a.size <= u32::MAX as u64
+        && slack <= u16::MAX as u64;
+    let len = if !compact {
+        // SAFETY: as the caller's.
+        unsafe {
+            match a.small() {
+                Some(small) => encode(dst, cap, tag::SMALL_ALLOC, &small, &[]),
+                None => encode(dst, cap, tag::ALLOC, a, &[]),
+            }
+        }?
+    } else {
+        let same_stack = a.stack == context.stack;
+        let len = if same_stack { 24 } else { 32 };
+        if len > cap {
+            return None;
+        }
+        let fields = delta | slack << 32 | (a.kind as u64) << 48 | (a.flags as u64) << 56;
+        let header = tag::COMPACT_ALLOC as u64 | (len as u64) << 16 | a.size << 32;
+        // SAFETY: `len` <= `cap` writable bytes.
+        unsafe {
+            let words = dst as *mut [u8; 8];
+            words.write(header.to_le_bytes());
+            words.add(1).write(fields.to_le_bytes());
+            words.add(2).write(a.ptr.to_le_bytes());
+            if !same_stack {
+                words.add(3).write(a.stack.to_le_bytes());
+            }
+        }
+        len
+    };
+    context.allocated(a);
+    Some(len)
+}
+
+/// Writes a free's record in the shortest form that holds it (see
+/// [`Context`]), moving the block's context past it; as [`encode`].
+///
+/// # Safety
+/// As [`encode`].
+#[inline]
+pub unsafe fn encode_free(
+    dst: *mut u8,
+    cap: usize,
+    f: &Free,
+    context: &mut Context,
+) -> Option<usize> {
+    let delta = f.time.wrapping_sub(context.time);
+    let len = if delta > u32::MAX as u64 {
+        // SAFETY: as the caller's.
+        unsafe { encode(dst, cap, tag::FREE, f, &[]) }?
+    } else {
+        let last_allocated = f.ptr == context.ptr;
+        let len = if last_allocated { 8 } else { 16 };
+        if len > cap {
+            return None;
+        }
+        let header = tag::COMPACT_FREE as u64 | (len as u64) << 16 | delta << 32;
+        // SAFETY: `len` <= `cap` writable bytes.
+        unsafe {
+            let words = dst as *mut [u8; 8];
+            words.write(header.to_le_bytes());
+            if !last_allocated {
+                words.add(1).write(f.ptr.to_le_bytes());
+            }
+        }
+        len
+    };
+    context.time = f.time;
     Some(len)
 }
 
@@ -1232,10 +1469,11 @@ pub fn parse_size(v: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+    use std::{vec, vec::Vec};
+
     #[test]
     fn stack_ids_do_not_collide() {
-        extern crate std;
-        use std::vec::Vec;
         // 200 000 stacks of 1 to 8 return addresses in a few code pages, as
         // real stacks are, and their one-bit and reordered variants.
         let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -1362,6 +1600,92 @@ mod tests {
         ] {
             assert!(wide.small().is_none(), "{wide:?}");
         }
+    }
+
+    /// What a thread's records are, allocations and frees in the forms
+    /// the writer picks, one after the other in a block's body.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Event {
+        Alloc(Alloc),
+        Free(Free),
+    }
+
+    /// Writes `events` into a body as the runtime's writer does: each
+    /// record's length and the body.
+    fn body_of(events: &[Event]) -> (Vec<usize>, Vec<u8>) {
+        let mut buf = vec![0u8; 4096];
+        let (mut at, mut context, mut lens) = (0, Context::new(), Vec::new());
+        for e in events {
+            let (dst, cap) = (buf[at..].as_mut_ptr(), buf.len() - at);
+            // SAFETY: `cap` bytes from `dst`.
+            let n = unsafe {
+                match e {
+                    Event::Alloc(a) => encode_alloc(dst, cap, a, &mut context),
+                    Event::Free(f) => encode_free(dst, cap, f, &mut context),
+                }
+            }
+            .unwrap();
+            lens.push(n);
+            at += n;
+        }
+        buf.truncate(at);
+        (lens, buf)
+    }
+
+    fn events_of(records: Records<'_>) -> Vec<Event> {
+        records
+            .map(|r| match r.tag {
+                tag::FREE => Event::Free(r.free().unwrap()),
+                _ => Event::Alloc(r.alloc().unwrap()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn compact_records_code_against_the_last_and_read_back_whole_from_any_point() {
+        let t0 = 5_000_000_000_000; // ns since boot: too far from 0 for 32 bits
+        let a = |time, ptr, stack| Alloc {
+            time,
+            ptr,
+            stack,
+            ..an_alloc()
+        };
+        let free = |time, ptr| Event::Free(Free { time, ptr });
+        let events = [
+            Event::Alloc(a(t0, 0x1000, 9)),       // first of the body: full
+            free(t0 + 10, 0x1000),                // the last allocated: 8 bytes
+            Event::Alloc(a(t0 + 20, 0x2000, 9)),  // same stack: 24 bytes
+            Event::Alloc(a(t0 + 30, 0x3000, 11)), // another: 32
+            free(t0 + 40, 0x2000),                // not the last: 16
+            free(t0 + 50 + (1 << 32), 0x3000),    // 4.3 s later: full
+            Event::Alloc(Alloc {
+                group: 3,
+                ..a(t0 + 60 + (1 << 32), 0x4000, 11)
+            }), // grouped: full
+            Event::Alloc(a(t0 + 10, 0x5000, 11)), // earlier (another CPU's clock): full
+            Event::Alloc(Alloc {
+                usable: 100 + 65536,
+                ..a(t0 + 20, 0x6000, 11)
+            }), // slack past 16 bits: full
+            free(t0 + 30, 0x6000),
+        ];
+        let (lens, body) = body_of(&events);
+        assert_eq!(lens, [40, 8, 24, 32, 16, 24, 64, 40, 64, 8]);
+        assert_eq!(events_of(Records::new(&body)), events);
+        // A reader stopping anywhere and resuming with its context reads the rest.
+        let mut records = Records::new(&body);
+        for (i, len) in lens.iter().enumerate() {
+            let at = lens[..i].iter().sum::<usize>();
+            let rest = Records::resume(&body[at..], records.context());
+            assert_eq!(events_of(rest), events[i..], "from record {i}");
+            assert_eq!(records.next().unwrap().body.len() + 8, *len);
+        }
+        assert!(!records.malformed);
+        // A compact record of a length the writer never gives ends the body.
+        let mut torn = body.clone();
+        torn[40 + 2] = 24; // the compact free after the first allocation, as 24 bytes
+        let mut records = Records::new(&torn);
+        assert!(records.next().is_some() && records.next().is_none() && records.malformed);
     }
 
     #[test]

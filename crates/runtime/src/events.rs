@@ -248,10 +248,7 @@ pub(crate) fn record_alloc(
         flags,
         _pad: [0; 6],
     };
-    match ev.small() {
-        Some(small) => st.writer.write(st.tid, tag::SMALL_ALLOC, &small, &[]),
-        None => st.writer.write(st.tid, tag::ALLOC, &ev, &[]),
-    };
+    st.writer.write_alloc(st.tid, &ev);
     set_errno(saved);
 }
 

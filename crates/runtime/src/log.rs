@@ -333,6 +333,8 @@ fn writable_log() -> Option<(&'static FileHeader, i32)> {
 pub struct Writer {
     block: *mut u8,
     used: usize,
+    /// What the block's compact records are coded against.
+    context: raw::Context,
     /// The block the staging block's records go to (see
     /// [`raw::BlockState::Staging`]).
     dest: u64,
@@ -347,6 +349,7 @@ impl Writer {
         Writer {
             block: core::ptr::null_mut(),
             used: 0,
+            context: raw::Context::new(),
             dest: 0,
             last: (0, 0),
         }
@@ -360,20 +363,47 @@ impl Writer {
         payload: &P,
         extra: &[u8],
     ) -> bool {
+        // SAFETY: `put` passes the writable bytes at `dst`.
+        self.put(tid, |dst, cap, _| unsafe {
+            raw::encode(dst, cap, tag, payload, extra)
+        })
+    }
+
+    /// Appends an allocation's record, in its shortest form.
+    pub fn write_alloc(&mut self, tid: u32, a: &raw::Alloc) -> bool {
+        // SAFETY: as in `write`.
+        self.put(tid, |dst, cap, context| unsafe {
+            raw::encode_alloc(dst, cap, a, context)
+        })
+    }
+
+    /// Appends a free's record, in its shortest form.
+    pub fn write_free(&mut self, tid: u32, f: &raw::Free) -> bool {
+        // SAFETY: as in `write`.
+        self.put(tid, |dst, cap, context| unsafe {
+            raw::encode_free(dst, cap, f, context)
+        })
+    }
+
+    /// Appends the record `encode` writes at the given address with room
+    /// for the given bytes (None if it does not fit), coded against the
+    /// block's context.
+    #[inline(always)]
+    fn put(
+        &mut self,
+        tid: u32,
+        mut encode: impl FnMut(*mut u8, usize, &mut raw::Context) -> Option<usize>,
+    ) -> bool {
         for _ in 0..2 {
             if self.block.is_null() && !self.preserving_errno(|w| w.map_staging(tid)) {
                 break;
             }
             // SAFETY: the block is mapped for BLOCK_SIZE bytes and `used` < capacity.
-            unsafe {
-                let dst = self.block.add(raw::BLOCK_HEADER_SIZE + self.used);
-                if let Some(n) =
-                    raw::encode(dst, raw::BLOCK_CAPACITY - self.used, tag, payload, extra)
-                {
-                    self.used += n;
-                    self.publish();
-                    return true;
-                }
+            let dst = unsafe { self.block.add(raw::BLOCK_HEADER_SIZE + self.used) };
+            if let Some(n) = encode(dst, raw::BLOCK_CAPACITY - self.used, &mut self.context) {
+                self.used += n;
+                self.publish();
+                return true;
             }
             if !self.preserving_errno(|w| w.flush(tid)) {
                 break;
@@ -463,7 +493,7 @@ impl Writer {
             // write fault. Kernels before 5.14 refuse it and fault as before.
             libc::madvise(p, raw::BLOCK_SIZE, MADV_POPULATE_WRITE);
             self.block = p as *mut u8;
-            self.used = 0;
+            (self.used, self.context) = (0, raw::Context::new());
             self.dest = dest;
             let b = p as *mut BlockHeader;
             (*b).tid = tid;
@@ -499,7 +529,7 @@ impl Writer {
         let Some(dest) = self.take_block(h, fd, false) else {
             return false;
         };
-        self.used = 0;
+        (self.used, self.context) = (0, raw::Context::new());
         self.dest = dest;
         self.publish();
         true
@@ -513,6 +543,6 @@ impl Writer {
             unsafe { sys::munmap(self.block as *mut c_void, raw::BLOCK_SIZE) };
         }
         self.block = core::ptr::null_mut();
-        self.used = 0;
+        (self.used, self.context) = (0, raw::Context::new());
     }
 }

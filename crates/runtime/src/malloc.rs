@@ -7,7 +7,7 @@ use crate::init::settings;
 use crate::thread::ThreadState;
 use crate::{allocator, sys, track};
 use core::ffi::{c_int, c_void};
-use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag};
+use memlens_rawlog::{self as raw, alloc_flags, alloc_kind};
 
 /// Accounts for a new block and records an event for it if it is large, sampled
 /// or grouped. `force` records it regardless (a realloc of a recorded block).
@@ -66,7 +66,7 @@ fn record_free(st: &mut ThreadState, ptr: u64) {
         time: st.clock.now(),
         ptr,
     };
-    st.writer.write(st.tid, tag::FREE, &ev, &[]);
+    st.writer.write_free(st.tid, &ev);
 }
 
 /// A free outside the hooks (as [`unhooked_alloc`]), out of the fast path.
@@ -89,7 +89,7 @@ fn on_free_dead(ptr: *mut c_void) {
             ptr: p,
         };
         with_orphan(|w| {
-            w.write(0, tag::FREE, &ev, &[]);
+            w.write_free(0, &ev);
         });
     }
 }

@@ -105,8 +105,8 @@ pub(super) struct ThreadStream<'a> {
 pub(crate) struct Taken {
     pub(crate) records: u64,
     pub(crate) bytes: u64,
-    /// The last record's tag and length, and its first word (the time of a
-    /// timed record): a cheap name for it.
+    /// The last record's tag and length, and its time (or first word, for
+    /// a definition): a cheap name for it.
     pub(crate) last: (u16, usize, u64),
 }
 
@@ -115,8 +115,9 @@ impl Taken {
         let len = raw::RECORD_HEADER_SIZE + rec.body.len();
         self.records += 1;
         self.bytes += len as u64;
-        let word = (rec.body.get(..8)).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()));
-        self.last = (rec.tag, len, word);
+        let first_word =
+            || (rec.body.get(..8)).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()));
+        self.last = (rec.tag, len, rec.time().unwrap_or_else(first_word));
     }
 }
 
@@ -335,7 +336,7 @@ impl Definitions {
     /// begun during the run calls for every record).
     #[inline(never)]
     fn define(&mut self, rec: &RawRecord<'_>, window: TimeWindow) {
-        if record_time(rec).is_some_and(|t| !window.contains(t)) {
+        if rec.time().is_some_and(|t| !window.contains(t)) {
             return;
         }
         match rec.tag {
@@ -667,7 +668,7 @@ pub(crate) fn timed(
     window: TimeWindow,
     counts: &mut LogCounts,
 ) -> Option<u64> {
-    let t = record_time(rec)?;
+    let t = rec.time()?;
     if !window.contains(t) {
         counts.damaged_records += 1;
         return None;
@@ -684,17 +685,6 @@ pub(crate) fn timed(
     Some(t)
 }
 
-pub(super) fn record_time(rec: &RawRecord<'_>) -> Option<u64> {
-    // Every timed payload starts with its u64 time.
-    match rec.tag {
-        tag::STRING | tag::STACK => None,
-        _ => rec
-            .body
-            .get(0..8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -709,7 +699,7 @@ mod tests {
             .map(|s| {
                 let ptrs = (s.blocks.iter())
                     .flat_map(|b| Records::new(b))
-                    .filter_map(|r| r.payload::<raw::Free>().map(|f| f.ptr))
+                    .filter_map(|r| r.free().map(|f| f.ptr))
                     .collect();
                 (s.tid, ptrs)
             })

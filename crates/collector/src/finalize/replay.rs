@@ -318,7 +318,7 @@ impl<'a> Replay<'a> {
         (self.heap_sites).advance(self.rel(time), &mut sinks.site_timeline, name);
         match rec.tag {
             tag::ALLOC | tag::SMALL_ALLOC => self.alloc(sinks, tid, &rec.alloc()?),
-            tag::FREE => self.free(sinks, tid, &rec.payload()?),
+            tag::FREE => self.free(sinks, tid, &rec.free()?),
             tag::MMAP => self.mmap(sinks, tid, &rec.payload()?),
             tag::MREMAP => self.mremap(sinks, tid, &rec.payload()?),
             tag::MUNMAP => self.munmap(sinks, &rec.payload()?),
