@@ -872,19 +872,18 @@ payload!(
 pub struct RawRecord<'a> {
     pub tag: u16,
     pub body: &'a [u8],
-    /// A compact record's values, decoded against its block's context.
-    coded: Coded,
-}
-
-#[derive(Clone, Copy)]
-enum Coded {
-    No,
-    Alloc(Alloc),
-    Free(Free),
+    /// The tag in the log: a compact form's is not `tag`.
+    form: u16,
+    /// The second half of the record's header (a compact form's field).
+    word: u32,
+    /// The block's context after this record: a compact record's time,
+    /// pointer and stack, as decoded.
+    context: Context,
 }
 
 impl<'a> RawRecord<'a> {
     /// The fixed payload, or `None` if the record is too short for it.
+    #[inline]
     pub fn payload<P: Payload>(&self) -> Option<P> {
         if self.body.len() < size_of::<P>() {
             return None;
@@ -902,30 +901,50 @@ impl<'a> RawRecord<'a> {
     }
 
     /// An allocation record's payload, in any form (None for other tags).
+    #[inline]
     pub fn alloc(&self) -> Option<Alloc> {
-        match (self.tag, self.coded) {
-            (_, Coded::Alloc(a)) => Some(a),
-            (tag::ALLOC, _) => self.payload(),
-            (tag::SMALL_ALLOC, _) => self.payload::<SmallAlloc>().map(Alloc::from),
+        match self.form {
+            tag::COMPACT_ALLOC => {
+                let fields = word_at(self.body, 0)?;
+                let size = self.word as u64;
+                Some(Alloc {
+                    time: self.context.time,
+                    ptr: self.context.ptr,
+                    size,
+                    usable: size + (fields >> 32 & 0xffff),
+                    stack: self.context.stack,
+                    group: 0,
+                    kind: (fields >> 48) as u8,
+                    flags: (fields >> 56) as u8,
+                    _pad: [0; 6],
+                })
+            }
+            tag::ALLOC => self.payload(),
+            tag::SMALL_ALLOC => self.payload::<SmallAlloc>().map(Alloc::from),
             _ => None,
         }
     }
 
     /// A free record's payload, in either form (None for other tags).
+    #[inline]
     pub fn free(&self) -> Option<Free> {
-        match (self.tag, self.coded) {
-            (_, Coded::Free(f)) => Some(f),
-            (tag::FREE, _) => self.payload(),
+        match self.form {
+            tag::COMPACT_FREE => Some(Free {
+                time: self.context.time,
+                // The block allocated last, unless named.
+                ptr: word_at(self.body, 0).unwrap_or(self.context.ptr),
+            }),
+            tag::FREE => self.payload(),
             _ => None,
         }
     }
 
     /// The record's time; None for a definition (a string or a stack).
+    #[inline]
     pub fn time(&self) -> Option<u64> {
-        match (self.tag, self.coded) {
-            (_, Coded::Alloc(a)) => Some(a.time),
-            (_, Coded::Free(f)) => Some(f.time),
-            (tag::STRING | tag::STACK, _) => None,
+        match self.form {
+            tag::COMPACT_ALLOC | tag::COMPACT_FREE => Some(self.context.time),
+            tag::STRING | tag::STACK => None,
             // Every other payload starts with its u64 time.
             _ => word_at(self.body, 0),
         }
@@ -937,6 +956,7 @@ impl<'a> RawRecord<'a> {
     }
 }
 
+#[inline]
 fn word_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
@@ -967,10 +987,6 @@ impl Context {
         }
     }
 
-    fn allocated(&mut self, a: &Alloc) {
-        (self.time, self.ptr, self.stack) = (a.time, a.ptr, a.stack);
-    }
-
     /// The context after a full-form record, read from its body as the
     /// writer's [`encode_alloc`] and [`encode_free`] set it.
     fn see_full(&mut self, tag: u16, body: &[u8]) {
@@ -990,36 +1006,26 @@ impl Context {
         }
     }
 
-    /// A compact record's values (`word`: its header's second half), or
-    /// None if its length is not one the writer gives it.
-    fn decode(&mut self, tag: u16, word: u32, body: &[u8]) -> Option<Coded> {
+    /// Moves past a compact record (`word`: its header's second half): its
+    /// time, and an allocation's pointer and stack, become the context's;
+    /// false if its length is not one the writer gives it.
+    #[inline]
+    fn decode(&mut self, tag: u16, word: u32, body: &[u8]) -> bool {
         match (tag, body.len()) {
             (tag::COMPACT_ALLOC, 16 | 24) => {
-                let fields = word_at(body, 0)?;
-                let size = word as u64;
-                let a = Alloc {
-                    time: self.time.wrapping_add(fields & 0xffff_ffff),
-                    ptr: word_at(body, 8)?,
-                    size,
-                    usable: size + (fields >> 32 & 0xffff),
-                    stack: word_at(body, 16).unwrap_or(self.stack),
-                    group: 0,
-                    kind: (fields >> 48) as u8,
-                    flags: (fields >> 56) as u8,
-                    _pad: [0; 6],
+                let (Some(fields), Some(ptr)) = (word_at(body, 0), word_at(body, 8)) else {
+                    return false;
                 };
-                self.allocated(&a);
-                Some(Coded::Alloc(a))
+                self.time = self.time.wrapping_add(fields & 0xffff_ffff);
+                self.ptr = ptr;
+                self.stack = word_at(body, 16).unwrap_or(self.stack);
+                true
             }
             (tag::COMPACT_FREE, 0 | 8) => {
                 self.time = self.time.wrapping_add(word as u64);
-                let ptr = word_at(body, 0).unwrap_or(self.ptr);
-                Some(Coded::Free(Free {
-                    time: self.time,
-                    ptr,
-                }))
+                true
             }
-            _ => None,
+            _ => false,
         }
     }
 }
@@ -1059,6 +1065,7 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = RawRecord<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<RawRecord<'a>> {
         let rest = self.buf.get(self.pos..)?;
         if rest.len() < RECORD_HEADER_SIZE {
@@ -1072,25 +1079,35 @@ impl<'a> Iterator for Records<'a> {
             return None;
         }
         let body = &rest[RECORD_HEADER_SIZE..len];
-        let (tag, coded) = match tag {
+        let (form, word) = (
+            tag,
+            u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]),
+        );
+        let tag = match form {
             tag::COMPACT_ALLOC | tag::COMPACT_FREE => {
-                let word = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
-                match self.context.decode(tag, word, body) {
-                    Some(c @ Coded::Alloc(_)) => (tag::ALLOC, c),
-                    Some(c) => (tag::FREE, c),
-                    None => {
-                        self.malformed = true;
-                        return None;
-                    }
+                if !self.context.decode(form, word, body) {
+                    self.malformed = true;
+                    return None;
+                }
+                if form == tag::COMPACT_ALLOC {
+                    tag::ALLOC
+                } else {
+                    tag::FREE
                 }
             }
             _ => {
-                self.context.see_full(tag, body);
-                (tag, Coded::No)
+                self.context.see_full(form, body);
+                form
             }
         };
         self.pos += len;
-        Some(RawRecord { tag, body, coded })
+        Some(RawRecord {
+            tag,
+            body,
+            form,
+            word,
+            context: self.context,
+        })
     }
 }
 
@@ -1179,7 +1196,7 @@ pub unsafe fn encode_alloc(
         }
         len
     };
-    context.allocated(a);
+    (context.time, context.ptr, context.stack) = (a.time, a.ptr, a.stack);
     Some(len)
 }
 
