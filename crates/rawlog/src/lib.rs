@@ -20,7 +20,8 @@ use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMLENS1");
-pub const VERSION: u32 = 3;
+/// The log's format: 4 added the compact allocation and free records.
+pub const VERSION: u32 = 4;
 pub const HEADER_SIZE: usize = 256 * 1024;
 /// Small enough that a program with thousands of short threads, each holding one
 /// block, stays cheap in disk space; large enough that a busy thread maps a new
