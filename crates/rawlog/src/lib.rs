@@ -970,7 +970,9 @@ fn word_at(b: &[u8], at: usize) -> Option<u64> {
 /// of each per call, and a smaller log costs the program less time in the
 /// kernel writing it and the collector less reading it. Each body starts
 /// from the default, so a block reads alone; a reader resuming within a
-/// body carries the context it had there ([`Records::resume`]).
+/// body carries the context it had there ([`Records::resume`]). A writer
+/// writes every allocation and free through [`encode_alloc`] and
+/// [`encode_free`], which keep its context as readers will.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Context {
     time: u64,

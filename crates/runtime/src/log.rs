@@ -363,6 +363,8 @@ impl Writer {
         payload: &P,
         extra: &[u8],
     ) -> bool {
+        // They move the block's context: `write_alloc` and `write_free`.
+        debug_assert!(![raw::tag::ALLOC, raw::tag::SMALL_ALLOC, raw::tag::FREE].contains(&tag));
         // SAFETY: `put` passes the writable bytes at `dst`.
         self.put(tid, |dst, cap, _| unsafe {
             raw::encode(dst, cap, tag, payload, extra)
