@@ -221,33 +221,34 @@ pub(crate) mod test_log {
     use std::fs::File;
     use std::io::{Seek, SeekFrom, Write};
 
-    /// Appends one record to a block's body.
-    pub(crate) fn push<P: raw::Payload>(body: &mut Vec<u8>, tag: u16, payload: &P, extra: &[u8]) {
+    /// Appends the record `encode` writes (given where the body's free
+    /// bytes begin and how many there are) to a block's body.
+    fn append(body: &mut Vec<u8>, encode: impl FnOnce(*mut u8, usize) -> Option<usize>) {
         let used = body.len();
         body.resize(raw::BLOCK_CAPACITY, 0);
-        // SAFETY: the buffer has BLOCK_CAPACITY - used bytes after `used`.
-        let n = unsafe {
-            raw::encode(
-                body.as_mut_ptr().add(used),
-                raw::BLOCK_CAPACITY - used,
-                tag,
-                payload,
-                extra,
-            )
-        }
-        .expect("fits");
-        body.truncate(used + n);
+        // SAFETY: `used` is within the buffer.
+        let n = encode(
+            unsafe { body.as_mut_ptr().add(used) },
+            raw::BLOCK_CAPACITY - used,
+        );
+        body.truncate(used + n.expect("fits"));
+    }
+
+    /// Appends one record to a block's body.
+    pub(crate) fn push<P: raw::Payload>(body: &mut Vec<u8>, tag: u16, payload: &P, extra: &[u8]) {
+        // SAFETY: `append` passes the writable bytes at `dst`.
+        append(body, |dst, cap| unsafe {
+            raw::encode(dst, cap, tag, payload, extra)
+        });
     }
 
     /// Appends a free record to a block's body, in the runtime's compact
     /// form, coded against `context` (the body's so far).
     pub(crate) fn push_free(body: &mut Vec<u8>, context: &mut raw::Context, free: raw::Free) {
-        let used = body.len();
-        body.resize(raw::BLOCK_CAPACITY, 0);
-        let rest = raw::BLOCK_CAPACITY - used;
-        // SAFETY: the buffer has `rest` bytes after `used`.
-        let n = unsafe { raw::encode_free(body.as_mut_ptr().add(used), rest, &free, context) };
-        body.truncate(used + n.expect("fits"));
+        // SAFETY: as in `push`.
+        append(body, |dst, cap| unsafe {
+            raw::encode_free(dst, cap, &free, context)
+        });
     }
 
     /// A body of free records, each at the time of its pointer: a reader
