@@ -80,7 +80,7 @@ pub(super) struct HeapSites {
     peaks: u64,
     /// Each thread's last allocation, to tell temporaries: the thread that
     /// allocated last, and the others'.
-    last_alloc: (u32, u64),
+    last_alloc: Option<(u32, u64)>,
     others_last_alloc: FxHashMap<u32, u64>,
     /// Every block was recorded: temporaries can be told.
     every_block: bool,
@@ -99,7 +99,7 @@ impl HeapSites {
             live_usable: 0.0,
             peak: Peak::default(),
             peaks: 0,
-            last_alloc: (0, 0),
+            last_alloc: None,
             others_last_alloc: FxHashMap::default(),
             every_block,
             tick_ns: tick_ns.max(1),
@@ -172,21 +172,19 @@ impl HeapSites {
                 time_ns: b.alloc_ns,
             };
         }
-        if self.last_alloc.0 != b.tid {
-            let (tid, ptr) = self.last_alloc;
+        if let Some((tid, ptr)) = self.last_alloc.filter(|last| last.0 != b.tid) {
             self.others_last_alloc.insert(tid, ptr);
         }
-        self.last_alloc = (b.tid, ptr);
+        self.last_alloc = Some((b.tid, ptr));
     }
 
     /// A block freed by thread `tid` at `at` (or found ended by its
     /// address's reuse: `tid` None).
     pub fn freed(&mut self, ptr: u64, b: &LiveBlock, tid: Option<u32>, at: u64) {
         self.before_change(b.site);
-        let last = if self.last_alloc.0 == b.tid {
-            Some(self.last_alloc.1)
-        } else {
-            self.others_last_alloc.get(&b.tid).copied()
+        let last = match self.last_alloc {
+            Some((tid, ptr)) if tid == b.tid => Some(ptr),
+            _ => self.others_last_alloc.get(&b.tid).copied(),
         };
         let temporary = tid == Some(b.tid) && last == Some(ptr);
         let s = &mut self.sites[b.site as usize];
