@@ -264,11 +264,15 @@ pub fn pvalloc(size: usize) -> *mut c_void {
 /// blocks and when that allocator cannot tell.
 #[inline(always)]
 pub fn usable_size(p: *mut c_void) -> usize {
-    if GLIBC.load(Ordering::Relaxed) {
-        if arena::owns(p) {
-            return 0;
-        }
-        // SAFETY: a live block of glibc's allocator.
+    usable_size_in(is_glibc(), p)
+}
+
+/// [`usable_size`] for a hook that has read [`is_glibc`] already.
+#[inline(always)]
+pub fn usable_size_in(glibc: bool, p: *mut c_void) -> usize {
+    if glibc {
+        // SAFETY: a live block of glibc's allocator, or of the arena, whose
+        // blocks read as glibc chunks of 0 usable bytes.
         return unsafe { glibc_usable_size(p) };
     }
     if arena::owns(p) || !SIZES_KNOWN.load(Ordering::Relaxed) {
@@ -282,7 +286,7 @@ pub fn usable_size(p: *mut c_void) -> usize {
 /// next chunk (a second cache line): this runs on every malloc and free.
 ///
 /// # Safety
-/// `p` is a live block returned by glibc's allocator.
+/// `p` is a live block returned by glibc's allocator or the arena.
 #[inline(always)]
 unsafe fn glibc_usable_size(p: *mut c_void) -> usize {
     const IS_MMAPPED: usize = 0x2;
@@ -302,6 +306,8 @@ mod arena {
     use core::sync::atomic::{AtomicUsize, Ordering};
 
     const SIZE: usize = 64 * 1024;
+    /// A glibc chunk size field of 8 bytes, flags clear: 0 usable bytes.
+    const EMPTY_CHUNK: usize = 8;
     #[repr(C, align(4096))]
     struct Memory(core::cell::UnsafeCell<[u8; SIZE]>);
     // SAFETY: disjoint ranges are handed out by an atomic bump.
@@ -318,20 +324,25 @@ mod arena {
         (p as usize).wrapping_sub(base()) < SIZE
     }
 
-    /// A block with its size in the word before it.
+    /// A block whose two words before it hold its size and what a glibc
+    /// chunk of 0 usable bytes has as its size field: the hooks read usable
+    /// sizes from there without asking first whose block it is.
     pub fn alloc(size: usize, align: usize) -> *mut c_void {
         let align = align.clamp(16, 4096);
         let mut cur = USED.load(Ordering::Relaxed);
         loop {
-            let start = (base() + cur + 8).next_multiple_of(align);
+            let start = (base() + cur + 16).next_multiple_of(align);
             let end = start - base() + size;
             if end > SIZE {
                 return core::ptr::null_mut();
             }
             match USED.compare_exchange_weak(cur, end, Ordering::AcqRel, Ordering::Relaxed) {
                 Ok(_) => {
-                    // SAFETY: `start - 8` lies in the range just reserved.
-                    unsafe { *((start - 8) as *mut usize) = size };
+                    // SAFETY: `start - 16 .. start` lies in the range just reserved.
+                    unsafe {
+                        *((start - 16) as *mut usize) = size;
+                        *((start - 8) as *mut usize) = EMPTY_CHUNK;
+                    }
                     return start as *mut c_void;
                 }
                 Err(now) => cur = now,
@@ -344,7 +355,7 @@ mod arena {
         if !q.is_null() {
             // SAFETY: `p` is an arena block, its size stored before it.
             unsafe {
-                let old = *((p as usize - 8) as *const usize);
+                let old = *((p as usize - 16) as *const usize);
                 core::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, old.min(size));
             }
         }

@@ -29,39 +29,60 @@ pub(crate) fn set_errno(v: c_int) {
 /// event must pass through unrecorded (not ready, nested, runtime thread, exited).
 #[inline(always)]
 pub(crate) fn enter() -> Option<&'static mut ThreadState> {
-    if STATE.load(Ordering::Relaxed) != READY {
-        core::hint::cold_path();
-        return None;
-    }
-    let p = match thread::tls_get() {
-        thread::NONE => first_state(),
-        thread::DEAD | thread::INTERNAL => {
-            core::hint::cold_path();
-            return None;
-        }
-        p => p as *mut ThreadState,
-    };
-    // SAFETY: a state is only used by its own thread (null: none could be made).
-    let st = unsafe { p.as_mut()? };
-    if st.in_hook {
-        core::hint::cold_path();
-        return None;
-    }
+    let st = state()?;
     st.in_hook = true;
     Some(st)
 }
 
-/// The state of a thread's first event, out of the hooks' fast path (whose
-/// every register saved and restored costs every call).
+/// The calling thread's state as [`enter`] finds it, the guard left as it is:
+/// for the allocation hooks, whose fast path only counts. Its two stores
+/// around the allocator's call cost a tenth of a malloc-heavy program's time;
+/// what may call back into a hook (a stack walk, the log, a lock, an
+/// allocator other than glibc's) runs in [`guarded`].
+#[inline(always)]
+pub(crate) fn state() -> Option<&'static mut ThreadState> {
+    if STATE.load(Ordering::Relaxed) != READY {
+        core::hint::cold_path();
+        return None;
+    }
+    let mut p = thread::tls_get();
+    if p <= thread::INTERNAL {
+        p = first_state(p)?;
+    }
+    // SAFETY: a state is only used by its own thread.
+    let st = unsafe { &mut *(p as *mut ThreadState) };
+    if st.in_hook {
+        core::hint::cold_path();
+        return None;
+    }
+    Some(st)
+}
+
+/// Runs `f` with the guard taken, then leaves the guard as it found it.
+#[inline(always)]
+pub(crate) fn guarded<R>(st: &mut ThreadState, f: impl FnOnce(&mut ThreadState) -> R) -> R {
+    let was = st.in_hook;
+    st.in_hook = true;
+    let r = f(st);
+    st.in_hook = was;
+    r
+}
+
+/// For a TLS slot that holds no state: the state of the thread's first
+/// event (made now), or `None` for a thread past its exit or the runtime's
+/// own. Out of the hooks' fast path (whose every register saved and restored
+/// costs every call).
 #[cold]
 #[inline(never)]
-fn first_state() -> *mut ThreadState {
+fn first_state(slot: usize) -> Option<usize> {
+    if slot != thread::NONE {
+        return None;
+    }
     let p = thread::create();
     // SAFETY: a fresh state of this thread, not yet in use.
-    if let Some(st) = unsafe { p.as_mut() } {
-        record_thread_start(st);
-    }
-    p
+    let st = unsafe { p.as_mut() }?;
+    guarded(st, record_thread_start);
+    Some(p as usize)
 }
 
 #[inline(always)]

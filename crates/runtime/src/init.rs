@@ -69,6 +69,7 @@ extern "C" fn init() {
             return;
         }
         allocator::resolve();
+        crate::malloc::configure(settings());
         clock::init();
         thread::init_key();
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));

@@ -2,61 +2,99 @@
 //! is counted and, when large, sampled or grouped, recorded with its stack.
 
 use crate::events::{count, count_dead, next_sample_countdown, record_alloc, with_orphan};
-use crate::guard::{enter, errno, is_dead_thread, leave, set_errno};
-use crate::init::settings;
+use crate::guard::{enter, errno, guarded, is_dead_thread, leave, set_errno, state};
 use crate::thread::ThreadState;
 use crate::{allocator, sys, track};
 use core::ffi::{c_int, c_void};
-use memlens_rawlog::{self as raw, alloc_flags, alloc_kind};
+use core::sync::atomic::{AtomicU64, Ordering};
+use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, RuntimeSettings};
 
-/// Accounts for a new block and records an event for it if it is large, sampled
-/// or grouped. `force` records it regardless (a realloc of a recorded block).
+/// Requests of at least this many bytes are recorded exactly: `min_size`, or
+/// 0 when every block is (a byte countdown would skip blocks of 0 bytes, and
+/// a few small ones). Set at start, before any hook runs.
+static EXACT_FROM: AtomicU64 = AtomicU64::new(u64::MAX);
+
+pub(crate) fn configure(s: &RuntimeSettings) {
+    let from = if s.sample_rate == 1 { 0 } else { s.min_size };
+    EXACT_FROM.store(from, Ordering::Relaxed);
+}
+
+/// Accounts for a new block of `usable` bytes and records an event for it if
+/// it is large, sampled or grouped. `force` records it regardless (a realloc
+/// of a recorded block).
 #[inline(always)]
-fn on_alloc(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8, force: bool) {
-    let usable = allocator::usable_size(ptr) as u64;
+fn on_alloc(
+    st: &mut ThreadState,
+    ptr: *mut c_void,
+    size: usize,
+    usable: u64,
+    kind: u8,
+    force: bool,
+) {
     count(st, usable, 0);
     let size = size as u64;
-    let s = settings();
-    let group = if st.group_depth > 0 {
-        st.groups[st.group_depth - 1]
-    } else {
-        0
+    // Most calls: small, outside any group, the countdown not yet run out.
+    if size < EXACT_FROM.load(Ordering::Relaxed) && st.group_depth == 0 && !force {
+        st.countdown -= size as i64;
+        if st.countdown > 0 {
+            return;
+        }
+    }
+    core::hint::cold_path();
+    // The hook's own frame (this is inlined into it): the walk starts at
+    // its caller, not at the runtime's inner frames.
+    let entry = crate::unwind::frame_address();
+    record_new_block(st, ptr as u64, size, usable, kind, force, entry);
+}
+
+/// The event of a new block that is large, sampled (its countdown ran out)
+/// or grouped, out of the hooks' fast path.
+#[cold]
+#[inline(never)]
+fn record_new_block(
+    st: &mut ThreadState,
+    ptr: u64,
+    size: u64,
+    usable: u64,
+    kind: u8,
+    force: bool,
+    entry: u64,
+) {
+    let group = match st.group_depth {
+        0 => 0,
+        depth => st.groups[depth - 1],
     };
     let mut flags = 0;
-    // A sample rate of 1 records every block, malloc(0) included (a byte
-    // countdown would skip blocks of 0 bytes, and a few small ones).
-    if size >= s.min_size || force || s.sample_rate == 1 {
+    if size >= EXACT_FROM.load(Ordering::Relaxed) || force {
         flags = alloc_flags::EXACT;
     } else if group == 0 {
-        st.countdown -= size as i64;
-        if st.countdown <= 0 {
-            st.countdown = next_sample_countdown(st);
-            flags = alloc_flags::SAMPLED;
-        }
+        st.countdown = next_sample_countdown(st);
+        flags = alloc_flags::SAMPLED;
     }
     if group != 0 {
         flags |= alloc_flags::GROUPED;
     }
-    if flags != 0 {
-        core::hint::cold_path();
-        // The hook's own frame (this is inlined into it): the walk starts
-        // at its caller, not at the runtime's inner frames.
-        let entry = crate::unwind::frame_address();
-        record_alloc(st, ptr as u64, size, usable, kind, flags, group, entry);
-    }
+    guarded(st, |st| {
+        record_alloc(st, ptr, size, usable, kind, flags, group, entry)
+    });
 }
 
 /// Accounts for a block about to be freed; true if it carried an event.
 #[inline(always)]
-fn on_free(st: &mut ThreadState, ptr: *mut c_void) -> bool {
-    let usable = allocator::usable_size(ptr) as u64;
+fn on_free(st: &mut ThreadState, ptr: *mut c_void, glibc: bool) -> bool {
+    let usable = allocator::usable_size_in(glibc, ptr) as u64;
     count(st, 0, usable);
     let p = ptr as u64;
-    if track::take(p) {
-        record_free(st, p);
-        return true;
+    if !track::may_take(p) {
+        return false;
     }
-    false
+    guarded(st, |st| {
+        let taken = track::take(p);
+        if taken {
+            record_free(st, p);
+        }
+        taken
+    })
 }
 
 /// The event of a recorded block's free, out of the hooks' fast path.
@@ -109,14 +147,21 @@ fn unhooked_alloc(alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
 /// Runs an allocation function and records what it returned.
 #[inline(always)]
 fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
-    let Some(st) = enter() else {
+    let Some(st) = state() else {
         return unhooked_alloc(alloc);
     };
-    let p = alloc();
+    // glibc's allocator calls no hook; another may (jemalloc's mmap, say),
+    // and what it calls for itself must not be recorded as the program's.
+    let glibc = allocator::is_glibc();
+    let p = if glibc {
+        alloc()
+    } else {
+        guarded(st, |_| alloc())
+    };
     if !p.is_null() {
-        on_alloc(st, p, size, kind, false);
+        let usable = allocator::usable_size_in(glibc, p) as u64;
+        on_alloc(st, p, size, usable, kind, false);
     }
-    leave(st);
     p
 }
 
@@ -124,14 +169,14 @@ fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::MALLOC, || allocator::malloc(size))
+    hooked_alloc(size, alloc_kind::MALLOC, move || allocator::malloc(size))
 }
 
 /// # Safety
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
-    hooked_alloc(n.saturating_mul(size), alloc_kind::CALLOC, || {
+    hooked_alloc(n.saturating_mul(size), alloc_kind::CALLOC, move || {
         allocator::calloc(n, size)
     })
 }
@@ -143,13 +188,17 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    match enter() {
-        Some(st) => {
-            on_free(st, p);
+    let Some(st) = state() else {
+        return unhooked_free(p);
+    };
+    if allocator::is_glibc() {
+        on_free(st, p, true);
+        allocator::free(p);
+    } else {
+        guarded(st, |st| {
+            on_free(st, p, false);
             allocator::free(p);
-            leave(st);
-        }
-        None => unhooked_free(p),
+        });
     }
 }
 
@@ -158,7 +207,9 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[no_mangle]
 pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if p.is_null() {
-        return hooked_alloc(size, alloc_kind::REALLOC, || allocator::realloc(p, size));
+        return hooked_alloc(size, alloc_kind::REALLOC, move || {
+            allocator::realloc(p, size)
+        });
     }
     let Some(st) = enter() else {
         if !is_dead_thread() {
@@ -194,7 +245,8 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         record_free(st, p as u64);
     }
     if !q.is_null() {
-        on_alloc(st, q, size, alloc_kind::REALLOC, was_tracked);
+        let usable = allocator::usable_size(q) as u64;
+        on_alloc(st, q, size, usable, alloc_kind::REALLOC, was_tracked);
     }
     leave(st);
     q
@@ -235,7 +287,7 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::MEMALIGN, || {
+    hooked_alloc(size, alloc_kind::MEMALIGN, move || {
         allocator::aligned_alloc(align, size)
     })
 }
@@ -244,7 +296,7 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::MEMALIGN, || {
+    hooked_alloc(size, alloc_kind::MEMALIGN, move || {
         allocator::memalign(align, size)
     })
 }
@@ -253,12 +305,12 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::VALLOC, || allocator::valloc(size))
+    hooked_alloc(size, alloc_kind::VALLOC, move || allocator::valloc(size))
 }
 
 /// # Safety
 /// C allocator contract.
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    hooked_alloc(size, alloc_kind::VALLOC, || allocator::pvalloc(size))
+    hooked_alloc(size, alloc_kind::VALLOC, move || allocator::pvalloc(size))
 }

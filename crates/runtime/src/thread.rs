@@ -11,21 +11,25 @@ use memlens_rawlog::{AccessCounters, Counters};
 
 pub const MAX_GROUP_DEPTH: usize = 16;
 
+/// The fields every hooked call reads come first, in one cache line (C
+/// layout: Rust would put the flags after the large buffers, four lines away).
+#[repr(C)]
 pub struct ThreadState {
-    pub tid: u32,
-    /// Inside a hook: nested allocations (from the unwinder, from libc) pass through.
+    /// Inside a hook's guarded part: nested calls (from the unwinder, from libc,
+    /// from another allocator) pass through.
     pub in_hook: bool,
-    pub counters: *const Counters,
     /// The counters are the shared overflow slot: update them atomically.
     pub shared_counters: bool,
+    pub tid: u32,
+    pub counters: *const Counters,
+    /// Bytes left until the next sampled small allocation.
+    pub countdown: i64,
+    pub group_depth: usize,
     pub access_counters: *const AccessCounters,
     pub access: crate::access::AccessState,
     pub writer: Writer,
-    /// Bytes left until the next sampled small allocation.
-    pub countdown: i64,
     pub rng: u64,
     pub groups: [u64; MAX_GROUP_DEPTH],
-    pub group_depth: usize,
     pub stack_lo: u64,
     pub stack_hi: u64,
     /// The cache model's levels for this thread (built at its first access).
@@ -35,7 +39,8 @@ pub struct ThreadState {
     pub memo: crate::unwind::memo::WalkMemo,
 }
 
-/// TLS values that are not pointers to a state.
+/// TLS values that are not pointers to a state: the three lowest (the hooks
+/// test `<= INTERNAL`).
 pub const NONE: usize = 0;
 /// The thread has run its exit destructors: use the shared path.
 pub const DEAD: usize = 1;

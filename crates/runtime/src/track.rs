@@ -43,6 +43,12 @@ fn every_block() -> bool {
     crate::init::settings().sample_rate == 1
 }
 
+/// Cheap, lock-free: false means the block's free certainly carries no event.
+#[inline(always)]
+pub fn may_take(ptr: u64) -> bool {
+    every_block() || maybe_tracked(ptr)
+}
+
 /// A block carrying an event is freed: true if its free must carry one too.
 #[inline(always)]
 pub fn take(ptr: u64) -> bool {
