@@ -6,7 +6,7 @@
 //! second core and 9 MB).
 
 use crate::finalize::{module_def, stack_def};
-use memlens_convert::symbols::LoadedModule;
+use memlens_convert::symbols::{FunctionTables, LoadedModule};
 use memlens_rawlog::{self as raw, tag, RawRecord};
 use std::collections::HashSet;
 
@@ -18,10 +18,13 @@ const FOLLOWED_BYTES: u64 = 64 << 20;
 pub(crate) struct CodeSeen {
     /// The image's modules as its runtime logged them.
     modules: Vec<LoadedModule>,
-    /// Code addresses seen since the last [`CodeSeen::request_new`].
-    addresses: Vec<u64>,
+    /// Code addresses seen since the last [`CodeSeen::request_new`], and
+    /// whether each is a stack's return address (else a sample's).
+    addresses: Vec<(u64, bool)>,
     /// Modules whose debug information was asked for, by index.
     requested: HashSet<usize>,
+    /// The C library's symbols: its entry functions need no DWARF.
+    functions: FunctionTables,
     followed: u64,
 }
 
@@ -31,6 +34,7 @@ impl CodeSeen {
             modules: Vec::new(),
             addresses: Vec::new(),
             requested: HashSet::new(),
+            functions: FunctionTables::default(),
             followed: 0,
         }
     }
@@ -50,8 +54,15 @@ impl CodeSeen {
         self.followed += rec.body.len() as u64;
         match rec.tag {
             tag::MODULE => self.modules.extend(module_def(rec).map(|(_, m)| m)),
-            tag::STACK => (self.addresses).extend(stack_def(rec).into_iter().flat_map(|s| s.1)),
-            tag::SAMPLE => (self.addresses).extend(rec.payload::<raw::Sample>().map(|s| s.pc)),
+            tag::STACK => (self.addresses).extend(
+                stack_def(rec)
+                    .into_iter()
+                    .flat_map(|s| s.1)
+                    .map(|a| (a, true)),
+            ),
+            tag::SAMPLE => {
+                (self.addresses).extend(rec.payload::<raw::Sample>().map(|s| (s.pc, false)))
+            }
             _ => {}
         }
     }
@@ -59,19 +70,26 @@ impl CodeSeen {
     /// Hands `request` each module the stacks and samples seen since the
     /// last call fall in, once.
     pub(crate) fn request_new(&mut self, request: &mut dyn FnMut(&str)) {
-        for addr in std::mem::take(&mut self.addresses) {
+        for (addr, is_return) in std::mem::take(&mut self.addresses) {
             // The latest module over the address, as the finalizer picks it.
             let Some(i) = (self.modules.iter()).rposition(|m| addr >= m.start && addr < m.end)
             else {
                 continue; // a module not logged yet: the finalizer reads it
             };
-            if self.requested.insert(i) {
-                // The symbolizer takes a module by its canonical path.
-                let path = &self.modules[i].path;
-                let canonical = std::fs::canonicalize(path)
-                    .map_or(path.clone(), |p| p.to_string_lossy().into_owned());
-                request(&canonical);
+            let m = &self.modules[i];
+            // A return address into the C library's entry functions needs
+            // only its symbol table (as the symbolizer names it).
+            let entry = is_return && {
+                let probe = addr.wrapping_sub(m.bias).wrapping_sub(1);
+                self.functions.entry_function(&m.path, probe).is_some()
+            };
+            if entry || !self.requested.insert(i) {
+                continue;
             }
+            // The symbolizer takes a module by its canonical path.
+            let canonical = std::fs::canonicalize(&m.path)
+                .map_or(m.path.clone(), |p| p.to_string_lossy().into_owned());
+            request(&canonical);
         }
     }
 }
@@ -83,9 +101,23 @@ mod tests {
     use crate::tail::LogTail;
 
     fn module(body: &mut Vec<u8>, path: &str, start: u64, end: u64) {
+        module_at(
+            body,
+            &LoadedModule {
+                path: path.into(),
+                start,
+                end,
+                bias: 0,
+            },
+        );
+    }
+
+    fn module_at(body: &mut Vec<u8>, m: &LoadedModule) {
+        let (path, start, end, bias) = (&m.path, m.start, m.end, m.bias);
         let m = raw::Module {
             start,
             end,
+            bias,
             path_len: path.len() as u32,
             ..Default::default()
         };
@@ -146,5 +178,65 @@ mod tests {
         update(&mut seen, &mut requested);
         assert_eq!(requested.len(), 3);
         assert!(seen.following());
+    }
+
+    fn stack(body: &mut Vec<u8>, id: u64, frames: &[u64]) {
+        let def = raw::StackDef {
+            id,
+            frames: frames.len() as u32,
+            _pad: 0,
+        };
+        let bytes: Vec<u8> = frames.iter().flat_map(|a| a.to_le_bytes()).collect();
+        push(body, tag::STACK, &def, &bytes);
+    }
+
+    #[test]
+    fn the_c_library_is_not_read_for_its_entry_functions_alone() {
+        // A thread of this process: its outermost frames are the C library's
+        // thread entry (start_thread, clone3), as glibc's backtrace finds them.
+        let entry = std::thread::spawn(|| {
+            let mut buf = [std::ptr::null_mut(); 64];
+            // SAFETY: glibc's backtrace fills at most the buffer's length.
+            let n = unsafe { libc::backtrace(buf.as_mut_ptr(), buf.len() as i32) } as usize;
+            buf[n.saturating_sub(2)..n]
+                .iter()
+                .map(|&a| a as u64)
+                .collect::<Vec<u64>>()
+        })
+        .join()
+        .unwrap();
+        let maps = std::fs::read("/proc/self/maps").unwrap();
+        let libc = (maps.split(|&b| b == b'\n'))
+            .filter_map(memlens_rawlog::procfs::maps_line)
+            .find(|m| (m.start..m.end).contains(&entry[1]))
+            .map(|m| {
+                let path = String::from_utf8_lossy(m.name);
+                LoadedModule::from_mapping(&path, m.start, m.end, m.offset)
+            })
+            .unwrap();
+        assert!(libc.path.contains("/libc.so"), "{}", libc.path);
+        let mut body = Vec::new();
+        module_at(&mut body, &libc);
+        stack(&mut body, 1, &entry);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.0.mlraw");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let log = std::fs::File::open(&path).unwrap();
+        let (mut tail, mut seen) = (LogTail::new(), CodeSeen::new());
+        let mut requested = Vec::new();
+        let mut update = |seen: &mut CodeSeen, requested: &mut Vec<String>| {
+            tail.read_new(&log, &mut |_, rec| seen.see(&rec));
+            seen.request_new(&mut |p| requested.push(p.to_string()));
+        };
+        write_block(&mut file, 0, 1, &body);
+        update(&mut seen, &mut requested);
+        assert!(requested.is_empty(), "{requested:?}");
+        // A frame in any other function of the C library needs its DWARF.
+        body.clear();
+        stack(&mut body, 2, &[libc::malloc as *const () as u64 + 4]);
+        write_block(&mut file, 1, 1, &body);
+        update(&mut seen, &mut requested);
+        assert_eq!(requested.len(), 1, "{requested:?}");
+        assert!(requested[0].contains("/libc.so"), "{requested:?}");
     }
 }

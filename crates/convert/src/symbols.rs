@@ -50,7 +50,7 @@ impl LoadedModule {
 #[derive(Default)]
 pub struct Symbolizer {
     loaders: HashMap<String, Option<addr2line::Loader>>,
-    functions: HashMap<String, FunctionSymbols>,
+    functions: FunctionTables,
     read_ahead: Option<ReadAhead>,
 }
 
@@ -200,11 +200,16 @@ impl FunctionSymbols {
                 Some((
                     s.address(),
                     s.address() + s.size(),
-                    s.name().ok()?.to_string(),
+                    // `__libc_start_main@@GLIBC_2.34`: the name without its version.
+                    s.name().ok()?.split('@').next()?.to_string(),
                 ))
             })
             .collect();
-        v.sort_unstable();
+        // Of the names one address has (glibc's `__GI___clone3`, `__clone3`
+        // and `clone3`; `__libc_start_main` and its `_impl` and `_alias_N`),
+        // the one a program calls: not an internal alias, the shortest.
+        let rank = |name: &str| (name.starts_with("__GI_"), name.len());
+        v.sort_unstable_by(|a, b| (a.0, rank(&a.2), &a.2).cmp(&(b.0, rank(&b.2), &b.2)));
         v.dedup_by_key(|s| s.0);
         FunctionSymbols(v)
     }
@@ -215,6 +220,45 @@ impl FunctionSymbols {
         let i = self.0.partition_point(|s| s.0 <= addr);
         let (_, end, name) = self.0.get(i.checked_sub(1)?)?;
         (addr < *end).then_some(name.as_str())
+    }
+}
+
+/// The function symbols of each module asked about, read once per module.
+#[derive(Default)]
+pub struct FunctionTables(HashMap<String, FunctionSymbols>);
+
+/// The C library's functions that start the process's and its threads'
+/// code, outermost in nearly every stack. They are named from the symbol
+/// table alone, so that a run whose stacks reach the C library only through
+/// them never reads its DWARF: with libc6-dbg, 10 MB to decompress and index,
+/// 30 to 50 ms of the core the program leaves and a wait at its end, for
+/// `libc_start_call_main.h:58`.
+const ENTRY_FUNCTIONS: [&str; 5] = [
+    "__libc_start_call_main",
+    "__libc_start_main",
+    "start_thread",
+    "clone3",
+    "clone",
+];
+
+impl FunctionTables {
+    /// The function of the module at `path` whose extent holds `probe` (a
+    /// link-time address).
+    fn containing(&mut self, path: &str, probe: u64) -> Option<&str> {
+        (self.0.entry(path.to_string()))
+            .or_insert_with(|| FunctionSymbols::read(&debug_file(path)))
+            .containing(probe)
+    }
+
+    /// The process or thread entry function of the C library that `probe`
+    /// falls in, when the module at `path` is the C library.
+    pub fn entry_function(&mut self, path: &str, probe: u64) -> Option<&str> {
+        let name = short_name(path);
+        if !(name.starts_with("libc.so") || name.starts_with("libc-")) {
+            return None;
+        }
+        self.containing(path, probe)
+            .filter(|f| ENTRY_FUNCTIONS.contains(f))
     }
 }
 
@@ -261,7 +305,7 @@ impl Symbolizer {
     pub fn with_read_ahead(read_ahead: ReadAhead) -> Symbolizer {
         Symbolizer {
             loaders: HashMap::new(),
-            functions: HashMap::new(),
+            functions: FunctionTables::default(),
             read_ahead: Some(read_ahead),
         }
     }
@@ -297,6 +341,9 @@ impl Symbolizer {
         let module = short_name(&m.path);
         // A return address points after the call: look up the call itself.
         let probe = addr.wrapping_sub(m.bias).wrapping_sub(is_return as u64);
+        if let Some(name) = self.functions.entry_function(&m.path, probe) {
+            return vec![(module, name.to_string(), String::new(), 0, false)];
+        }
         let Some(loader) = self.loader(&m.path) else {
             return vec![(module, format!("{addr:#x}"), String::new(), 0, false)];
         };
@@ -322,11 +369,7 @@ impl Symbolizer {
         if out.is_empty() || out.iter().all(|f| f.1.is_empty()) {
             // Without debug information: the symbol whose extent holds the
             // address, else the module and offset (as perf prints them).
-            let symbols = (self.functions)
-                .entry(m.path.clone())
-                .or_insert_with(|| FunctionSymbols::read(&debug_file(&m.path)));
-            let name = symbols
-                .containing(probe)
+            let name = (self.functions.containing(&m.path, probe))
                 .map(demangle)
                 .unwrap_or_else(|| format!("{module}+{probe:#x}"));
             let (file, line) = out.first().map(|f| (f.2.clone(), f.3)).unwrap_or_default();
@@ -466,7 +509,69 @@ pub fn is_instrumented(program: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{demangle, ReadAhead};
+    use super::{demangle, LoadedModule, ReadAhead, Symbolizer};
+
+    /// Return addresses of a thread of this process, outermost last (the C
+    /// library's thread entry), and the C library's mapping that holds it.
+    fn thread_stack_and_libc() -> (Vec<u64>, LoadedModule) {
+        let stack = std::thread::spawn(|| {
+            let mut buf = [std::ptr::null_mut(); 64];
+            // SAFETY: glibc's backtrace fills at most the buffer's length.
+            let n = unsafe { libc::backtrace(buf.as_mut_ptr(), buf.len() as i32) };
+            buf[..n as usize]
+                .iter()
+                .map(|&a| a as u64)
+                .collect::<Vec<u64>>()
+        })
+        .join()
+        .unwrap();
+        let outermost = *stack.last().unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let libc = maps
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (start, end) = f[0].split_once('-')?;
+                let (start, end) = (
+                    u64::from_str_radix(start, 16).ok()?,
+                    u64::from_str_radix(end, 16).ok()?,
+                );
+                let offset = u64::from_str_radix(f[2], 16).ok()?;
+                ((start..end).contains(&outermost) && f.get(5)?.contains("/libc.so"))
+                    .then(|| LoadedModule::from_mapping(f[5], start, end, offset))
+            })
+            .expect("a thread's outermost frame is in the C library");
+        (stack, libc)
+    }
+
+    #[test]
+    fn the_c_librarys_entry_functions_are_named_without_its_dwarf() {
+        let (stack, libc) = thread_stack_and_libc();
+        let modules = [libc];
+        let mut symbolizer = Symbolizer::default();
+        let outermost = symbolizer.frames(&modules, *stack.last().unwrap(), true);
+        assert_eq!(outermost.len(), 1, "{outermost:?}");
+        let (module, function, file, line, inlined) = &outermost[0];
+        assert_eq!(module, "libc.so.6");
+        assert!(
+            ["clone3", "clone"].contains(&function.as_str()),
+            "{function}"
+        );
+        assert_eq!((file.as_str(), *line, *inlined), ("", 0, false));
+        assert!(
+            symbolizer.loaders.is_empty(),
+            "the C library's DWARF was read"
+        );
+        // Any other function of the C library gets its source line from its
+        // DWARF (libc6-dbg, which .ci/run installs).
+        let malloc = libc::malloc as *const () as u64 + 4;
+        let frames = symbolizer.frames(&modules, malloc, false);
+        assert!(
+            frames.iter().any(|f| f.2.ends_with("malloc.c") && f.3 > 0),
+            "{frames:?}: is libc6-dbg installed?"
+        );
+        assert_eq!(symbolizer.loaders.len(), 1);
+    }
 
     #[test]
     fn read_ahead_hands_a_module_over_once_whatever_path_names_it() {
