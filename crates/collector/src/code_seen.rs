@@ -6,7 +6,7 @@
 //! second core and 9 MB).
 
 use crate::finalize::{module_def, stack_def};
-use memlens_convert::symbols::{FunctionTables, LoadedModule};
+use memlens_convert::symbols::{is_c_library, LoadedModule};
 use memlens_rawlog::{self as raw, tag, RawRecord};
 use std::collections::HashSet;
 
@@ -19,12 +19,10 @@ pub(crate) struct CodeSeen {
     /// The image's modules as its runtime logged them.
     modules: Vec<LoadedModule>,
     /// Code addresses seen since the last [`CodeSeen::request_new`], and
-    /// whether each is a stack's return address (else a sample's).
+    /// whether each is one of a stack's outermost frames in the C library.
     addresses: Vec<(u64, bool)>,
     /// Modules whose debug information was asked for, by index.
     requested: HashSet<usize>,
-    /// The C library's symbols: its entry functions need no DWARF.
-    functions: FunctionTables,
     followed: u64,
 }
 
@@ -34,7 +32,6 @@ impl CodeSeen {
             modules: Vec::new(),
             addresses: Vec::new(),
             requested: HashSet::new(),
-            functions: FunctionTables::default(),
             followed: 0,
         }
     }
@@ -54,12 +51,15 @@ impl CodeSeen {
         self.followed += rec.body.len() as u64;
         match rec.tag {
             tag::MODULE => self.modules.extend(module_def(rec).map(|(_, m)| m)),
-            tag::STACK => (self.addresses).extend(
-                stack_def(rec)
-                    .into_iter()
-                    .flat_map(|s| s.1)
-                    .map(|a| (a, true)),
-            ),
+            tag::STACK => {
+                let frames = stack_def(rec).map(|s| s.1).unwrap_or_default();
+                let entry = self.c_library_entry(&frames);
+                let flagged = frames
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &a)| (a, entry.contains(&k)));
+                self.addresses.extend(flagged);
+            }
             tag::SAMPLE => {
                 (self.addresses).extend(rec.payload::<raw::Sample>().map(|s| (s.pc, false)))
             }
@@ -67,28 +67,48 @@ impl CodeSeen {
         }
     }
 
+    /// The frames of a stack (innermost first) that are its outermost run in
+    /// the C library, before the program's `_start` if it comes last: the
+    /// process's and threads' entry functions, which the symbolizer names
+    /// from the symbol table (`memlens_convert::symbols`). Only a frame in
+    /// any other of its functions asks for the C library's DWARF. (A stack
+    /// cut short inside the C library is taken for entry frames too: the
+    /// finalizer then reads its DWARF itself, later but the same.) Judged by
+    /// module, not symbol: reading libc's symbol table here stalled the
+    /// collector's ticks by tens of milliseconds.
+    fn c_library_entry(&self, frames: &[u64]) -> std::ops::Range<usize> {
+        let in_c_library = |a: u64| {
+            (self.modules.iter())
+                .rfind(|m| a >= m.start && a < m.end)
+                .is_some_and(|m| is_c_library(&m.path))
+        };
+        let mut end = frames.len();
+        if end > 0 && !in_c_library(frames[end - 1]) {
+            end -= 1;
+        }
+        let mut start = end;
+        while start > 0 && in_c_library(frames[start - 1]) {
+            start -= 1;
+        }
+        start..end
+    }
+
     /// Hands `request` each module the stacks and samples seen since the
     /// last call fall in, once.
     pub(crate) fn request_new(&mut self, request: &mut dyn FnMut(&str)) {
-        for (addr, is_return) in std::mem::take(&mut self.addresses) {
+        for (addr, entry) in std::mem::take(&mut self.addresses) {
             // The latest module over the address, as the finalizer picks it.
             let Some(i) = (self.modules.iter()).rposition(|m| addr >= m.start && addr < m.end)
             else {
                 continue; // a module not logged yet: the finalizer reads it
             };
-            let m = &self.modules[i];
-            // A return address into the C library's entry functions needs
-            // only its symbol table (as the symbolizer names it).
-            let entry = is_return && {
-                let probe = addr.wrapping_sub(m.bias).wrapping_sub(1);
-                self.functions.entry_function(&m.path, probe).is_some()
-            };
             if entry || !self.requested.insert(i) {
                 continue;
             }
             // The symbolizer takes a module by its canonical path.
-            let canonical = std::fs::canonicalize(&m.path)
-                .map_or(m.path.clone(), |p| p.to_string_lossy().into_owned());
+            let path = &self.modules[i].path;
+            let canonical = std::fs::canonicalize(path)
+                .map_or(path.clone(), |p| p.to_string_lossy().into_owned());
             request(&canonical);
         }
     }
@@ -131,7 +151,9 @@ mod tests {
         module(&mut body, "/nonexistent/libc.so.6", 0x10000, 0x20000);
         module(&mut body, "/nonexistent/libm.so.6", 0x30000, 0x40000);
         module(&mut body, "/nonexistent/plugin.so", 0x50000, 0x60000);
-        let frames: Vec<u8> = [0x1234u64, 0x10500, 0x1300]
+        // A C library function called back into the program (qsort's
+        // comparison, say): not an entry frame.
+        let frames: Vec<u8> = [0x10500u64, 0x1234, 0x1300]
             .iter()
             .flat_map(|a| a.to_le_bytes())
             .collect();
@@ -169,8 +191,8 @@ mod tests {
         assert_eq!(
             requested,
             [
-                "/nonexistent/program",
                 "/nonexistent/libc.so.6",
+                "/nonexistent/program",
                 "/nonexistent/plugin.so"
             ]
         );
@@ -216,8 +238,9 @@ mod tests {
             .unwrap();
         assert!(libc.path.contains("/libc.so"), "{}", libc.path);
         let mut body = Vec::new();
+        module(&mut body, "/nonexistent/program", 0x1000, 0x2000);
         module_at(&mut body, &libc);
-        stack(&mut body, 1, &entry);
+        stack(&mut body, 1, &[0x1234, entry[0], entry[1]]);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("1.0.mlraw");
         let mut file = std::fs::File::create(&path).unwrap();
@@ -230,13 +253,14 @@ mod tests {
         };
         write_block(&mut file, 0, 1, &body);
         update(&mut seen, &mut requested);
-        assert!(requested.is_empty(), "{requested:?}");
+        assert_eq!(requested, ["/nonexistent/program"]);
         // A frame in any other function of the C library needs its DWARF.
         body.clear();
-        stack(&mut body, 2, &[libc::malloc as *const () as u64 + 4]);
+        let malloc = libc::malloc as *const () as u64 + 4;
+        stack(&mut body, 2, &[malloc, 0x1234, entry[0], entry[1]]);
         write_block(&mut file, 1, 1, &body);
         update(&mut seen, &mut requested);
-        assert_eq!(requested.len(), 1, "{requested:?}");
-        assert!(requested[0].contains("/libc.so"), "{requested:?}");
+        assert_eq!(requested.len(), 2, "{requested:?}");
+        assert!(requested[1].contains("/libc.so"), "{requested:?}");
     }
 }

@@ -225,7 +225,7 @@ impl FunctionSymbols {
 
 /// The function symbols of each module asked about, read once per module.
 #[derive(Default)]
-pub struct FunctionTables(HashMap<String, FunctionSymbols>);
+struct FunctionTables(HashMap<String, FunctionSymbols>);
 
 /// The C library's functions that start the process's and its threads'
 /// code, outermost in nearly every stack. They are named from the symbol
@@ -252,14 +252,20 @@ impl FunctionTables {
 
     /// The process or thread entry function of the C library that `probe`
     /// falls in, when the module at `path` is the C library.
-    pub fn entry_function(&mut self, path: &str, probe: u64) -> Option<&str> {
-        let name = short_name(path);
-        if !(name.starts_with("libc.so") || name.starts_with("libc-")) {
+    fn entry_function(&mut self, path: &str, probe: u64) -> Option<&str> {
+        if !is_c_library(path) {
             return None;
         }
         self.containing(path, probe)
             .filter(|f| ENTRY_FUNCTIONS.contains(f))
     }
+}
+
+/// The module at `path` is the C library (glibc's `libc.so.6`, or an older
+/// `libc-2.31.so`).
+pub fn is_c_library(path: &str) -> bool {
+    let name = short_name(path);
+    name.starts_with("libc.so") || name.starts_with("libc-")
 }
 
 /// A module's file, read as it is parsed: only its headers and the sections
