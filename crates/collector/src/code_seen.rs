@@ -177,19 +177,10 @@ mod tests {
         };
         push(&mut body, tag::SAMPLE, &sample, &[]);
 
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("1.0.mlraw");
-        write_block(&mut std::fs::File::create(&path).unwrap(), 0, 1, &body);
-        let log = std::fs::File::open(&path).unwrap();
-        let (mut tail, mut seen) = (LogTail::new(), CodeSeen::new());
-        let mut requested = Vec::new();
-        let mut update = |seen: &mut CodeSeen, requested: &mut Vec<String>| {
-            tail.read_new(&log, &mut |_, rec| seen.see(&rec));
-            seen.request_new(&mut |p| requested.push(p.to_string()));
-        };
-        update(&mut seen, &mut requested);
+        let mut log = Followed::new();
+        log.write(0, &body);
         assert_eq!(
-            requested,
+            log.requested(),
             [
                 "/nonexistent/libc.so.6",
                 "/nonexistent/program",
@@ -197,9 +188,47 @@ mod tests {
             ]
         );
         // Each once: the log read again asks for nothing more.
-        update(&mut seen, &mut requested);
-        assert_eq!(requested.len(), 3);
-        assert!(seen.following());
+        assert!(log.requested().is_empty());
+        assert!(log.seen.following());
+    }
+
+    /// A log written block by block, followed as the collector does.
+    struct Followed {
+        _dir: tempfile::TempDir,
+        file: std::fs::File,
+        log: std::fs::File,
+        tail: LogTail,
+        seen: CodeSeen,
+    }
+
+    impl Followed {
+        fn new() -> Followed {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("1.0.mlraw");
+            let file = std::fs::File::create(&path).unwrap();
+            let log = std::fs::File::open(&path).unwrap();
+            let (tail, seen) = (LogTail::new(), CodeSeen::new());
+            Followed {
+                _dir: dir,
+                file,
+                log,
+                tail,
+                seen,
+            }
+        }
+
+        fn write(&mut self, index: u64, body: &[u8]) {
+            write_block(&mut self.file, index, 1, body);
+        }
+
+        /// The modules asked for since the last call, reading what is new.
+        fn requested(&mut self) -> Vec<String> {
+            let seen = &mut self.seen;
+            self.tail.read_new(&self.log, &mut |_, rec| seen.see(&rec));
+            let mut requested = Vec::new();
+            seen.request_new(&mut |p| requested.push(p.to_string()));
+            requested
+        }
     }
 
     fn stack(body: &mut Vec<u8>, id: u64, frames: &[u64]) {
@@ -241,26 +270,16 @@ mod tests {
         module(&mut body, "/nonexistent/program", 0x1000, 0x2000);
         module_at(&mut body, &libc);
         stack(&mut body, 1, &[0x1234, entry[0], entry[1]]);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("1.0.mlraw");
-        let mut file = std::fs::File::create(&path).unwrap();
-        let log = std::fs::File::open(&path).unwrap();
-        let (mut tail, mut seen) = (LogTail::new(), CodeSeen::new());
-        let mut requested = Vec::new();
-        let mut update = |seen: &mut CodeSeen, requested: &mut Vec<String>| {
-            tail.read_new(&log, &mut |_, rec| seen.see(&rec));
-            seen.request_new(&mut |p| requested.push(p.to_string()));
-        };
-        write_block(&mut file, 0, 1, &body);
-        update(&mut seen, &mut requested);
-        assert_eq!(requested, ["/nonexistent/program"]);
+        let mut log = Followed::new();
+        log.write(0, &body);
+        assert_eq!(log.requested(), ["/nonexistent/program"]);
         // A frame in any other function of the C library needs its DWARF.
         body.clear();
         let malloc = libc::malloc as *const () as u64 + 4;
         stack(&mut body, 2, &[malloc, 0x1234, entry[0], entry[1]]);
-        write_block(&mut file, 1, 1, &body);
-        update(&mut seen, &mut requested);
-        assert_eq!(requested.len(), 2, "{requested:?}");
-        assert!(requested[1].contains("/libc.so"), "{requested:?}");
+        log.write(1, &body);
+        let requested = log.requested();
+        assert_eq!(requested.len(), 1, "{requested:?}");
+        assert!(requested[0].contains("/libc.so"), "{requested:?}");
     }
 }
