@@ -79,22 +79,20 @@ fn record_new_block(
     });
 }
 
-/// Accounts for a block about to be freed; true if it carried an event.
+/// Accounts for a block about to be freed, and records its free if it
+/// carried an event.
 #[inline(always)]
-fn on_free(st: &mut ThreadState, ptr: *mut c_void, glibc: bool) -> bool {
+fn on_free(st: &mut ThreadState, ptr: *mut c_void, glibc: bool) {
     let usable = allocator::usable_size_in(glibc, ptr) as u64;
     count(st, 0, usable);
     let p = ptr as u64;
-    if !track::may_take(p) {
-        return false;
+    if track::may_take(p) {
+        guarded(st, |st| {
+            if track::take(p) {
+                record_free(st, p);
+            }
+        });
     }
-    guarded(st, |st| {
-        let taken = track::take(p);
-        if taken {
-            record_free(st, p);
-        }
-        taken
-    })
 }
 
 /// The event of a recorded block's free, out of the hooks' fast path.
