@@ -67,6 +67,12 @@ impl CodeSeen {
         }
     }
 
+    /// The module an address falls in, by index: the latest logged over it,
+    /// as the finalizer picks it.
+    fn module_of(&self, addr: u64) -> Option<usize> {
+        (self.modules.iter()).rposition(|m| addr >= m.start && addr < m.end)
+    }
+
     /// The frames of a stack (innermost first) that are its outermost run in
     /// the C library, before the program's `_start` if it comes last: the
     /// process's and threads' entry functions, which the symbolizer names
@@ -78,9 +84,8 @@ impl CodeSeen {
     /// collector's ticks by tens of milliseconds.
     fn c_library_entry(&self, frames: &[u64]) -> std::ops::Range<usize> {
         let in_c_library = |a: u64| {
-            (self.modules.iter())
-                .rfind(|m| a >= m.start && a < m.end)
-                .is_some_and(|m| is_c_library(&m.path))
+            self.module_of(a)
+                .is_some_and(|i| is_c_library(&self.modules[i].path))
         };
         let mut end = frames.len();
         if end > 0 && !in_c_library(frames[end - 1]) {
@@ -97,9 +102,7 @@ impl CodeSeen {
     /// last call fall in, once.
     pub(crate) fn request_new(&mut self, request: &mut dyn FnMut(&str)) {
         for (addr, entry) in std::mem::take(&mut self.addresses) {
-            // The latest module over the address, as the finalizer picks it.
-            let Some(i) = (self.modules.iter()).rposition(|m| addr >= m.start && addr < m.end)
-            else {
+            let Some(i) = self.module_of(addr) else {
                 continue; // a module not logged yet: the finalizer reads it
             };
             if entry || !self.requested.insert(i) {

@@ -272,12 +272,8 @@ pub fn is_c_library(path: &str) -> bool {
 /// asked for (reading it whole copied every byte, libc's 2 MB for one build
 /// id); a file cut short while it is read is an error, not a fault.
 fn module_file(path: impl AsRef<Path>) -> Option<object::ReadCache<WindowedFile>> {
-    Some(object::ReadCache::new(WindowedFile {
-        file: std::fs::File::open(path).ok()?,
-        pos: 0,
-        window: Vec::new(),
-        at: 0,
-    }))
+    let file = std::fs::File::open(path).ok()?;
+    Some(object::ReadCache::new(WindowedFile::new(file)))
 }
 
 /// A file read through a window of [`WindowedFile::SIZE`] bytes. object's
@@ -296,6 +292,15 @@ struct WindowedFile {
 
 impl WindowedFile {
     const SIZE: usize = 64 << 10;
+
+    fn new(file: std::fs::File) -> WindowedFile {
+        WindowedFile {
+            file,
+            pos: 0,
+            window: Vec::new(),
+            at: 0,
+        }
+    }
 }
 
 impl std::io::Read for WindowedFile {
@@ -615,12 +620,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, &bytes).unwrap();
-        let mut f = WindowedFile {
-            file: std::fs::File::open(&path).unwrap(),
-            pos: 0,
-            window: Vec::new(),
-            at: 0,
-        };
+        let mut f = WindowedFile::new(std::fs::File::open(&path).unwrap());
         // Seeks back and forth, reads within, across and past the window,
         // one as large as the window, and at the end of the file.
         for (at, len) in [
