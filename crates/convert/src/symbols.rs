@@ -264,8 +264,9 @@ impl FunctionTables {
 /// The module at `path` is the C library (glibc's `libc.so.6`, or an older
 /// `libc-2.31.so`).
 pub fn is_c_library(path: &str) -> bool {
-    let name = short_name(path);
-    name.starts_with("libc.so") || name.starts_with("libc-")
+    // Asked for every frame: the name is looked at in place, not copied.
+    let name = Path::new(path).file_name().and_then(|n| n.to_str());
+    name.is_some_and(|n| n.starts_with("libc.so") || n.starts_with("libc-"))
 }
 
 /// A module's file, read as it is parsed: only its headers and the sections
