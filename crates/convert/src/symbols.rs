@@ -3,7 +3,7 @@
 //! bias the runtime recorded.
 
 use memlens_profile::{CodeLocation, Frame, StaticObject};
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use object::Object;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -187,16 +187,13 @@ struct FunctionSymbols(Vec<(u64, u64, String)>);
 
 impl FunctionSymbols {
     fn read(path: &str) -> FunctionSymbols {
-        use object::{elf, Endianness, FileKind};
         let Some(data) = module_file(path) else {
             return FunctionSymbols::default();
         };
-        let mut v = match FileKind::parse(&data) {
-            Ok(FileKind::Elf64) => elf_functions::<elf::FileHeader64<Endianness>, _>(&data),
-            Ok(FileKind::Elf32) => elf_functions::<elf::FileHeader32<Endianness>, _>(&data),
-            _ => None,
-        }
-        .unwrap_or_default();
+        let mut v: Vec<(u64, u64, &[u8])> = (elf_symbols(&data, object::elf::STT_FUNC).iter())
+            // `__libc_start_main@@GLIBC_2.34`: the name without its version.
+            .map(|s| (s.start, s.start + s.size, s.name))
+            .collect();
         // Of the names one address has (glibc's `__GI___clone3`, `__clone3`
         // and `clone3`; `__libc_start_main` and its `_impl` and `_alias_N`),
         // the one a program calls: not an internal alias, the shortest.
@@ -218,20 +215,43 @@ impl FunctionSymbols {
     }
 }
 
-/// The defined functions of an ELF file (`.symtab` and `.dynsym`): start,
-/// end and name without its version (`__libc_start_main@@GLIBC_2.34`). Read
-/// from the tables' raw entries and their string tables read whole: object's
-/// `Symbol::name` reads each name through the file's cache on its own, 6 ms
-/// for libc's 10 000 symbols, all of it after the program has ended.
-fn elf_functions<'data, Elf, R>(data: R) -> Option<Vec<(u64, u64, &'data [u8])>>
+/// A defined symbol of an ELF file, outside thread-local sections, its name
+/// without its version (`__libc_start_main@@GLIBC_2.34`, `stdout@GLIBC_2.2.5`).
+struct ElfSymbol<'data> {
+    start: u64,
+    size: u64,
+    name: &'data [u8],
+}
+
+/// The defined symbols of one ELF type (`STT_FUNC`, `STT_OBJECT`) and of
+/// non-zero size in `.symtab` and `.dynsym`. Read from the tables' raw
+/// entries and their string tables read whole: object's `Symbol::name` reads
+/// each name through the file's cache on its own, 6 ms for libc's 10 000
+/// symbols, all of it after the program has ended.
+fn elf_symbols<'data, R: object::ReadRef<'data>>(data: R, st_type: u8) -> Vec<ElfSymbol<'data>> {
+    use object::{elf, Endianness, FileKind};
+    match FileKind::parse(data) {
+        Ok(FileKind::Elf64) => elf_symbols_of::<elf::FileHeader64<Endianness>, R>(data, st_type),
+        Ok(FileKind::Elf32) => elf_symbols_of::<elf::FileHeader32<Endianness>, R>(data, st_type),
+        _ => None,
+    }
+    .unwrap_or_default()
+}
+
+fn elf_symbols_of<'data, Elf, R>(data: R, st_type: u8) -> Option<Vec<ElfSymbol<'data>>>
 where
     Elf: object::read::elf::FileHeader<Endian = object::Endianness>,
     R: object::ReadRef<'data>,
 {
     use object::read::elf::{SectionHeader, Sym};
+    use object::SymbolIndex;
     let header = Elf::parse(data).ok()?;
     let endian = header.endian().ok()?;
     let sections = header.sections(endian, data).ok()?;
+    let thread_local = |index| {
+        (sections.section(index).ok())
+            .is_some_and(|s| s.sh_flags(endian).into() & u64::from(object::elf::SHF_TLS) != 0)
+    };
     let mut out = Vec::new();
     for kind in [object::elf::SHT_SYMTAB, object::elf::SHT_DYNSYM] {
         let Ok(table) = sections.symbols(endian, data, kind) else {
@@ -242,17 +262,23 @@ where
         else {
             continue;
         };
-        for sym in table.symbols() {
+        for (i, sym) in table.symbols().iter().enumerate() {
             let size: u64 = sym.st_size(endian).into();
-            if sym.st_type() != object::elf::STT_FUNC || size == 0 || !sym.is_definition(endian) {
+            if sym.st_type() != st_type || size == 0 || !sym.is_definition(endian) {
+                continue;
+            }
+            let section = table.symbol_section(endian, sym, SymbolIndex(i));
+            if section.ok().flatten().is_some_and(thread_local) {
                 continue;
             }
             let Some(name) = strings.get(sym.st_name(endian) as usize..) else {
                 continue;
             };
-            let name = name.split(|&b| b == 0 || b == b'@').next().unwrap_or_default();
-            let start: u64 = sym.st_value(endian).into();
-            out.push((start, start + size, name));
+            out.push(ElfSymbol {
+                start: sym.st_value(endian).into(),
+                size,
+                name: name.split(|&b| b == 0 || b == b'@').next().unwrap_or_default(),
+            });
         }
     }
     Some(out)
@@ -566,33 +592,18 @@ pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
     let Some(data) = module_file(&m.path) else {
         return Vec::new();
     };
-    let Ok(file) = object::File::parse(&data) else {
-        return Vec::new();
-    };
-    let tls_sections: Vec<_> = file
-        .sections()
-        .filter(|s| {
-            s.name()
-                .is_ok_and(|n| n.starts_with(".tdata") || n.starts_with(".tbss"))
-        })
-        .map(|s| s.index())
-        .collect();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     let module = short_name(&m.path);
-    file.symbols()
-        .chain(file.dynamic_symbols())
-        .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0 && s.is_definition())
-        .filter(|s| s.section_index().is_none_or(|i| !tls_sections.contains(&i)))
+    (elf_symbols(&data, object::elf::STT_OBJECT).iter())
+        .filter(|s| seen.insert((s.start, s.name)))
         .filter_map(|s| {
-            let name = s.name().ok()?;
-            seen.insert((s.address(), name.to_string()))
-                .then(|| StaticObject {
-                    pid,
-                    module: module.clone(),
-                    name: demangle(name),
-                    address: s.address().wrapping_add(m.bias),
-                    size: s.size(),
-                })
+            Some(StaticObject {
+                pid,
+                module: module.clone(),
+                name: demangle(std::str::from_utf8(s.name).ok()?),
+                address: s.start.wrapping_add(m.bias),
+                size: s.size,
+            })
         })
         .collect()
 }
