@@ -257,8 +257,8 @@ where
         let Ok(table) = sections.symbols(endian, data, kind) else {
             continue;
         };
-        let Some(strings) = (sections.section(table.string_section()).ok())
-            .and_then(|s| s.data(endian, data).ok())
+        let Some(strings) =
+            (sections.section(table.string_section()).ok()).and_then(|s| s.data(endian, data).ok())
         else {
             continue;
         };
@@ -277,7 +277,10 @@ where
             out.push(ElfSymbol {
                 start: sym.st_value(endian).into(),
                 size,
-                name: name.split(|&b| b == 0 || b == b'@').next().unwrap_or_default(),
+                name: name
+                    .split(|&b| b == 0 || b == b'@')
+                    .next()
+                    .unwrap_or_default(),
             });
         }
     }
@@ -625,7 +628,7 @@ pub fn is_instrumented(program: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{demangle, LoadedModule, ReadAhead, Symbolizer, WindowedFile};
+    use super::{demangle, static_objects, LoadedModule, ReadAhead, Symbolizer, WindowedFile};
 
     /// Return addresses of a thread of this process, outermost last (the C
     /// library's thread entry), and the C library's mapping that holds it.
@@ -759,6 +762,35 @@ mod tests {
         // Never requested: the caller reads it.
         assert!(read_ahead.take("/bin/sh").is_none());
         read_ahead.stop();
+    }
+
+    /// A non-PIE program holds its own copy of `stdout`, named in its symbol
+    /// table `stdout@GLIBC_2.2.5` and in its dynamic one `stdout`: one
+    /// variable, named as the program names it.
+    #[test]
+    fn a_variable_is_named_without_its_version_and_listed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (source, program) = (dir.path().join("out.c"), dir.path().join("out"));
+        std::fs::write(&source, "#include <stdio.h>\nint counter = 7;\nint main(void) { fputs(\"x\\n\", stdout); return counter; }\n").unwrap();
+        let built = std::process::Command::new("gcc")
+            .args(["-O2", "-no-pie", "-o"])
+            .args([&program, &source])
+            .status()
+            .unwrap();
+        assert!(built.success());
+        let module = LoadedModule {
+            path: program.to_string_lossy().into_owned(),
+            start: 0x400000,
+            end: 0x500000,
+            bias: 0,
+        };
+        let names: Vec<String> = static_objects(1, &module)
+            .into_iter()
+            .map(|o| o.name)
+            .collect();
+        let count = |n: &str| names.iter().filter(|m| *m == n).count();
+        assert_eq!((count("stdout"), count("counter")), (1, 1), "{names:?}");
+        assert!(names.iter().all(|n| !n.contains('@')), "{names:?}");
     }
 
     #[test]
