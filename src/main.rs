@@ -794,14 +794,11 @@ fn record(args: RecordArgs) -> Result<i32> {
     // The summary needs no samples: do not read back what may be millions of them.
     let p =
         Profile::load_without_samples(&outcome.dir).context("reading the profile just written")?;
-    let r = memlens_present::build_report(
-        &p,
-        &memlens_present::ReportOptions {
-            top: 1,
-            ..Default::default()
-        },
-    );
-    let command = r.summary.command.join(" ");
+    // The summary's own figures, not a whole report's (a report computes
+    // the data objects twice, and every section).
+    let peak = memlens_analysis::peak(&p);
+    let top = memlens_present::objects_by_peak(&p, &memlens_analysis::data_objects(&p), 1);
+    let command = p.meta.command.join(" ");
     let duration = memlens_present::seconds(p.meta.clock.duration_ns);
     let processes = match p.meta.processes.len() {
         1 => "1 process".to_string(),
@@ -827,20 +824,17 @@ fn record(args: RecordArgs) -> Result<i32> {
             "  program    {command} was killed by signal {s} after {duration} ({processes})"
         ),
     }
-    let heap = if r.peak.heap_measured {
+    let heap = if peak.heap_measured {
         format!(
             "{} live heap at {}",
-            h(r.peak.heap_bytes as f64),
-            memlens_present::seconds(r.peak.heap_time_ns)
+            h(peak.heap_bytes as f64),
+            memlens_present::seconds(peak.heap_time_ns)
         )
     } else {
         "heap not measured".into()
     };
-    eprintln!(
-        "  peak       {} resident, {heap}",
-        h(r.peak.rss_bytes as f64)
-    );
-    match r.objects_by_peak.first() {
+    eprintln!("  peak       {} resident, {heap}", h(peak.rss_bytes as f64));
+    match top.first() {
         Some(o) => eprintln!("  top object {} ({} peak)", o.name, h(o.peak_bytes)),
         None => eprintln!("  top object none recorded"),
     }

@@ -136,6 +136,25 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
 
     // Leaks through the wrapper are told apart by caller, exact.
     let r = report_json(&p);
+    // record's summary gives the report's peak and top object.
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let bytes = |v: &serde_json::Value| memlens_present::human_bytes(v.as_f64().unwrap());
+    let top = &r["objects_by_peak"][0];
+    for line in [
+        format!(
+            "  peak       {} resident, {} live heap at {}",
+            bytes(&r["peak"]["rss_bytes"]),
+            bytes(&r["peak"]["heap_bytes"]),
+            memlens_present::seconds(r["peak"]["heap_time_ns"].as_u64().unwrap())
+        ),
+        format!(
+            "  top object {} ({} peak)",
+            top["name"].as_str().unwrap(),
+            bytes(&top["peak_bytes"])
+        ),
+    ] {
+        assert!(summary.lines().any(|l| l == line), "{line:?} in {summary}");
+    }
     let leaks: Vec<(String, f64, f64)> = r["leaks"]["sites"]
         .as_array()
         .unwrap()
