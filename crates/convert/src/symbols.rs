@@ -191,8 +191,7 @@ impl FunctionSymbols {
             return FunctionSymbols::default();
         };
         let mut v: Vec<(u64, u64, &[u8])> = (elf_symbols(&data, object::elf::STT_FUNC).iter())
-            // `__libc_start_main@@GLIBC_2.34`: the name without its version.
-            .map(|s| (s.start, s.start + s.size, s.name))
+            .map(|s| (s.start, s.start.saturating_add(s.size), s.name))
             .collect();
         // Of the names one address has (glibc's `__GI___clone3`, `__clone3`
         // and `clone3`; `__libc_start_main` and its `_impl` and `_alias_N`),
@@ -628,7 +627,10 @@ pub fn is_instrumented(program: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{demangle, static_objects, LoadedModule, ReadAhead, Symbolizer, WindowedFile};
+    use super::{
+        demangle, static_objects, FunctionSymbols, LoadedModule, ReadAhead, Symbolizer,
+        WindowedFile,
+    };
 
     /// Return addresses of a thread of this process, outermost last (the C
     /// library's thread entry), and the C library's mapping that holds it.
@@ -791,6 +793,42 @@ mod tests {
         let count = |n: &str| names.iter().filter(|m| *m == n).count();
         assert_eq!((count("stdout"), count("counter")), (1, 1), "{names:?}");
         assert!(names.iter().all(|n| !n.contains('@')), "{names:?}");
+    }
+
+    /// A module file cut short or damaged (replaced while it was read, a
+    /// bad download) gives fewer symbols or none, never a panic: names past
+    /// the string table, extents past the address space.
+    #[test]
+    fn a_damaged_module_file_reads_without_a_panic() {
+        use object::{Object, ObjectSection};
+        let (_, libc) = thread_stack_and_libc();
+        let bytes = std::fs::read(&libc.path).unwrap();
+        assert!(FunctionSymbols::read(&libc.path).0.len() > 1000);
+        let (at, size) = (object::File::parse(&*bytes).unwrap())
+            .section_by_name(".dynsym")
+            .and_then(|s| s.file_range())
+            .unwrap();
+        let entries = (at as usize..(at + size) as usize).step_by(24);
+        let mut names_past = bytes.clone();
+        let mut extents_past = bytes.clone();
+        for e in entries.step_by(3) {
+            names_past[e..e + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            extents_past[e + 8..e + 16].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("libc.so.6");
+        for damaged in [&bytes[..64], &names_past, &extents_past] {
+            std::fs::write(&path, damaged).unwrap();
+            let module = LoadedModule {
+                path: path.to_string_lossy().into_owned(),
+                ..libc.clone()
+            };
+            let functions = FunctionSymbols::read(&module.path);
+            assert!(functions
+                .containing(u64::MAX - 4)
+                .is_none_or(|f| !f.is_empty()));
+            static_objects(1, &module);
+        }
     }
 
     #[test]
