@@ -87,12 +87,19 @@ fn on_free(st: &mut ThreadState, ptr: *mut c_void, glibc: bool) {
     count(st, 0, usable);
     let p = ptr as u64;
     if track::may_take(p) {
-        guarded(st, |st| {
-            if track::take(p) {
-                record_free(st, p);
-            }
-        });
+        take_free_event(st, p);
     }
+}
+
+/// A block that may carry an event is freed: its free event, if it does.
+#[cold]
+#[inline(never)]
+fn take_free_event(st: &mut ThreadState, p: u64) {
+    guarded(st, |st| {
+        if track::take(p) {
+            record_free(st, p);
+        }
+    });
 }
 
 /// The event of a recorded block's free, out of the hooks' fast path.
@@ -150,17 +157,36 @@ fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *
     };
     // glibc's allocator calls no hook; another may (jemalloc's mmap, say),
     // and what it calls for itself must not be recorded as the program's.
-    let glibc = allocator::is_glibc();
-    let p = if glibc {
-        alloc()
-    } else {
-        guarded(st, |_| alloc())
-    };
+    if !allocator::is_glibc() {
+        return alloc_guarded(st, size, kind, alloc);
+    }
+    let p = alloc();
+    on_new_block(st, p, size, kind, true);
+    p
+}
+
+/// An allocation by another allocator than glibc's, out of the fast path
+/// (whose every register saved and restored costs every call).
+#[cold]
+#[inline(never)]
+fn alloc_guarded(
+    st: &mut ThreadState,
+    size: usize,
+    kind: u8,
+    alloc: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
+    let p = guarded(st, |_| alloc());
+    on_new_block(st, p, size, kind, false);
+    p
+}
+
+/// Accounts for the block an allocation returned, if any.
+#[inline(always)]
+fn on_new_block(st: &mut ThreadState, p: *mut c_void, size: usize, kind: u8, glibc: bool) {
     if !p.is_null() {
         let usable = allocator::usable_size_in(glibc, p) as u64;
         on_alloc(st, p, size, usable, kind, false);
     }
-    p
 }
 
 /// # Safety
@@ -193,11 +219,19 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         on_free(st, p, true);
         allocator::free(p);
     } else {
-        guarded(st, |st| {
-            on_free(st, p, false);
-            allocator::free(p);
-        });
+        free_guarded(st, p);
     }
+}
+
+/// A free with another allocator than glibc's, which may call back into a
+/// hook: out of the fast path, whose every register saved costs every call.
+#[cold]
+#[inline(never)]
+fn free_guarded(st: &mut ThreadState, p: *mut c_void) {
+    guarded(st, |st| {
+        on_free(st, p, false);
+        allocator::free(p);
+    });
 }
 
 /// # Safety
