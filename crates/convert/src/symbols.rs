@@ -190,18 +190,18 @@ impl FunctionSymbols {
         let Some(data) = module_file(path) else {
             return FunctionSymbols::default();
         };
-        let mut v: Vec<(u64, u64, &[u8])> = (elf_symbols(&data, object::elf::STT_FUNC).iter())
+        let mut v: Vec<(u64, u64, &str)> = (elf_symbols(&data, object::elf::STT_FUNC).iter())
             .map(|s| (s.start, s.start.saturating_add(s.size), s.name))
             .collect();
         // Of the names one address has (glibc's `__GI___clone3`, `__clone3`
         // and `clone3`; `__libc_start_main` and its `_impl` and `_alias_N`),
         // the one a program calls: not an internal alias, the shortest.
-        let rank = |name: &[u8]| (name.starts_with(b"__GI_"), name.len());
+        let rank = |name: &str| (name.starts_with("__GI_"), name.len());
         v.sort_unstable_by(|a, b| (a.0, rank(a.2), a.2).cmp(&(b.0, rank(b.2), b.2)));
         v.dedup_by_key(|s| s.0);
-        let named = v.into_iter().filter_map(|(start, end, name)| {
-            Some((start, end, std::str::from_utf8(name).ok()?.to_string()))
-        });
+        let named = v
+            .into_iter()
+            .map(|(start, end, name)| (start, end, name.to_string()));
         FunctionSymbols(named.collect())
     }
 
@@ -216,10 +216,11 @@ impl FunctionSymbols {
 
 /// A defined symbol of an ELF file, outside thread-local sections, its name
 /// without its version (`__libc_start_main@@GLIBC_2.34`, `stdout@GLIBC_2.2.5`).
+/// A name that is not UTF-8 is no symbol, as object's `Symbol::name` has it.
 struct ElfSymbol<'data> {
     start: u64,
     size: u64,
-    name: &'data [u8],
+    name: &'data str,
 }
 
 /// The defined symbols of one ELF type (`STT_FUNC`, `STT_OBJECT`) and of
@@ -270,16 +271,16 @@ where
             if section.ok().flatten().is_some_and(thread_local) {
                 continue;
             }
-            let Some(name) = strings.get(sym.st_name(endian) as usize..) else {
+            let Some(name) = (strings.get(sym.st_name(endian) as usize..))
+                .and_then(|s| s.split(|&b| b == 0 || b == b'@').next())
+                .and_then(|s| std::str::from_utf8(s).ok())
+            else {
                 continue;
             };
             out.push(ElfSymbol {
                 start: sym.st_value(endian).into(),
                 size,
-                name: name
-                    .split(|&b| b == 0 || b == b'@')
-                    .next()
-                    .unwrap_or_default(),
+                name,
             });
         }
     }
@@ -598,14 +599,12 @@ pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
     let module = short_name(&m.path);
     (elf_symbols(&data, object::elf::STT_OBJECT).iter())
         .filter(|s| seen.insert((s.start, s.name)))
-        .filter_map(|s| {
-            Some(StaticObject {
-                pid,
-                module: module.clone(),
-                name: demangle(std::str::from_utf8(s.name).ok()?),
-                address: s.start.wrapping_add(m.bias),
-                size: s.size,
-            })
+        .map(|s| StaticObject {
+            pid,
+            module: module.clone(),
+            name: demangle(s.name),
+            address: s.start.wrapping_add(m.bias),
+            size: s.size,
         })
         .collect()
 }
