@@ -228,8 +228,9 @@ pub fn step_at(points: &[(u64, f64)], t: u64) -> f64 {
 /// every plot of it (a legend names them all).
 pub const TIMELINE_OBJECTS: usize = 8;
 
-/// The capacity timeline with the [`TIMELINE_OBJECTS`] largest dynamic objects.
-pub fn capacity_series(p: &Profile) -> CapacitySeries {
+/// The capacity timeline with the [`TIMELINE_OBJECTS`] largest dynamic objects
+/// of `all` (the profile's [`crate::data_objects`], computed once by the caller).
+pub fn capacity_series(p: &Profile, all: &crate::Objects) -> CapacitySeries {
     let mut sums: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for t in &p.timeline {
         let e = sums.entry(t.time_ns).or_default();
@@ -241,14 +242,14 @@ pub fn capacity_series(p: &Profile) -> CapacitySeries {
         list: objects,
         series,
         ..
-    } = crate::data_objects(p);
+    } = all;
     let dynamic = |o: &crate::DataObject| {
         matches!(
             o.kind,
             crate::ObjectKind::Heap | crate::ObjectKind::Mmap | crate::ObjectKind::Group
         )
     };
-    let top_idx = crate::top_by(&objects, TIMELINE_OBJECTS, |o| {
+    let top_idx = crate::top_by(objects, TIMELINE_OBJECTS, |o| {
         if dynamic(o) {
             o.peak_bytes
         } else {
@@ -333,7 +334,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let c = super::capacity_series(&p);
+        let c = super::capacity_series(&p, &crate::data_objects(&p));
         assert_eq!(
             c.time_ns,
             [0, 5_000_000, 10_000_000, 15_000_000, 20_000_000]

@@ -2,7 +2,7 @@ use super::*;
 
 pub fn plot_capacity<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
     let out = out.into();
-    let data = analysis::capacity_series(p);
+    let data = analysis::capacity_series(p, &analysis::data_objects(p));
     render!(out, draw(&data, p))
 }
 

@@ -253,7 +253,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
             sites: leak_sites,
         },
         regions: analysis::region_capacity(p),
-        timeline: analysis::capacity_series(p),
+        timeline: analysis::capacity_series(p, &all),
         access: analysis::access_report(p, &all, top),
         counters: analysis::counters_report(p),
         threads: analysis::thread_summaries(p),
