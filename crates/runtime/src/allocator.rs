@@ -8,7 +8,7 @@
 //! requests are served from a small static arena whose blocks are never freed.
 
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 
 extern "C" {
     fn __libc_malloc(size: usize) -> *mut c_void;
@@ -49,7 +49,92 @@ const NAMES: [&core::ffi::CStr; 10] = [
     c"malloc_usable_size",
 ];
 
-static NEXT: [AtomicUsize; 10] = [const { AtomicUsize::new(0) }; 10];
+/// Defines, for each forwarded function, its slot's caller in `next`, its
+/// stand-in before the lookup in `lazy`, and in `fallback` what serves it
+/// while the resolving thread is inside `dlsym` (and after, if nothing
+/// defines the name). A slot holds its `lazy` stand-in until [`resolve`]
+/// stores the next definition: the hooks call through a slot without testing
+/// it, as a PLT entry does.
+macro_rules! forwarded {
+    ($($slot:ident fn $name:ident($($a:ident: $t:ty),*) -> $r:ty { $($fallback:tt)* })*) => {
+        static NEXT: [AtomicPtr<()>; 10] = [$(AtomicPtr::new(lazy::$name as *mut ())),*];
+
+        /// What each slot holds when no library defines its name.
+        const FALLBACK: [*mut (); 10] = [$(fallback::$name as *mut ()),*];
+
+        /// The next definitions, called through their slots.
+        pub(crate) mod next {
+            use super::*;
+            $(
+                #[inline(always)]
+                pub fn $name($($a: $t),*) -> $r {
+                    let p = NEXT[Fn::$slot as usize].load(Ordering::Relaxed);
+                    // SAFETY: a slot holds a function of this signature: the
+                    // next definition of this C function, or its stand-in.
+                    unsafe {
+                        let f: unsafe extern "C" fn($($t),*) -> $r = core::mem::transmute(p);
+                        f($($a),*)
+                    }
+                }
+            )*
+        }
+
+        mod lazy {
+            use super::*;
+            $(
+                pub(super) unsafe extern "C" fn $name($($a: $t),*) -> $r {
+                    if resolving_here() {
+                        return fallback::$name($($a),*);
+                    }
+                    resolve();
+                    next::$name($($a),*)
+                }
+            )*
+        }
+
+        mod fallback {
+            use super::*;
+            $(
+                #[allow(unused_variables)]
+                pub(super) unsafe extern "C" fn $name($($a: $t),*) -> $r { $($fallback)* }
+            )*
+        }
+    };
+}
+
+forwarded! {
+    Malloc fn malloc(size: usize) -> *mut c_void { arena::alloc(size, 16) }
+    Calloc fn calloc(n: usize, size: usize) -> *mut c_void {
+        match n.checked_mul(size) {
+            // Arena memory is static and never reused: already zero.
+            Some(total) => arena::alloc(total, 16),
+            None => core::ptr::null_mut(),
+        }
+    }
+    // Only the arena's and glibc's blocks (made before the runtime started)
+    // can exist before the lookup.
+    Realloc fn realloc(p: *mut c_void, size: usize) -> *mut c_void { __libc_realloc(p, size) }
+    // A block of unknown origin is kept rather than risk the wrong
+    // allocator's free.
+    Free fn free(p: *mut c_void) -> () {}
+    Memalign fn memalign(align: usize, size: usize) -> *mut c_void { arena::alloc(size, align) }
+    AlignedAlloc fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+        arena::alloc(size, align)
+    }
+    PosixMemalign fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
+        let p = arena::alloc(size, align);
+        if p.is_null() {
+            return libc::ENOMEM;
+        }
+        *out = p;
+        0
+    }
+    Valloc fn valloc(size: usize) -> *mut c_void { arena::alloc(size, 4096) }
+    Pvalloc fn pvalloc(size: usize) -> *mut c_void {
+        arena::alloc(size.next_multiple_of(4096), 4096)
+    }
+    UsableSize fn usable_size(p: *mut c_void) -> usize { 0 }
+}
 
 const UNRESOLVED: u8 = 0;
 const RESOLVING: u8 = 1;
@@ -107,8 +192,8 @@ pub fn resolve() {
     let malloc = found[Fn::Malloc as usize];
     let is_glibc = malloc == 0 || object_of(malloc) == libc_object;
     for (i, slot) in NEXT.iter().enumerate() {
-        let f = if found[i] != 0 { found[i] } else { glibc[i] };
-        slot.store(f, Ordering::Relaxed);
+        let f = [found[i], glibc[i]].into_iter().find(|&f| f != 0);
+        slot.store(f.map_or(FALLBACK[i], |f| f as *mut ()), Ordering::Relaxed);
     }
     GLIBC.store(is_glibc, Ordering::Relaxed);
     // Another allocator without malloc_usable_size of its own would be handed
@@ -139,125 +224,35 @@ pub fn sizes_known() -> bool {
     SIZES_KNOWN.load(Ordering::Relaxed)
 }
 
-/// The next definition of `f`, or 0 while this thread is resolving (use the arena).
-#[inline(always)]
-fn next(f: Fn) -> usize {
-    let p = NEXT[f as usize].load(Ordering::Relaxed);
-    if p != 0 {
-        return p;
-    }
-    next_slow(f)
-}
-
-#[cold]
-fn next_slow(f: Fn) -> usize {
-    if STATE.load(Ordering::Acquire) == RESOLVING
+/// The calling thread is inside `dlsym` looking the definitions up: its
+/// requests go to the arena.
+fn resolving_here() -> bool {
+    STATE.load(Ordering::Acquire) == RESOLVING
         && RESOLVER.load(Ordering::Acquire) == crate::sys::gettid()
-    {
-        return 0;
-    }
-    resolve();
-    NEXT[f as usize].load(Ordering::Relaxed)
 }
 
-macro_rules! call {
-    ($f:expr, fn($($t:ty),*) -> $r:ty, $($a:expr),*) => {{
-        let p = next($f);
-        if p == 0 {
-            None
-        } else {
-            // SAFETY: `p` is the next definition of this C function.
-            let f: unsafe extern "C" fn($($t),*) -> $r = unsafe { core::mem::transmute(p) };
-            Some(unsafe { f($($a),*) })
-        }
-    }};
-}
-
-#[inline(always)]
-pub fn malloc(size: usize) -> *mut c_void {
-    call!(Fn::Malloc, fn(usize) -> *mut c_void, size).unwrap_or_else(|| arena::alloc(size, 16))
-}
-
-#[inline(always)]
-pub fn calloc(n: usize, size: usize) -> *mut c_void {
-    call!(Fn::Calloc, fn(usize, usize) -> *mut c_void, n, size).unwrap_or_else(|| {
-        match n.checked_mul(size) {
-            // Arena memory is static and never reused: already zero.
-            Some(total) => arena::alloc(total, 16),
-            None => core::ptr::null_mut(),
-        }
-    })
-}
+pub use next::{aligned_alloc, calloc, malloc, memalign, posix_memalign, pvalloc, valloc};
 
 #[inline(always)]
 pub fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if arena::owns(p) {
         return arena::realloc(p, size);
     }
-    // While resolving, only the arena's and glibc's blocks (made before the
-    // runtime started) can exist.
-    call!(Fn::Realloc, fn(*mut c_void, usize) -> *mut c_void, p, size)
-        // SAFETY: as the caller's realloc.
-        .unwrap_or_else(|| unsafe { __libc_realloc(p, size) })
+    next::realloc(p, size)
 }
 
 #[inline(always)]
 pub fn free(p: *mut c_void) {
-    if arena::owns(p) {
-        return;
+    if !arena::owns(p) {
+        next::free(p);
     }
-    // While resolving, a block of unknown origin is kept rather than risk the
-    // wrong allocator's free.
-    let _ = call!(Fn::Free, fn(*mut c_void) -> (), p);
 }
 
+/// [`free`] of a block the allocator made (not the arena's): the hooks' fast
+/// path.
 #[inline(always)]
-pub fn memalign(align: usize, size: usize) -> *mut c_void {
-    call!(Fn::Memalign, fn(usize, usize) -> *mut c_void, align, size)
-        .unwrap_or_else(|| arena::alloc(size, align))
-}
-
-#[inline(always)]
-pub fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    call!(
-        Fn::AlignedAlloc,
-        fn(usize, usize) -> *mut c_void,
-        align,
-        size
-    )
-    .unwrap_or_else(|| arena::alloc(size, align))
-}
-
-/// `posix_memalign`'s result code, and the block in `out`.
-#[inline(always)]
-pub fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
-    call!(
-        Fn::PosixMemalign,
-        fn(*mut *mut c_void, usize, usize) -> i32,
-        out,
-        align,
-        size
-    )
-    .unwrap_or_else(|| {
-        let p = arena::alloc(size, align);
-        if p.is_null() {
-            return libc::ENOMEM;
-        }
-        // SAFETY: the caller's out pointer.
-        unsafe { *out = p };
-        0
-    })
-}
-
-#[inline(always)]
-pub fn valloc(size: usize) -> *mut c_void {
-    call!(Fn::Valloc, fn(usize) -> *mut c_void, size).unwrap_or_else(|| arena::alloc(size, 4096))
-}
-
-#[inline(always)]
-pub fn pvalloc(size: usize) -> *mut c_void {
-    call!(Fn::Pvalloc, fn(usize) -> *mut c_void, size)
-        .unwrap_or_else(|| arena::alloc(size.next_multiple_of(4096), 4096))
+pub fn free_heap_block(p: *mut c_void) {
+    next::free(p);
 }
 
 /// The usable size of a live block of the allocator in use; 0 for the arena's
@@ -278,7 +273,7 @@ pub fn usable_size_in(glibc: bool, p: *mut c_void) -> usize {
     if arena::owns(p) || !SIZES_KNOWN.load(Ordering::Relaxed) {
         return 0;
     }
-    call!(Fn::UsableSize, fn(*mut c_void) -> usize, p).unwrap_or(0)
+    next::usable_size(p)
 }
 
 /// The usable size of a glibc heap block, read from its chunk header as glibc's
@@ -288,7 +283,7 @@ pub fn usable_size_in(glibc: bool, p: *mut c_void) -> usize {
 /// # Safety
 /// `p` is a live block returned by glibc's allocator or the arena.
 #[inline(always)]
-unsafe fn glibc_usable_size(p: *mut c_void) -> usize {
+pub(crate) unsafe fn glibc_usable_size(p: *mut c_void) -> usize {
     const IS_MMAPPED: usize = 0x2;
     const FLAG_BITS: usize = 0x7;
     let size_field = *(p as *const usize).sub(1);

@@ -121,6 +121,7 @@ pub unsafe extern "C" fn memlens_group_begin(name: *const c_char) {
             st.groups[st.group_depth] = id;
         }
         st.group_depth += 1;
+        st.refresh_fast_path();
         let ev = raw::Named {
             time: st.clock.now(),
             name: id,
@@ -140,6 +141,7 @@ pub unsafe extern "C" fn memlens_group_end() {
     if let Some(st) = enter() {
         if st.group_depth > 0 {
             st.group_depth -= 1;
+            st.refresh_fast_path();
             let name = st.groups[st.group_depth.min(thread::MAX_GROUP_DEPTH - 1)];
             let ev = raw::Named {
                 time: st.clock.now(),

@@ -69,6 +69,25 @@ pub(crate) fn count(st: &ThreadState, alloc_bytes: u64, free_bytes: u64) {
     }
 }
 
+/// [`count`] of a new block on the fast path, whose thread has its own
+/// counters ([`crate::thread::ThreadState::refresh_fast_path`]).
+#[inline(always)]
+pub(crate) fn count_own_alloc(st: &ThreadState, usable: u64) {
+    // SAFETY: the fast path's thread has its own slot in the mapped header.
+    let c = unsafe { &*st.counters };
+    add(&c.alloc_bytes, usable, false);
+    add(&c.allocs, 1, false);
+}
+
+/// [`count`] of a freed block on the fast path, as [`count_own_alloc`].
+#[inline(always)]
+pub(crate) fn count_own_free(st: &ThreadState, usable: u64) {
+    // SAFETY: as in count_own_alloc.
+    let c = unsafe { &*st.counters };
+    add(&c.free_bytes, usable, false);
+    add(&c.frees, 1, false);
+}
+
 /// Counts a captured stack under the unwinder that walked it (a
 /// `raw::walked_by` code), so a profile says how much the cached rules did
 /// and how much fell back to libgcc.

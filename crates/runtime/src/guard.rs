@@ -5,7 +5,7 @@ use crate::events::record_thread_start;
 use crate::thread;
 use crate::thread::ThreadState;
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 pub(crate) const UNINIT: u8 = 0;
 
@@ -14,6 +14,18 @@ pub(crate) const READY: u8 = 1;
 pub(crate) const DISABLED: u8 = 2;
 
 pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+
+/// READY with glibc's allocator and sampled recording: the malloc family's
+/// fast path ([`fast_state`]) is open. Kept with `STATE` by [`set_state`].
+static FAST_PATH: AtomicBool = AtomicBool::new(false);
+
+/// Moves the runtime to `state` (after its settings and the allocator are
+/// known).
+pub(crate) fn set_state(state: u8) {
+    let fast = state == READY && crate::allocator::is_glibc() && !crate::track::every_block();
+    FAST_PATH.store(fast, Ordering::Relaxed);
+    STATE.store(state, Ordering::Release);
+}
 
 pub(crate) fn errno() -> c_int {
     // SAFETY: errno location is always valid for the calling thread.
@@ -53,6 +65,27 @@ pub(crate) fn state() -> Option<&'static mut ThreadState> {
     let st = unsafe { &mut *(p as *mut ThreadState) };
     if st.in_hook {
         core::hint::cold_path();
+        return None;
+    }
+    Some(st)
+}
+
+/// The calling thread's state when its allocation call can take the fast
+/// path: glibc's allocator, sampled recording, the thread's own counters, no
+/// group open, outside any hook. Every check the generic path makes for these
+/// cases, made once: a malloc-heavy program makes tens of millions of calls.
+#[inline(always)]
+pub(crate) fn fast_state() -> Option<&'static mut ThreadState> {
+    if !FAST_PATH.load(Ordering::Relaxed) {
+        return None;
+    }
+    let p = thread::tls_get();
+    if p <= thread::INTERNAL {
+        return None;
+    }
+    // SAFETY: a state is only used by its own thread.
+    let st = unsafe { &mut *(p as *mut ThreadState) };
+    if st.in_hook || !st.fast_path {
         return None;
     }
     Some(st)

@@ -3,7 +3,7 @@
 //! directory and opens the log; the destructor writes the last records.
 
 use crate::events::record_thread_totals;
-use crate::guard::{enter, errno, leave, set_errno, DISABLED, READY, STATE, UNINIT};
+use crate::guard::{enter, errno, leave, set_errno, set_state, DISABLED, READY, STATE, UNINIT};
 use crate::process::{
     fork_child, fork_parent, fork_prepare, record_command_line, record_exit,
     record_modules_from_here, EXIT_STATUS,
@@ -64,7 +64,7 @@ extern "C" fn init() {
     // SAFETY: single-threaded during constructors; statics written before READY.
     unsafe {
         if env(raw::env::DISABLE).is_some_and(|v| v == b"1") || !configure() {
-            STATE.store(DISABLED, Ordering::Release);
+            set_state(DISABLED);
             set_errno(saved_errno);
             return;
         }
@@ -74,7 +74,7 @@ extern "C" fn init() {
         thread::init_key();
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
         if !open_log(libc::getppid() as u32) {
-            STATE.store(DISABLED, Ordering::Release);
+            set_state(DISABLED);
             set_errno(saved_errno);
             return;
         }
@@ -84,7 +84,7 @@ extern "C" fn init() {
             let m = libc::mallinfo2();
             (h.heap_before_start).store((m.uordblks + m.hblkhd) as u64, Ordering::Relaxed);
         }
-        STATE.store(READY, Ordering::Release);
+        set_state(READY);
         record_allocator_faults();
         record_modules_from_here();
         if OWN_SAMPLER {

@@ -1,8 +1,11 @@
 //! The malloc family, interposed: each call goes to the real allocator, then
 //! is counted and, when large, sampled or grouped, recorded with its stack.
 
-use crate::events::{count, count_dead, next_sample_countdown, record_alloc, with_orphan};
-use crate::guard::{enter, errno, guarded, is_dead_thread, leave, set_errno, state};
+use crate::events::{
+    count, count_dead, count_own_alloc, count_own_free, next_sample_countdown, record_alloc,
+    with_orphan,
+};
+use crate::guard::{enter, errno, fast_state, guarded, is_dead_thread, leave, set_errno, state};
 use crate::thread::ThreadState;
 use crate::{allocator, sys, track};
 use core::ffi::{c_int, c_void};
@@ -32,9 +35,22 @@ fn on_alloc(
     force: bool,
 ) {
     count(st, usable, 0);
+    if st.group_depth == 0 && !force {
+        sample(st, ptr, size, usable, kind);
+    } else {
+        core::hint::cold_path();
+        let entry = crate::unwind::frame_address();
+        record_new_block(st, ptr as u64, size as u64, usable, kind, force, entry);
+    }
+}
+
+/// Records an event for a new block outside any group, already counted, if
+/// it is large or its countdown runs out.
+#[inline(always)]
+fn sample(st: &mut ThreadState, ptr: *mut c_void, size: usize, usable: u64, kind: u8) {
     let size = size as u64;
-    // Most calls: small, outside any group, the countdown not yet run out.
-    if size < EXACT_FROM.load(Ordering::Relaxed) && st.group_depth == 0 && !force {
+    // Most calls: small, the countdown not yet run out.
+    if size < EXACT_FROM.load(Ordering::Relaxed) {
         st.countdown -= size as i64;
         if st.countdown > 0 {
             return;
@@ -44,7 +60,7 @@ fn on_alloc(
     // The hook's own frame (this is inlined into it): the walk starts at
     // its caller, not at the runtime's inner frames.
     let entry = crate::unwind::frame_address();
-    record_new_block(st, ptr as u64, size, usable, kind, force, entry);
+    record_new_block(st, ptr as u64, size, usable, kind, false, entry);
 }
 
 /// The event of a new block that is large, sampled (its countdown ran out)
@@ -152,6 +168,24 @@ fn unhooked_alloc(alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
 /// Runs an allocation function and records what it returned.
 #[inline(always)]
 fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let Some(st) = fast_state() else {
+        return generic_alloc(size, kind, alloc);
+    };
+    let p = alloc();
+    if !p.is_null() {
+        // SAFETY: a block glibc's allocator just returned.
+        let usable = unsafe { allocator::glibc_usable_size(p) } as u64;
+        count_own_alloc(st, usable);
+        sample(st, p, size, usable, kind);
+    }
+    p
+}
+
+/// [`hooked_alloc`] off its fast path: before the runtime is ready, nested,
+/// another allocator than glibc's, every block recorded, shared counters or
+/// a group open.
+#[inline(never)]
+fn generic_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let Some(st) = state() else {
         return unhooked_alloc(alloc);
     };
@@ -212,6 +246,22 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
+    if let Some(st) = fast_state() {
+        // SAFETY: a block of glibc's allocator, or of the arena.
+        let usable = unsafe { allocator::glibc_usable_size(p) } as u64;
+        // The arena's blocks read as 0 usable bytes; a block that may carry
+        // an event takes the generic path.
+        if usable != 0 && !track::maybe_tracked(p as u64) {
+            count_own_free(st, usable);
+            return allocator::free_heap_block(p);
+        }
+    }
+    generic_free(p);
+}
+
+/// [`free`] off its fast path (as [`generic_alloc`]).
+#[inline(never)]
+fn generic_free(p: *mut c_void) {
     let Some(st) = state() else {
         return unhooked_free(p);
     };

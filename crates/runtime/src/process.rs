@@ -3,7 +3,7 @@
 //! and pthread_getattr_np (a thread's state is made before glibc's lock).
 
 use crate::events::{with_orphan, ORPHAN_LOCK, STACK_SEEN, STRING_SEEN};
-use crate::guard::{enter, errno, leave, set_errno, DISABLED, READY, STATE};
+use crate::guard::{enter, errno, leave, set_errno, set_state, DISABLED, READY, STATE};
 use crate::init::{open_log, record_allocator_faults, INTERVAL_MS, OWN_SAMPLER};
 use crate::thread::ThreadState;
 use crate::{access, log, modules, sampler, sys, thread, track, unwind};
@@ -246,6 +246,7 @@ pub(crate) extern "C" fn fork_child() {
         st.writer.release();
         st.counters = core::ptr::null();
         st.access_counters = core::ptr::null();
+        st.refresh_fast_path();
     }
     with_orphan(|w| w.release());
     log::close_inherited();
@@ -256,7 +257,7 @@ pub(crate) extern "C" fn fork_child() {
     // SAFETY: the child is single-threaded here.
     unsafe {
         if !open_log(libc::getppid() as u32) {
-            STATE.store(DISABLED, Ordering::Release);
+            set_state(DISABLED);
             set_errno(saved);
             return;
         }
@@ -274,6 +275,7 @@ pub(crate) extern "C" fn fork_child() {
         let st = unsafe { &mut *(st as *mut ThreadState) };
         st.tid = sys::gettid();
         (st.counters, st.access_counters, st.shared_counters) = thread::claim_slot(st.tid);
+        st.refresh_fast_path();
         access::reset_after_fork(st);
         st.memo.clear();
     }

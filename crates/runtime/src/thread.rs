@@ -20,6 +20,9 @@ pub struct ThreadState {
     pub in_hook: bool,
     /// The counters are the shared overflow slot: update them atomically.
     pub shared_counters: bool,
+    /// The allocation hooks' fast path may serve this thread: see
+    /// [`ThreadState::refresh_fast_path`].
+    pub fast_path: bool,
     pub tid: u32,
     pub counters: *const Counters,
     /// Bytes left until the next sampled small allocation.
@@ -37,6 +40,16 @@ pub struct ThreadState {
     pub clock: crate::clock::Clock,
     /// Allocation stacks walked lately (the cached rules' walks).
     pub memo: crate::unwind::memo::WalkMemo,
+}
+
+impl ThreadState {
+    /// Whether the allocation hooks may count this thread's calls on their
+    /// fast path: its own counters (plain adds, not the shared slot's atomic
+    /// ones, nor none as in a fork child before it has a slot) and no group
+    /// open (whose every block is recorded). Called whenever those change.
+    pub fn refresh_fast_path(&mut self) {
+        self.fast_path = !self.counters.is_null() && !self.shared_counters && self.group_depth == 0;
+    }
 }
 
 /// TLS values that are not pointers to a state: the three lowest (the hooks
@@ -148,6 +161,7 @@ pub fn create() -> *mut ThreadState {
             in_hook: false,
             counters,
             shared_counters,
+            fast_path: false,
             access_counters,
             access: crate::access::AccessState::new(),
             writer: Writer::new(),
@@ -162,6 +176,7 @@ pub fn create() -> *mut ThreadState {
             memo: crate::unwind::memo::WalkMemo::new(),
         });
         (*p).countdown = crate::events::next_sample_countdown(&mut *p);
+        (*p).refresh_fast_path();
     }
     tls_set(p as usize);
     let key = THREAD_KEY.load(Ordering::Acquire);
