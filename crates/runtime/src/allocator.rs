@@ -276,6 +276,10 @@ pub fn usable_size_in(glibc: bool, p: *mut c_void) -> usize {
     next::usable_size(p)
 }
 
+/// A glibc chunk's size field: its size, and flags in the low bits.
+const IS_MMAPPED: usize = 0x2;
+const FLAG_BITS: usize = 0x7;
+
 /// The usable size of a glibc heap block, read from its chunk header as glibc's
 /// own `malloc_usable_size` does, minus that function's call and its check of the
 /// next chunk (a second cache line): this runs on every malloc and free.
@@ -284,14 +288,27 @@ pub fn usable_size_in(glibc: bool, p: *mut c_void) -> usize {
 /// `p` is a live block returned by glibc's allocator or the arena.
 #[inline(always)]
 pub(crate) unsafe fn glibc_usable_size(p: *mut c_void) -> usize {
-    const IS_MMAPPED: usize = 0x2;
-    const FLAG_BITS: usize = 0x7;
     let size_field = *(p as *const usize).sub(1);
     let chunk = size_field & !FLAG_BITS;
     // Header overhead: one size word for heap chunks, two for mmapped ones
     // (IS_MMAPPED, bit 1, shifted to 8 bytes).
     let mmapped_word = (size_field & IS_MMAPPED) << 2;
     chunk.wrapping_sub(core::mem::size_of::<usize>() + mmapped_word)
+}
+
+/// [`glibc_usable_size`] of a block in one of glibc's heaps, `None` for an
+/// mmapped chunk and for the arena's blocks (which read as one): the free
+/// hook's fast path, which leaves both to the generic one.
+///
+/// # Safety
+/// As [`glibc_usable_size`].
+#[inline(always)]
+pub(crate) unsafe fn glibc_heap_usable_size(p: *mut c_void) -> Option<usize> {
+    let size_field = *(p as *const usize).sub(1);
+    if size_field & IS_MMAPPED != 0 {
+        return None;
+    }
+    Some((size_field & !FLAG_BITS) - core::mem::size_of::<usize>())
 }
 
 /// Static memory for the allocations `dlsym` makes while the definitions are
@@ -301,8 +318,9 @@ mod arena {
     use core::sync::atomic::{AtomicUsize, Ordering};
 
     const SIZE: usize = 64 * 1024;
-    /// A glibc chunk size field of 8 bytes, flags clear: 0 usable bytes.
-    const EMPTY_CHUNK: usize = 8;
+    /// A glibc chunk size field of an mmapped chunk of 16 bytes: 0 usable
+    /// bytes, and not a heap block.
+    const EMPTY_CHUNK: usize = 16 | super::IS_MMAPPED;
     #[repr(C, align(4096))]
     struct Memory(core::cell::UnsafeCell<[u8; SIZE]>);
     // SAFETY: disjoint ranges are handed out by an atomic bump.

@@ -36,18 +36,18 @@ fn on_alloc(
 ) {
     count(st, usable, 0);
     if st.group_depth == 0 && !force {
-        sample(st, ptr, size, usable, kind);
+        sample(st, ptr, size, kind);
     } else {
         core::hint::cold_path();
         let entry = crate::unwind::frame_address();
-        record_new_block(st, ptr as u64, size as u64, usable, kind, force, entry);
+        record_new_block(st, ptr as u64, size as u64, kind, force, entry);
     }
 }
 
 /// Records an event for a new block outside any group, already counted, if
 /// it is large or its countdown runs out.
 #[inline(always)]
-fn sample(st: &mut ThreadState, ptr: *mut c_void, size: usize, usable: u64, kind: u8) {
+fn sample(st: &mut ThreadState, ptr: *mut c_void, size: usize, kind: u8) {
     let size = size as u64;
     // Most calls: small, the countdown not yet run out.
     if size < EXACT_FROM.load(Ordering::Relaxed) {
@@ -60,22 +60,17 @@ fn sample(st: &mut ThreadState, ptr: *mut c_void, size: usize, usable: u64, kind
     // The hook's own frame (this is inlined into it): the walk starts at
     // its caller, not at the runtime's inner frames.
     let entry = crate::unwind::frame_address();
-    record_new_block(st, ptr as u64, size, usable, kind, false, entry);
+    record_new_block(st, ptr as u64, size, kind, false, entry);
 }
 
 /// The event of a new block that is large, sampled (its countdown ran out)
 /// or grouped, out of the hooks' fast path.
 #[cold]
 #[inline(never)]
-fn record_new_block(
-    st: &mut ThreadState,
-    ptr: u64,
-    size: u64,
-    usable: u64,
-    kind: u8,
-    force: bool,
-    entry: u64,
-) {
+fn record_new_block(st: &mut ThreadState, ptr: u64, size: u64, kind: u8, force: bool, entry: u64) {
+    // Read again rather than passed: a seventh argument would go on the
+    // stack, whose room every call makes.
+    let usable = allocator::usable_size(ptr as *mut c_void) as u64;
     let group = match st.group_depth {
         0 => 0,
         depth => st.groups[depth - 1],
@@ -176,7 +171,7 @@ fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *
         // SAFETY: a block glibc's allocator just returned.
         let usable = unsafe { allocator::glibc_usable_size(p) } as u64;
         count_own_alloc(st, usable);
-        sample(st, p, size, usable, kind);
+        sample(st, p, size, kind);
     }
     p
 }
@@ -248,11 +243,11 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     }
     if let Some(st) = fast_state() {
         // SAFETY: a block of glibc's allocator, or of the arena.
-        let usable = unsafe { allocator::glibc_usable_size(p) } as u64;
-        // The arena's blocks read as 0 usable bytes; a block that may carry
-        // an event takes the generic path.
-        if usable != 0 && !track::maybe_tracked(p as u64) {
-            count_own_free(st, usable);
+        let usable = unsafe { allocator::glibc_heap_usable_size(p) };
+        // An mmapped block, the arena's, or one that may carry an event
+        // takes the generic path.
+        if let (Some(usable), false) = (usable, track::maybe_tracked(p as u64)) {
+            count_own_free(st, usable as u64);
             return allocator::free_heap_block(p);
         }
     }
