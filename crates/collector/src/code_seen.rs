@@ -6,7 +6,7 @@
 //! second core and 9 MB).
 
 use crate::finalize::{module_def, stack_def};
-use memlens_convert::symbols::{is_c_library, LoadedModule};
+use memlens_convert::symbols::{is_c_library, LoadedModule, Wanted};
 use memlens_rawlog::{self as raw, tag, RawRecord};
 use std::collections::HashSet;
 
@@ -21,8 +21,8 @@ pub(crate) struct CodeSeen {
     /// Code addresses seen since the last [`CodeSeen::request_new`], and
     /// whether each is one of a stack's outermost frames in the C library.
     addresses: Vec<(u64, bool)>,
-    /// Modules whose debug information was asked for, by index.
-    requested: HashSet<usize>,
+    /// What was asked for of each module, by index.
+    requested: HashSet<(usize, Wanted)>,
     followed: u64,
 }
 
@@ -99,20 +99,26 @@ impl CodeSeen {
     }
 
     /// Hands `request` each module the stacks and samples seen since the
-    /// last call fall in, once.
-    pub(crate) fn request_new(&mut self, request: &mut dyn FnMut(&str)) {
+    /// last call fall in, once: its function symbols for a C library entry
+    /// frame, its DWARF for any other.
+    pub(crate) fn request_new(&mut self, request: &mut dyn FnMut(&str, Wanted)) {
         for (addr, entry) in std::mem::take(&mut self.addresses) {
             let Some(i) = self.module_of(addr) else {
                 continue; // a module not logged yet: the finalizer reads it
             };
-            if entry || !self.requested.insert(i) {
+            let wanted = if entry {
+                Wanted::Functions
+            } else {
+                Wanted::Debug
+            };
+            if !self.requested.insert((i, wanted)) {
                 continue;
             }
             // The symbolizer takes a module by its canonical path.
             let path = &self.modules[i].path;
             let canonical = std::fs::canonicalize(path)
                 .map_or(path.clone(), |p| p.to_string_lossy().into_owned());
-            request(&canonical);
+            request(&canonical, wanted);
         }
     }
 }
@@ -182,16 +188,18 @@ mod tests {
 
         let mut log = Followed::new();
         log.write(0, &body);
+        let (debug, functions) = log.requested();
         assert_eq!(
-            log.requested(),
+            debug,
             [
                 "/nonexistent/libc.so.6",
                 "/nonexistent/program",
                 "/nonexistent/plugin.so"
             ]
         );
+        assert!(functions.is_empty(), "{functions:?}");
         // Each once: the log read again asks for nothing more.
-        assert!(log.requested().is_empty());
+        assert_eq!(log.requested(), (vec![], vec![]));
         assert!(log.seen.following());
     }
 
@@ -224,13 +232,17 @@ mod tests {
             write_block(&mut self.file, index, 1, body);
         }
 
-        /// The modules asked for since the last call, reading what is new.
-        fn requested(&mut self) -> Vec<String> {
+        /// The modules whose DWARF was asked for since the last call, and
+        /// those whose function symbols alone were, reading what is new.
+        fn requested(&mut self) -> (Vec<String>, Vec<String>) {
             let seen = &mut self.seen;
             self.tail.read_new(&self.log, &mut |_, rec| seen.see(&rec));
-            let mut requested = Vec::new();
-            seen.request_new(&mut |p| requested.push(p.to_string()));
-            requested
+            let (mut debug, mut functions) = (Vec::new(), Vec::new());
+            seen.request_new(&mut |p, wanted| match wanted {
+                Wanted::Debug => debug.push(p.to_string()),
+                Wanted::Functions => functions.push(p.to_string()),
+            });
+            (debug, functions)
         }
     }
 
@@ -275,14 +287,19 @@ mod tests {
         stack(&mut body, 1, &[0x1234, entry[0], entry[1]]);
         let mut log = Followed::new();
         log.write(0, &body);
-        assert_eq!(log.requested(), ["/nonexistent/program"]);
+        // Its function symbols are read ahead instead, once.
+        let (debug, functions) = log.requested();
+        assert_eq!(debug, ["/nonexistent/program"]);
+        assert_eq!(functions.len(), 1, "{functions:?}");
+        assert!(functions[0].contains("/libc.so"), "{functions:?}");
         // A frame in any other function of the C library needs its DWARF.
         body.clear();
         let malloc = libc::malloc as *const () as u64 + 4;
         stack(&mut body, 2, &[malloc, 0x1234, entry[0], entry[1]]);
         log.write(1, &body);
-        let requested = log.requested();
-        assert_eq!(requested.len(), 1, "{requested:?}");
-        assert!(requested[0].contains("/libc.so"), "{requested:?}");
+        let (debug, functions) = log.requested();
+        assert_eq!(debug.len(), 1, "{debug:?}");
+        assert!(debug[0].contains("/libc.so"), "{debug:?}");
+        assert!(functions.is_empty(), "{functions:?}");
     }
 }

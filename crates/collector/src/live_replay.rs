@@ -189,7 +189,7 @@ impl Follower {
                     }
                 }
             });
-            code.request_new(&mut |p| self.read_ahead.request(p));
+            code.request_new(&mut |p, wanted| self.read_ahead.request(p, wanted));
             // The program is ahead of the replay: its table of live blocks
             // grows to the program's count at once, not by doubling (each
             // doubling holds both tables a moment).

@@ -8,7 +8,7 @@ use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
 use crate::{Error, LiveSamples, Result};
-use memlens_convert::symbols::ReadAhead;
+use memlens_convert::symbols::{ReadAhead, Wanted};
 use memlens_rawlog::{self as raw, env, procfs, tag, FileHeader};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -339,7 +339,8 @@ impl Watched {
                 image.add(tid, &rec);
             }
         });
-        self.code.request_new(&mut |path| read_ahead.request(path));
+        self.code
+            .request_new(&mut |path, wanted| read_ahead.request(path, wanted));
         if let (true, Some(samples)) = (ended, samples) {
             samples.complete(&self.path);
         }
@@ -1133,7 +1134,8 @@ impl Sampler {
         };
         for m in maps.split(|&b| b == b'\n').filter_map(procfs::maps_line) {
             if m.perms[2] == b'x' && m.name.starts_with(b"/") {
-                self.read_ahead.request(&String::from_utf8_lossy(m.name));
+                self.read_ahead
+                    .request(&String::from_utf8_lossy(m.name), Wanted::Debug);
             }
         }
     }

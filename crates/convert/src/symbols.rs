@@ -62,8 +62,9 @@ impl Drop for Symbolizer {
     }
 }
 
-/// Debug information read on a background thread while the target runs, for
-/// the symbolizer to take when it needs a module. Reading a module's DWARF is
+/// Debug information (and the C library's function symbols) read on a
+/// background thread while the target runs, for the symbolizer to take when
+/// it needs a module. Reading a module's DWARF is
 /// the finalizer's largest fixed cost: libc's separate debug file (libc6-dbg)
 /// takes 35 to 190 ms to decompress and index, more than the rest of a short
 /// run's finalize together. The thread runs at the lowest priority, one module
@@ -78,13 +79,30 @@ impl std::fmt::Debug for ReadAhead {
     }
 }
 
+/// What is read ahead of a module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Wanted {
+    /// Its DWARF, for frames anywhere in its code.
+    Debug,
+    /// Its function symbols alone: the C library's, whose only frames in
+    /// most stacks are its process and thread entry functions (1 to 2 ms of
+    /// the finalizer for libc's debug symbol table).
+    Functions,
+}
+
+/// A module's part read ahead (a loader is a kilobyte: boxed).
+enum Read {
+    Debug(Option<Box<addr2line::Loader>>),
+    Functions(FunctionSymbols),
+}
+
 #[derive(Default)]
 struct ReadAheadState {
-    /// Every path ever requested or taken: each is read at most once.
-    seen: HashSet<String>,
-    queue: VecDeque<String>,
-    reading: Option<String>,
-    read: HashMap<String, Option<addr2line::Loader>>,
+    /// Every part ever requested or taken: each is read at most once.
+    seen: HashSet<(Wanted, String)>,
+    queue: VecDeque<(Wanted, String)>,
+    reading: Option<(Wanted, String)>,
+    read: HashMap<(Wanted, String), Read>,
     /// Debug bytes read so far (see [`ReadAhead::BUDGET`]).
     read_bytes: u64,
     worker: bool,
@@ -97,14 +115,15 @@ impl ReadAhead {
     /// DWARF; past the budget a module is read when its frames need it.
     const BUDGET: u64 = 256 << 20;
 
-    /// Queues a module's debug information (once per path).
-    pub fn request(&self, path: &str) {
+    /// Queues a module's part (once per path).
+    pub fn request(&self, path: &str, wanted: Wanted) {
         let (lock, wake) = &*self.0;
         let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
-        if st.stopped || !st.seen.insert(path.to_string()) {
+        let key = (wanted, path.to_string());
+        if st.stopped || !st.seen.insert(key.clone()) {
             return;
         }
-        st.queue.push_back(path.to_string());
+        st.queue.push_back(key);
         if !st.worker {
             st.worker = true;
             let this = self.clone();
@@ -127,45 +146,67 @@ impl ReadAhead {
             if st.stopped {
                 return;
             }
-            let Some(path) = st.queue.pop_front() else {
+            let Some(key) = st.queue.pop_front() else {
                 st = wake.wait(st).unwrap_or_else(|e| e.into_inner());
                 continue;
             };
-            st.reading = Some(path.clone());
+            st.reading = Some(key.clone());
             let budget = Self::BUDGET.saturating_sub(st.read_bytes);
             drop(st);
-            let debug = debug_file(&path);
-            let bytes = std::fs::metadata(&debug).map_or(0, |m| m.len());
-            let loader = (bytes <= budget).then(|| addr2line::Loader::new(debug).ok());
+            let debug = debug_file(&key.1);
+            let (read, bytes) = match key.0 {
+                Wanted::Debug => {
+                    let bytes = std::fs::metadata(&debug).map_or(0, |m| m.len());
+                    let loader = (bytes <= budget).then(|| addr2line::Loader::new(debug).ok());
+                    (loader.map(|l| Read::Debug(l.map(Box::new))), bytes)
+                }
+                Wanted::Functions => (Some(Read::Functions(FunctionSymbols::read(&debug))), 0),
+            };
             st = lock.lock().unwrap_or_else(|e| e.into_inner());
             st.reading = None;
-            if let Some(loader) = loader {
+            if let Some(read) = read {
                 st.read_bytes += bytes;
-                st.read.insert(path, loader);
+                st.read.insert(key, read);
             }
             wake.notify_all();
         }
     }
 
-    /// The module's debug information if it was read ahead (after the read
-    /// under way, if it is this one), else `None`: the caller reads it.
-    fn take(&self, path: &str) -> Option<Option<addr2line::Loader>> {
+    /// The module's part if it was read ahead (after the read under way, if
+    /// it is this one), else `None`: the caller reads it.
+    fn take(&self, path: &str, wanted: Wanted) -> Option<Read> {
         // Requests come from /proc/PID/maps, which resolves symbolic links
         // (/lib is /usr/lib on Debian); the runtime names modules as ld.so did.
         let canonical = std::fs::canonicalize(path).ok()?;
-        let path = canonical.to_str()?;
+        let key = (wanted, canonical.to_str()?.to_string());
         let (lock, wake) = &*self.0;
         let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(loader) = st.read.remove(path) {
-                return Some(loader);
+            if let Some(read) = st.read.remove(&key) {
+                return Some(read);
             }
-            if st.reading.as_deref() != Some(path) {
-                st.seen.insert(path.to_string());
-                st.queue.retain(|p| p != path);
+            if st.reading.as_ref() != Some(&key) {
+                st.seen.insert(key.clone());
+                st.queue.retain(|k| *k != key);
                 return None;
             }
             st = wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The module's DWARF, as [`ReadAhead::take`].
+    fn take_debug(&self, path: &str) -> Option<Option<addr2line::Loader>> {
+        match self.take(path, Wanted::Debug)? {
+            Read::Debug(loader) => Some(loader.map(|l| *l)),
+            Read::Functions(_) => None,
+        }
+    }
+
+    /// The module's function symbols, as [`ReadAhead::take`].
+    fn take_functions(&self, path: &str) -> Option<FunctionSymbols> {
+        match self.take(path, Wanted::Functions)? {
+            Read::Functions(f) => Some(f),
+            Read::Debug(_) => None,
         }
     }
 
@@ -307,20 +348,33 @@ const ENTRY_FUNCTIONS: [&str; 5] = [
 
 impl FunctionTables {
     /// The function of the module at `path` whose extent holds `probe` (a
-    /// link-time address).
-    fn containing(&mut self, path: &str, probe: u64) -> Option<&str> {
+    /// link-time address); its symbols as `read_ahead` has them, if it does.
+    fn containing(
+        &mut self,
+        read_ahead: Option<&ReadAhead>,
+        path: &str,
+        probe: u64,
+    ) -> Option<&str> {
         (self.0.entry(path.to_string()))
-            .or_insert_with(|| FunctionSymbols::read(&debug_file(path)))
+            .or_insert_with(|| {
+                (read_ahead.and_then(|r| r.take_functions(path)))
+                    .unwrap_or_else(|| FunctionSymbols::read(&debug_file(path)))
+            })
             .containing(probe)
     }
 
     /// The process or thread entry function of the C library that `probe`
     /// falls in, when the module at `path` is the C library.
-    fn entry_function(&mut self, path: &str, probe: u64) -> Option<&str> {
+    fn entry_function(
+        &mut self,
+        read_ahead: Option<&ReadAhead>,
+        path: &str,
+        probe: u64,
+    ) -> Option<&str> {
         if !is_c_library(path) {
             return None;
         }
-        self.containing(path, probe)
+        self.containing(read_ahead, path, probe)
             .filter(|f| ENTRY_FUNCTIONS.contains(f))
     }
 }
@@ -451,7 +505,7 @@ impl Symbolizer {
             .or_insert_with(|| {
                 read_ahead
                     .as_ref()
-                    .and_then(|r| r.take(path))
+                    .and_then(|r| r.take_debug(path))
                     .unwrap_or_else(|| addr2line::Loader::new(debug_file(path)).ok())
             })
             .as_ref()
@@ -475,7 +529,9 @@ impl Symbolizer {
         let module = short_name(&m.path);
         // A return address points after the call: look up the call itself.
         let probe = addr.wrapping_sub(m.bias).wrapping_sub(is_return as u64);
-        if let Some(name) = self.functions.entry_function(&m.path, probe) {
+        if let Some(name) =
+            (self.functions).entry_function(self.read_ahead.as_ref(), &m.path, probe)
+        {
             return vec![(module, name.to_string(), String::new(), 0, false)];
         }
         let Some(loader) = self.loader(&m.path) else {
@@ -503,9 +559,11 @@ impl Symbolizer {
         if out.is_empty() || out.iter().all(|f| f.1.is_empty()) {
             // Without debug information: the symbol whose extent holds the
             // address, else the module and offset (as perf prints them).
-            let name = (self.functions.containing(&m.path, probe))
-                .map(demangle)
-                .unwrap_or_else(|| format!("{module}+{probe:#x}"));
+            let name = (self
+                .functions
+                .containing(self.read_ahead.as_ref(), &m.path, probe))
+            .map(demangle)
+            .unwrap_or_else(|| format!("{module}+{probe:#x}"));
             let (file, line) = out.first().map(|f| (f.2.clone(), f.3)).unwrap_or_default();
             out = vec![(module, name, file, line, false)];
         }
@@ -627,7 +685,7 @@ pub fn is_instrumented(program: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{
-        demangle, static_objects, FunctionSymbols, LoadedModule, ReadAhead, Symbolizer,
+        demangle, static_objects, FunctionSymbols, LoadedModule, ReadAhead, Symbolizer, Wanted,
         WindowedFile,
     };
 
@@ -733,35 +791,40 @@ mod tests {
         let link = std::env::temp_dir().join(format!("memlens-read-ahead-{}", std::process::id()));
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&exe, &link).unwrap();
+        let (stack, libc) = thread_stack_and_libc();
         let read_ahead = ReadAhead::default();
-        read_ahead.request(exe.to_str().unwrap());
-        // Asked for by the link's name once the thread has taken it up (a
-        // module still queued is left to the caller).
+        read_ahead.request(exe.to_str().unwrap(), Wanted::Debug);
+        read_ahead.request(&libc.path, Wanted::Functions);
+        // Asked for (the program by its link's name) once the thread has
+        // taken both up: a part still queued is left to the caller.
         let started = std::time::Instant::now();
-        while read_ahead
-            .0
-             .0
-            .lock()
-            .unwrap()
-            .queue
-            .contains(&exe.to_str().unwrap().to_string())
-        {
+        while !read_ahead.0 .0.lock().unwrap().queue.is_empty() {
             assert!(
                 started.elapsed().as_secs() < 60,
                 "the read-ahead thread never started"
             );
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let taken = read_ahead.take(link.to_str().unwrap());
+        let debug = read_ahead.take_debug(link.to_str().unwrap());
         std::fs::remove_file(&link).unwrap();
         assert!(
-            matches!(taken, Some(Some(_))),
+            matches!(debug, Some(Some(_))),
             "the test binary's DWARF was not read ahead"
         );
-        // Taken once: the symbolizer keeps it from then on.
-        assert!(read_ahead.take(exe.to_str().unwrap()).is_none());
-        // Never requested: the caller reads it.
-        assert!(read_ahead.take("/bin/sh").is_none());
+        // The C library's symbols name a thread's outermost frame.
+        let functions = read_ahead.take_functions(&libc.path);
+        let probe = stack.last().unwrap() - libc.bias - 1;
+        let entry = functions.as_ref().and_then(|f| f.containing(probe));
+        assert!(
+            entry.is_some_and(|f| ["clone3", "clone"].contains(&f)),
+            "{entry:?}"
+        );
+        // Taken once: the symbolizer keeps them from then on.
+        assert!(read_ahead.take_debug(exe.to_str().unwrap()).is_none());
+        assert!(read_ahead.take_functions(&libc.path).is_none());
+        // Never requested: the caller reads them.
+        assert!(read_ahead.take_debug("/bin/sh").is_none());
+        assert!(read_ahead.take_functions("/bin/sh").is_none());
         read_ahead.stop();
     }
 
