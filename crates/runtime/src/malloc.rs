@@ -179,7 +179,7 @@ fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *
 /// [`hooked_alloc`] off its fast path: before the runtime is ready, nested,
 /// another allocator than glibc's, every block recorded, shared counters or
 /// a group open.
-#[inline(never)]
+#[inline(always)]
 fn generic_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let Some(st) = state() else {
         return unhooked_alloc(alloc);
