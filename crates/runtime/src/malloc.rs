@@ -254,9 +254,10 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     generic_free(p);
 }
 
-/// [`free`] off its fast path (as [`generic_alloc`]).
+/// [`free`] off its fast path (as [`generic_alloc`]). Of the C ABI, as
+/// `free` is: the hook jumps to it rather than calls it.
 #[inline(never)]
-fn generic_free(p: *mut c_void) {
+extern "C" fn generic_free(p: *mut c_void) {
     let Some(st) = state() else {
         return unhooked_free(p);
     };
