@@ -259,12 +259,26 @@ pub fn data_objects(p: &Profile) -> Objects {
         }
     }
     sites_of.resize(found.objects.len(), Vec::new());
+    // A heap row's object and whether its site sums it, by its stack: the
+    // rows of one stack (nearly all rows) look their key up once.
+    let mut of_heap_stack: FxHashMap<(u32, u64), (usize, bool)> = FxHashMap::default();
     for a in &p.allocations {
-        let key = found.canonical_key(p, key_of(a));
-        let summed = (found.index.get(&key))
-            .is_some_and(|&i| sites_of.get(i).is_some_and(|s| !s.is_empty()));
-        let stack_id = if key.3 != 0 { key.3 } else { a.stack_id };
-        let i = found.object_of(p, key, stack_id, &a.kind);
+        let key = key_of(a);
+        let heap = (key.1 == ObjectKind::Heap).then_some((a.pid, a.stack_id));
+        let (i, summed) = match heap.and_then(|k| of_heap_stack.get(&k)) {
+            Some(&known) => known,
+            None => {
+                let key = found.canonical_key(p, key);
+                let summed = (found.index.get(&key))
+                    .is_some_and(|&i| sites_of.get(i).is_some_and(|s| !s.is_empty()));
+                let stack_id = if key.3 != 0 { key.3 } else { a.stack_id };
+                let i = found.object_of(p, key, stack_id, &a.kind);
+                if let Some(k) = heap {
+                    of_heap_stack.insert(k, (i, summed));
+                }
+                (i, summed)
+            }
+        };
         of_allocation.push(i);
         let o = &mut found.objects[i];
         if summed {
