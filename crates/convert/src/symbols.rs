@@ -64,10 +64,10 @@ impl Drop for Symbolizer {
 
 /// Debug information (and the C library's function symbols) read on a
 /// background thread while the target runs, for the symbolizer to take when
-/// it needs a module. Reading a module's DWARF is
-/// the finalizer's largest fixed cost: libc's separate debug file (libc6-dbg)
-/// takes 35 to 190 ms to decompress and index, more than the rest of a short
-/// run's finalize together. The thread runs at the lowest priority, one module
+/// it needs a module. Reading a module's DWARF is the finalizer's largest
+/// fixed cost: libc's separate debug file (libc6-dbg) takes 35 to 190 ms to
+/// decompress and index, more than the rest of a short run's finalize
+/// together. The thread runs at the lowest priority, one module
 /// at a time; a module the symbolizer asks for while it is being read is
 /// waited for, one it never asks for costs nothing at the end.
 #[derive(Clone, Default)]
@@ -115,7 +115,7 @@ impl ReadAhead {
     /// DWARF; past the budget a module is read when its frames need it.
     const BUDGET: u64 = 256 << 20;
 
-    /// Queues a module's part (once per path).
+    /// Queues a part of a module (each part of each path once).
     pub fn request(&self, path: &str, wanted: Wanted) {
         let (lock, wake) = &*self.0;
         let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
