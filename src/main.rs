@@ -789,8 +789,27 @@ fn record(args: RecordArgs) -> Result<i32> {
     let ahead = outcome.replay_ahead.take();
     progress::bar("writing the profile", |progress| {
         let (dir, run) = (&outcome.dir, &outcome.run);
-        memlens_collector::finalize(dir, run, live_samples, ahead, !cfg.keep_raw, progress)
+        memlens_collector::finalize(dir, run, live_samples, ahead, progress)
     })?;
+    // The raw logs go while the summary is read and printed.
+    let removal = (!cfg.keep_raw).then(|| {
+        let dir = outcome.dir.clone();
+        std::thread::spawn(move || memlens_collector::remove_raw_logs(&dir))
+    });
+    let summary = print_summary(&outcome, &cfg);
+    if let Some(removal) = removal {
+        (removal.join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    }
+    summary?;
+    Ok(outcome.exit.shell_status())
+}
+
+/// What `record` tells when its profile is written: the run, its peaks,
+/// its top object, what it recorded and lost.
+fn print_summary(
+    outcome: &memlens_collector::RecordOutcome,
+    cfg: &memlens_collector::RecordConfig,
+) -> Result<()> {
     // The summary needs no samples: do not read back what may be millions of them.
     let p =
         Profile::load_without_samples(&outcome.dir).context("reading the profile just written")?;
@@ -865,7 +884,7 @@ fn record(args: RecordArgs) -> Result<i32> {
         lost
     );
     eprintln!("  next       memlens report {}", outcome.dir.display());
-    Ok(outcome.exit.shell_status())
+    Ok(())
 }
 
 fn import(file: &Path, output: Option<PathBuf>, force: bool) -> Result<i32> {
@@ -927,7 +946,7 @@ fn finalize_if_needed(dir: &Path) -> Result<()> {
         ..Default::default()
     };
     // Inside the caller's "reading" step: no bar of its own.
-    memlens_collector::finalize(dir, &run, None, None, false, &|_, _| {})?;
+    memlens_collector::finalize(dir, &run, None, None, &|_, _| {})?;
     Ok(())
 }
 

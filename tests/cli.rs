@@ -91,6 +91,14 @@ fn the_main_job_runs_and_shows_what_the_readme_says() {
         .unwrap();
     assert!(percent >= 99.9, "{accuracy}");
     assert!(row(stream, "process ").ends_with(", exit 0"));
+    // The raw logs are gone once each profile is written (removed beside the
+    // summary, joined before record exits).
+    for name in ["profile", "stream-profile"] {
+        assert!(
+            !dir.path().join(name).join("raw").exists(),
+            "{name}/raw left"
+        );
+    }
     // The plots the script draws.
     let profile = dir.path().join("profile");
     let svg = dir.path().join("capacity.svg");

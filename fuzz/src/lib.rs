@@ -150,16 +150,7 @@ pub fn raw_log(data: &[u8]) -> bool {
     let raw = dir.path().join("raw");
     std::fs::create_dir(&raw).expect("raw directory");
     std::fs::write(raw.join("1.0.mlraw"), unpack(data)).expect("log written");
-    if finalize(
-        dir.path(),
-        &RunInfo::default(),
-        None,
-        None,
-        false,
-        &|_, _| {},
-    )
-    .is_err()
-    {
+    if finalize(dir.path(), &RunInfo::default(), None, None, &|_, _| {}).is_err() {
         return false;
     }
     let profile = Profile::load(dir.path()).expect("a finalized profile loads");

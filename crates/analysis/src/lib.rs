@@ -99,6 +99,28 @@ impl Profile {
     }
 
     fn load_parts(dir: &Path, with_samples: bool) -> profile::Result<Profile> {
+        // The largest tables (the blocks, the samples) are read on a second
+        // core while this one reads the rest.
+        std::thread::scope(|scope| {
+            let large = scope.spawn(|| -> profile::Result<_> {
+                let allocations = profile::read_table(dir)?;
+                let samples = match with_samples {
+                    true => profile::read_table(dir)?,
+                    false => Vec::new(),
+                };
+                Ok((allocations, samples))
+            });
+            let rest = Self::load_small_parts(dir, with_samples);
+            let large = (large.join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            // A directory that is no profile says so (its meta.json) first.
+            let mut p = rest?;
+            (p.allocations, p.samples) = large?;
+            Ok(p)
+        })
+    }
+
+    /// Every table but the allocations and the samples.
+    fn load_small_parts(dir: &Path, with_samples: bool) -> profile::Result<Profile> {
         let meta = Meta::read(dir)?;
         let mut stacks: HashMap<(u32, u64), Vec<Frame>> = HashMap::new();
         for f in profile::read_table::<Frame>(dir)? {
@@ -111,7 +133,7 @@ impl Profile {
         timeline.sort_by_key(|p| (p.pid, p.time_ns));
         Ok(Profile {
             dir: dir.to_path_buf(),
-            allocations: profile::read_table(dir)?,
+            allocations: Vec::new(),
             sites: profile::read_table(dir)?,
             site_timeline: profile::read_table(dir)?,
             stacks,
@@ -125,11 +147,7 @@ impl Profile {
             only: None,
             skip_frames: Default::default(),
             calibration: profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)).ok(),
-            samples: if with_samples {
-                profile::read_table(dir)?
-            } else {
-                Vec::new()
-            },
+            samples: Vec::new(),
             locations: if with_samples {
                 profile::read_table::<CodeLocation>(dir)?
                     .into_iter()

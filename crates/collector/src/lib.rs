@@ -18,7 +18,7 @@ mod record;
 pub mod sysinfo;
 mod tail;
 
-pub use finalize::{finalize, FollowedLogs, RunInfo};
+pub use finalize::{finalize, remove_raw_logs, FollowedLogs, RunInfo};
 pub use record::{record, RecordConfig, RecordOutcome, SamplerChoice, TargetExit};
 
 use std::path::{Path, PathBuf};
