@@ -797,10 +797,12 @@ fn record(args: RecordArgs) -> Result<i32> {
         std::thread::spawn(move || memlens_collector::remove_raw_logs(&dir))
     });
     let summary = print_summary(&outcome, &cfg);
-    if let Some(removal) = removal {
-        (removal.join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-    }
+    let removed = removal.map(|r| {
+        r.join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
     summary?;
+    removed.transpose()?;
     Ok(outcome.exit.shell_status())
 }
 
