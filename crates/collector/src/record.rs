@@ -190,8 +190,8 @@ fn descendants(root: u32) -> Vec<u32> {
 
 /// [`descendants`] from each thread's list of children (Linux's
 /// CONFIG_PROC_CHILDREN): a read per thread of the run's processes, where
-/// reading every process's parent costs one per process of the machine
-/// (0.7 ms among 66 processes, every 100 ms of a run).
+/// reading every process's parent costs one per process of the machine,
+/// every 100 ms of a run.
 fn descendants_by_children_lists(root: u32) -> Vec<u32> {
     let mut tree = vec![root];
     let mut i = 0;
