@@ -21,7 +21,4 @@ cmds=("$out/malloc_heavy" "env LD_PRELOAD=$out/forward.so $out/malloc_heavy"
     "env LD_PRELOAD=$runtime MEMLENS_DIR=$out/prof MEMLENS_COLLECTOR=1 $out/malloc_heavy"
     "$memlens record -o $out/prof -- $out/malloc_heavy")
 interleaved_medians "${cmds[@]}"
-printf '%-44s %8s %8s\n' "configuration" "ms" "ratio"
-for i in "${!configs[@]}"; do
-    printf '%-44s %8d %8s\n' "${configs[i]}" "${medians[i]}" "$(ratio "${medians[i]}" "${medians[0]}")"
-done
+ratio_table "${configs[@]}"

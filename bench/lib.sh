@@ -41,6 +41,17 @@ ratio() {
     printf '%.2f' "$(echo "$1 / $2" | bc -l)"
 }
 
+# ratio_table NAME...: a row per configuration named, with its median from
+# `interleaved_medians` and its ratio to the first one's.
+ratio_table() {
+    local -a names=("$@")
+    local i
+    printf '%-44s %8s %8s\n' "configuration" "ms" "ratio"
+    for i in "${!names[@]}"; do
+        printf '%-44s %8d %8s\n' "${names[i]}" "${medians[i]}" "$(ratio "${medians[i]}" "${medians[0]}")"
+    done
+}
+
 # peak_mib CMD...: runs the command once (output discarded) and prints the
 # largest resident set, MiB, of it and every process it waited for.
 peak_mib() {

@@ -32,10 +32,7 @@ else
     echo "heaptrack: not installed (apt-get install heaptrack) - skipped"
 fi
 interleaved_medians "${cmds[@]}"
-printf '%-44s %8s %8s\n' "configuration" "ms" "ratio"
-for i in "${!configs[@]}"; do
-    printf '%-44s %8d %8s\n' "${configs[i]}" "${medians[i]}" "$(ratio "${medians[i]}" "${medians[0]}")"
-done
+ratio_table "${configs[@]}"
 
 # Peak memory of recording every block and of each command reading the
 # profile: bounded by live blocks and distinct stacks, not by the run's calls.
