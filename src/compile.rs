@@ -445,6 +445,8 @@ fn compile_with(
             "memlens cc: note: 256/512-bit vector accesses written with intrinsics get no callback and are not counted; auto-vectorized loops are kept at 128 bits"
         );
     }
+    // The compiler gets the signal state the build gave memlens.
+    memlens_collector::inherited::pass_on(&mut cmd);
     let status = cmd
         .status()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", clang.display()))?;

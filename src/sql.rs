@@ -8,6 +8,7 @@ use memlens_present::{Measure, Stacks};
 use memlens_profile::Table as _;
 use memlens_sql::{Engine, Format};
 use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -165,7 +166,11 @@ pub fn export(args: ExportArgs) -> Result<i32> {
     let Some(dir) = &args.output else {
         bail!("several tables are written as one file each: give -o DIRECTORY (or one --table)");
     };
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
     let tables: Vec<&str> = if args.table.is_empty() {
         engine.present_tables().to_vec()
     } else {
@@ -311,8 +316,7 @@ fn create(path: &Path) -> Result<Box<dyn Write + Send>> {
     if path == Path::new("-") {
         return Ok(stdout());
     }
-    let file =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let file = memlens_profile::create_private_file(path)?;
     Ok(Box::new(std::io::BufWriter::new(file)))
 }
 

@@ -164,3 +164,107 @@ fn damaged_profiles_give_an_error_line_never_a_crash() {
     // The damage is seen: most cases are refused, with their file named.
     assert!(refused > 100, "only {refused} refusals");
 }
+
+/// The commands that read a profile, on profile `p` (`out` for their files).
+fn readers<'a>(p: &'a str, good: &'a str, out: &'a str, png: &'a str) -> [Vec<&'a str>; 6] {
+    [
+        vec!["report", p],
+        vec!["report", "--format", "json", p],
+        vec!["sql", p, "SELECT count(*) FROM samples"],
+        vec!["diff", good, p],
+        vec!["plot", "capacity", p, "-o", png],
+        vec!["export", "--format", "csv", "-o", out, p],
+    ]
+}
+
+#[test]
+fn files_that_are_not_regular_are_refused_not_read() {
+    // A profile from someone else may hold, in a file's place, a link to
+    // /dev/zero (every reader grew to 7-8 GB before), a FIFO (every reader
+    // waited forever) or a directory. Each reader refuses it, naming it.
+    let dir = tempdir();
+    let good = dir.path().join("good");
+    assert_ran(&record(&good, &[], &[&program("torture"), "hold"]));
+    let mut files: Vec<String> = std::fs::read_dir(&good)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".parquet") || n == "meta.json")
+        .collect();
+    files.sort();
+    let mut failures = Vec::new();
+    type MakeStandIn = fn(&Path);
+    let stand_ins: [(&str, MakeStandIn); 3] = [
+        ("link to /dev/zero", |f| {
+            std::os::unix::fs::symlink("/dev/zero", f).unwrap()
+        }),
+        ("FIFO", |f| {
+            let c = std::ffi::CString::new(f.to_str().unwrap()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        }),
+        ("directory", |f| std::fs::create_dir(f).unwrap()),
+    ];
+    for file in &files {
+        for (what, make) in &stand_ins {
+            let bad = dir.path().join("bad");
+            let _ = std::fs::remove_dir_all(&bad);
+            copy_profile(&good, &bad, |_| {});
+            std::fs::remove_file(bad.join(file)).unwrap();
+            make(&bad.join(file));
+            let out_dir = dir.path().join("out");
+            let _ = std::fs::remove_dir_all(&out_dir);
+            let png = dir.path().join("c.png");
+            let (b, g) = (bad.to_str().unwrap(), good.to_str().unwrap());
+            for args in readers(b, g, out_dir.to_str().unwrap(), png.to_str().unwrap()) {
+                let out = output_within(Command::new(memlens()).args(&args));
+                let err = String::from_utf8_lossy(&out.stderr);
+                match out.status.code() {
+                    Some(0) => {} // a table this command does not read
+                    Some(125) if err.lines().count() == 1 && err.contains(file.as_str()) => {}
+                    Some(125)
+                        if args[0] == "export"
+                            && err.lines().last().unwrap().contains(file.as_str()) => {}
+                    code => failures.push(format!(
+                        "{file} as a {what}, {args:?}: status {code:?}: {err}"
+                    )),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn strings_of_any_length_are_rendered_cut_never_a_panic() {
+    // A command line of 100 000 arguments, a host name of 70 000 characters:
+    // the text renderer's column widths panicked past 65 535 (status 101).
+    let dir = tempdir();
+    let good = dir.path().join("good");
+    assert_ran(&record(&good, &[], &[&program("torture"), "hold"]));
+    let long = dir.path().join("long");
+    copy_profile(&good, &long, |meta| {
+        meta["command"] = (0..100_000).map(|i| format!("arg{i}")).collect();
+        meta["host"] = "h".repeat(70_000).into();
+    });
+    let html = dir.path().join("r.html");
+    for args in [
+        vec!["report", long.to_str().unwrap()],
+        vec!["report", "--format", "json", long.to_str().unwrap()],
+        vec![
+            "report",
+            long.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+    ] {
+        let out = output_within(Command::new(memlens()).args(&args));
+        assert_ran(&out);
+        // The text cuts what it shows; JSON and HTML keep the data whole.
+        if args.len() == 2 {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let longest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+            assert!(longest < 2000, "a line of {longest} characters");
+        }
+    }
+}

@@ -4,6 +4,8 @@
 
 mod common;
 use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
 
 fn processes(r: &serde_json::Value) -> Vec<serde_json::Value> {
     r["summary"]["processes"].as_array().cloned().unwrap()
@@ -480,4 +482,123 @@ fn a_grandchild_returning_from_main_has_its_status() {
         .find(|x| x["exe"].as_str().unwrap().ends_with("/r3"))
         .unwrap_or_else(|| panic!("{procs:?}"));
     assert_eq!(grandchild["exit_code"], 3, "{procs:?}");
+}
+
+/// Runs `args` natively and under `memlens record`, each started by a parent
+/// that blocks SIGUSR2, ignores SIGPIPE and SIGINT and closes standard input
+/// (as a shell's `trap '' PIPE INT` and `<&-` do); returns both outputs.
+fn from_a_parent_that_changed_its_signals(args: &[&str]) -> (Output, Output) {
+    use std::os::unix::process::CommandExt;
+    let prepare = |cmd: &mut Command| {
+        // SAFETY: async-signal-safe calls in the child before exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGUSR2);
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::close(0);
+                Ok(())
+            })
+        };
+    };
+    let mut native = Command::new(args[0]);
+    native.args(&args[1..]);
+    prepare(&mut native);
+    let dir = tempdir();
+    let mut recorded = Command::new(memlens());
+    recorded
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["record", "-o"])
+        .arg(dir.path().join("p"))
+        .arg("--")
+        .args(args);
+    prepare(&mut recorded);
+    (output_within(&mut native), output_within(&mut recorded))
+}
+
+#[test]
+fn the_program_gets_the_signal_state_and_descriptors_memlens_was_given() {
+    // Before: SIGCHLD blocked (memlens' own), SIGPIPE back to its default,
+    // signals 32 and 33 ignored (posix_spawn's), fd 0 open on /dev/null.
+    let (native, recorded) =
+        from_a_parent_that_changed_its_signals(&[&program("inherited"), "state"]);
+    let native_out = String::from_utf8_lossy(&native.stdout);
+    let mask = |name: &str| {
+        let line = native_out.lines().find(|l| l.starts_with(name)).unwrap();
+        u64::from_str_radix(line[name.len()..].trim(), 16).unwrap()
+    };
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    assert_eq!(mask("SigBlk:"), bit(libc::SIGUSR2), "{native_out}");
+    let both = bit(libc::SIGPIPE) | bit(libc::SIGINT);
+    assert_eq!(mask("SigIgn:") & both, both, "{native_out}");
+    assert!(native_out.contains("fd 0 closed"), "{native_out}");
+    assert_eq!(
+        native_out,
+        String::from_utf8_lossy(&recorded.stdout),
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    // A program waiting in pause() for its child's SIGCHLD wakes (before: its
+    // alarm killed it, status 142).
+    same_behaviour(&[&program("inherited"), "sigchld"]);
+}
+
+#[test]
+fn cancellation_never_acts_inside_the_hooks() {
+    // Threads with a cancel request pending allocate 100 kB blocks (each
+    // recorded, so log blocks are written from inside malloc): natively no
+    // cancellation point is reached until pthread_testcancel. Before: every
+    // thread was cancelled inside malloc, reported as log blocks cut short.
+    let r = same_behaviour(&[&program("inherited"), "cancel"]);
+    assert_eq!(r["losses"]["truncated_blocks"], 0, "{}", r["losses"]);
+    let r = same_behaviour(&[&program("inherited"), "async"]);
+    assert_eq!(r["losses"]["truncated_blocks"], 0, "{}", r["losses"]);
+}
+
+#[test]
+fn a_program_with_its_own_malloc_is_not_called_before_main() {
+    // It sets its allocator up in main and aborts on an earlier call: before,
+    // the runtime's start read the main thread's stack through glibc, which
+    // allocates (fopen). Its heap cannot be seen, and the report says why.
+    let r = same_behaviour(&[&program("own_malloc")]);
+    assert_eq!(r["losses"]["heap_not_hooked"], 1, "{}", r["losses"]);
+}
+
+#[test]
+fn failing_allocations_leave_errno_as_the_c_library_does() {
+    same_behaviour(&[&program("torture"), "failures"]);
+}
+
+#[test]
+fn files_that_are_no_program_run_as_execvp_runs_them() {
+    let dir = tempdir();
+    // No #! line: execvp hands it to /bin/sh (env, make and shells do too).
+    let script = dir.path().join("no-interpreter-line");
+    std::fs::write(&script, "echo ran by sh\nexit 3\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = script.to_string_lossy().into_owned();
+    let native = run_native(&["env", &script]);
+    let recorded = record(&dir.path().join("sh"), &[], &[&script]);
+    assert_eq!(shell_status(&native), 3);
+    assert_eq!(
+        shell_status(&recorded),
+        3,
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    assert_eq!(native.stdout, recorded.stdout);
+    // An interpreter that is not there: 127, as env says, on one line.
+    let missing = dir.path().join("missing-interpreter");
+    std::fs::write(&missing, "#!/nonexistent/interpreter\necho no\n").unwrap();
+    std::fs::set_permissions(&missing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = record(&dir.path().join("p"), &[], &[&missing.to_string_lossy()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert!(
+        err.contains("interpreter") && err.lines().count() == 1,
+        "{err}"
+    );
 }

@@ -281,3 +281,83 @@ fn a_full_disk_loses_only_what_did_not_fit() {
         .sum();
     assert!(recorded > 1000.0, "{recorded} allocations recorded");
 }
+
+#[test]
+fn memlens_writes_through_no_link_and_moves_only_its_own_files() {
+    let dir = tempdir();
+    // -o naming a link: refused, nothing written where it points (before:
+    // the profile went into the link's target).
+    let target = dir.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    refused_with(&record(&link, &[], &["true"]), "is a symbolic link");
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+
+    // A directory with the user's own raw/ and files, and no run: nothing
+    // moved aside (before: raw/ went to a hidden .old/raw/), nothing removed.
+    let own = dir.path().join("own");
+    std::fs::create_dir_all(own.join("raw")).unwrap();
+    let theirs = [
+        own.join("raw/mine.txt"),
+        own.join("raw/looks-like.mlraw"),
+        own.join("notes.txt"),
+    ];
+    for f in &theirs {
+        std::fs::write(f, "the user's own\n").unwrap();
+    }
+    for extra in [&[][..], &[][..], &["--force"][..]] {
+        let out = record(&own, extra, &[&program("torture"), "hold"]);
+        assert_ran(&out);
+        for f in &theirs {
+            assert_eq!(
+                std::fs::read_to_string(f).unwrap(),
+                "the user's own\n",
+                "{extra:?} {}",
+                f.display()
+            );
+        }
+        report_json(&own);
+    }
+    // The second run moved the first run's files aside, and only those;
+    // --force removed the second's, and only those.
+    let old = dir.path().join("own.old");
+    assert!(old.join("meta.json").exists());
+    for f in ["notes.txt", "raw/mine.txt", "raw/looks-like.mlraw"] {
+        assert!(!old.join(f).exists(), "{f} moved");
+    }
+}
+
+#[test]
+fn what_is_made_from_a_profile_is_as_private_as_the_profile() {
+    // Before: reports, plots and exports were written 0644 (the umask's).
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&program("torture"), "hold"]));
+    let out = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let ps = p.to_string_lossy().into_owned();
+    for args in [
+        vec!["report", &ps, "--html", &out("r.html")],
+        vec!["plot", "capacity", &ps, "-o", &out("c.png")],
+        vec!["plot", "capacity", &ps, "-o", &out("c.svg")],
+        vec!["plot", "flame", &ps, "-o", &out("f.svg")],
+        vec!["export", "--format", "csv", "-o", &out("tables"), &ps],
+        vec!["export", "--format", "pprof", "-o", &out("a.pb.gz"), &ps],
+    ] {
+        // SAFETY: umask only sets this process's mask (inherited by memlens).
+        let old = unsafe { libc::umask(0o022) };
+        assert_ran(&Command::new(memlens()).args(&args).output().unwrap());
+        unsafe { libc::umask(old) };
+    }
+    let mode = |f: &str| std::fs::metadata(out(f)).unwrap().permissions().mode() & 0o777;
+    for f in ["r.html", "c.png", "c.svg", "f.svg", "a.pb.gz"] {
+        assert_eq!(mode(f), 0o600, "{f}");
+    }
+    assert_eq!(mode("tables"), 0o700);
+    for table in std::fs::read_dir(out("tables")).unwrap().flatten() {
+        assert_eq!(
+            table.metadata().unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}

@@ -110,6 +110,15 @@ pub fn programs() -> &'static Path {
         cc(&[
             "gcc",
             "-O1",
+            &s("inherited.c"),
+            "-o",
+            &o("inherited"),
+            "-lpthread",
+        ]);
+        cc(&["gcc", "-O1", &s("own_malloc.c"), "-o", &o("own_malloc")]);
+        cc(&[
+            "gcc",
+            "-O1",
             "-g",
             &s("heap_measures.c"),
             "-o",

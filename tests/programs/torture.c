@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <malloc.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -283,6 +284,40 @@ static int hold(void) {
     return 0;
 }
 
+/* ---- failing allocations: the errno each leaves, as the C library sets it */
+static int failures(void) {
+    static volatile size_t too_large = (size_t)-1 - 10; /* volatile: no compile-time warning */
+    const size_t huge = too_large;
+    void *p = NULL;
+    errno = 0;
+    int code = posix_memalign(&p, 64, huge);
+    printf("posix_memalign %d errno %d\n", code, errno);
+    errno = 0;
+    sink = malloc(huge);
+    printf("malloc %p errno %d\n", sink, errno);
+    errno = 0;
+    sink = calloc(huge / 2, 4);
+    printf("calloc %p errno %d\n", sink, errno);
+    char *q = malloc(16);
+    errno = 0;
+    sink = realloc(q, huge);
+    printf("realloc %p errno %d\n", sink, errno);
+    errno = 0;
+    sink = aligned_alloc(64, huge);
+    printf("aligned_alloc %p errno %d\n", sink, errno);
+    errno = 0;
+    sink = memalign(64, huge);
+    printf("memalign %p errno %d\n", sink, errno);
+    errno = 0;
+    sink = valloc(huge);
+    printf("valloc %p errno %d\n", sink, errno);
+    errno = 0;
+    sink = reallocarray(q, huge / 2, 4);
+    printf("reallocarray %p errno %d\n", sink, errno);
+    free(q);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *m = argv[1];
@@ -296,6 +331,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "getattr")) return getattr();
     if (!strcmp(m, "closefds")) return closefds(argv[2]);
     if (!strcmp(m, "hold")) return hold();
+    if (!strcmp(m, "failures")) return failures();
     if (!strcmp(m, "reexec")) return reexec(argv[0], atoi(argv[2]));
     if (!strcmp(m, "exit")) exit(atoi(argv[2]));
     if (!strcmp(m, "_exit")) _exit(atoi(argv[2]));

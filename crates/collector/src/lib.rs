@@ -6,6 +6,7 @@ mod block_map;
 pub mod calibrate;
 mod code_seen;
 mod finalize;
+pub mod inherited;
 mod live;
 mod live_replay;
 mod live_samples;
@@ -18,7 +19,7 @@ mod record;
 pub mod sysinfo;
 mod tail;
 
-pub use finalize::{finalize, remove_raw_logs, FollowedLogs, RunInfo};
+pub use finalize::{finalize, FollowedLogs, RunInfo};
 pub use record::{record, RecordConfig, RecordOutcome, SamplerChoice, TargetExit};
 
 use std::path::{Path, PathBuf};

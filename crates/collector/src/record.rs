@@ -2,13 +2,14 @@
 //! process of the run from /proc at a fixed interval, reap them all (we are their
 //! subreaper, so orphans of a fork come back to us), then finalize.
 
-use crate::finalize::{Definitions, FollowedLogs, RunInfo, COLLECTOR_LOG};
+use crate::finalize::{Definitions, FollowedLogs, RunInfo};
 use crate::live_replay::{ReplayAhead, ReplayFollower};
 use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
 use crate::{Error, LiveSamples, Result};
 use memlens_convert::symbols::{ReadAhead, Wanted};
+use memlens_profile::{RAW_COLLECTOR_LOG, RAW_PERF_DATA};
 use memlens_rawlog::{self as raw, env, procfs, tag, FileHeader};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -152,6 +153,22 @@ fn resolve_program(program: &OsString) -> Result<PathBuf> {
         ));
     }
     Ok(path)
+}
+
+/// The program was found and is executable, yet exec failed: as `env` does,
+/// 127 when a file it needs is missing (its interpreter or loader), else 126.
+/// A file that is no program at all (ENOEXEC) never fails here: it runs
+/// through /bin/sh, as execvp runs it.
+fn cannot_start(program: &Path, e: std::io::Error) -> Error {
+    let not_found = e.raw_os_error() == Some(libc::ENOENT);
+    let message = match not_found {
+        true => format!(
+            "cannot run '{}': the interpreter its first line names (or its ELF loader) was not found",
+            program.display()
+        ),
+        false => format!("cannot run '{}': {e}", program.display()),
+    };
+    Error::CannotRun { message, not_found }
 }
 
 static FORWARD_SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -479,16 +496,17 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     };
     let counters = Counters::open_available();
 
+    // The program starts with the signal mask, ignored signals and standard
+    // descriptors memlens was given, not memlens' own.
+    crate::inherited::pass_on(&mut cmd);
     // SIGCHLD stays blocked here so that the loop can sleep in sigtimedwait and
-    // wake the moment a child ends (children start with an empty signal mask).
+    // wake the moment a child ends.
     block_sigchld(true);
     // Orphaned descendants are re-parented to us, so we can wait for all of them.
     // SAFETY: plain prctl.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let (start_ns, realtime_start_ns) = (now_ns(), realtime_ns());
-    let child = cmd
-        .spawn()
-        .map_err(|e| Error::Usage(format!("cannot start '{}': {e}", program_path.display())))?;
+    let child = cmd.spawn().map_err(|e| cannot_start(&program_path, e))?;
     let child_pid = child.id() as i32;
     // The terminal sends Ctrl-C to the target too; we stay alive to finalize.
     // SAFETY: async-signal-safe handler that only stores an integer.
@@ -626,9 +644,6 @@ pub(crate) fn claim_profile_dir(cfg: &RecordConfig) -> Result<(memlens_profile::
     Ok((lock, raw_dir))
 }
 
-/// The live perf.data the rings are saved to (read back at finalize).
-pub(crate) const PERF_DATA: &str = "perf.data";
-
 /// The perf backend to open, if any; an explicit choice that cannot run is an error.
 fn choose_backend(cfg: &RecordConfig, program: &Path) -> Result<Option<Plan>> {
     let options = backends::Options {
@@ -699,7 +714,7 @@ impl PerfSession {
             }
             rings.extend(ring);
         }
-        let path = raw_dir.join(PERF_DATA);
+        let path = raw_dir.join(RAW_PERF_DATA);
         let attrs: Vec<_> = plan
             .events
             .iter()
@@ -752,7 +767,7 @@ impl PerfSession {
     /// Saves the rest, and says whether all of it reached the disk.
     pub(crate) fn finish(mut self, raw_dir: &Path) -> Result<()> {
         self.drain();
-        (self.out.flush()).map_err(|e| Error::io(&raw_dir.join(PERF_DATA), e))
+        (self.out.flush()).map_err(|e| Error::io(&raw_dir.join(RAW_PERF_DATA), e))
     }
 }
 
@@ -941,7 +956,7 @@ impl Sampler {
         counters: Counters,
         live: Option<crate::live::Live>,
     ) -> Result<Sampler> {
-        let log_path = raw_dir.join(COLLECTOR_LOG);
+        let log_path = raw_dir.join(RAW_COLLECTOR_LOG);
         let log_file = memlens_profile::create_private_file(&log_path)?;
         Ok(Sampler {
             raw_dir: raw_dir.to_path_buf(),
@@ -968,7 +983,7 @@ impl Sampler {
     /// Writes what is buffered; hands over the debug information read so far
     /// and the definitions of the logs followed to their end.
     pub(crate) fn finish(mut self) -> Result<(ReadAhead, FollowedLogs)> {
-        let log_path = self.raw_dir.join(COLLECTOR_LOG);
+        let log_path = self.raw_dir.join(RAW_COLLECTOR_LOG);
         self.out.flush().map_err(|e| Error::io(&log_path, e))?;
         Ok((self.read_ahead.clone(), std::mem::take(&mut self.followed)))
     }

@@ -44,8 +44,7 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
         _ => "accesses",
     }
     .to_string();
-    let file =
-        std::fs::File::create(out).map_err(|e| PlotError(format!("{}: {e}", out.display())))?;
+    let file = memlens_profile::create_private_file(out).map_err(|e| PlotError(e.to_string()))?;
     inferno::flamegraph::from_lines(
         &mut options,
         lines.iter().map(String::as_str),

@@ -46,6 +46,18 @@ pub enum ProfileError {
     MissingTable(PathBuf),
     #[error("{0}: no memlens profile here (no meta.json and no raw/ logs); give the directory `memlens record` printed")]
     NotAProfile(PathBuf),
+    #[error("{0}: is a symbolic link; memlens does not write through links: give the directory it points to with -o")]
+    Link(PathBuf),
+    #[error("{0}: exists and is not a directory; choose another name with -o")]
+    NotADirectory(PathBuf),
+    #[error("{0}: not a regular file (a link, FIFO, device or directory stands in its place); a profile holds only regular files: restore it, or re-run `memlens record`")]
+    NotARegularFile(PathBuf),
+    #[error("{path}: {size} bytes, larger than any memlens writes ({limit}); restore the file, or re-run `memlens record`")]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, ProfileError>;
@@ -64,6 +76,8 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
         source,
     };
     match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => Err(ProfileError::Link(dir.to_path_buf())),
+        Ok(m) if !m.is_dir() => Err(ProfileError::NotADirectory(dir.to_path_buf())),
         Ok(m) => {
             // SAFETY: geteuid has no preconditions.
             let me = unsafe { libc::geteuid() };
@@ -142,51 +156,163 @@ pub fn claim_dir(dir: &Path, force: bool) -> Result<(DirLock, Option<PathBuf>)> 
     create_private_dir(&old)?;
     let _old_lock = lock_dir(&old, false)?;
     clear_run(&old)?;
-    let raw = dir.join("raw");
-    let moving = run_files(dir)
-        .into_iter()
-        .chain(raw.exists().then_some(raw));
-    for from in moving {
-        let to = old.join(from.file_name().unwrap_or_default());
+    let raw = dir.join(RAW_DIR);
+    let old_raw = old.join(RAW_DIR);
+    let raw_logs = raw_files(dir);
+    if !raw_logs.is_empty() {
+        create_private_dir(&old_raw)?;
+    }
+    let moving = (run_files(dir).into_iter().map(|f| (old.clone(), f)))
+        .chain(raw_logs.into_iter().map(|f| (old_raw.clone(), f)));
+    for (to_dir, from) in moving {
+        let to = to_dir.join(from.file_name().unwrap_or_default());
         std::fs::rename(&from, &to).map_err(|source| ProfileError::Io { path: from, source })?;
     }
+    // raw/ itself stays if the user keeps files of their own in it.
+    let _ = std::fs::remove_dir(&raw);
     Ok((lock, Some(old)))
 }
 
 /// The files of a run in a profile directory: its tables, meta.json and the
-/// machine calibration it was priced with (its raw logs are in raw/).
+/// machine calibration it was priced with (its raw logs are in raw/). Only
+/// files memlens wrote count, each recognised by its name and its first
+/// bytes: a user's own files there are never moved or removed.
 fn run_files(dir: &Path) -> Vec<PathBuf> {
     let tables = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"));
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .filter(|p| starts_with(p, b"PAR1"));
     [META_FILE, CALIBRATION_FILE]
         .into_iter()
         .map(|f| dir.join(f))
-        .filter(|f| f.exists())
+        .filter(|f| starts_with(f, b"{"))
         .chain(tables)
         .collect()
 }
 
+/// The name of the directory of raw logs inside a profile directory.
+pub const RAW_DIR: &str = "raw";
+
+/// The files in `dir`'s raw/ that memlens wrote: the runtime's logs
+/// (`*.mlraw`, starting with the raw log's magic), the collector's log and a
+/// perf backend's perf.data (by their names and, for perf.data, its magic).
+fn raw_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir.join(RAW_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| match p.file_name().and_then(|n| n.to_str()) {
+            Some(RAW_COLLECTOR_LOG) => regular(p),
+            Some(RAW_PERF_DATA) => starts_with(p, b"PERFILE2"),
+            Some(n) if n.ends_with(".mlraw") => {
+                starts_with(p, &memlens_rawlog::MAGIC.to_le_bytes())
+            }
+            _ => false,
+        })
+        .collect()
+}
+
+/// The collector's log in raw/ (timeline, exits, untracked processes).
+pub const RAW_COLLECTOR_LOG: &str = "collector.mltl";
+
+/// A perf backend's samples in raw/, saved while the run goes on.
+pub const RAW_PERF_DATA: &str = "perf.data";
+
+fn regular(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Whether `path` is a regular file (not a link) whose content starts with `magic`.
+fn starts_with(path: &Path, magic: &[u8]) -> bool {
+    use std::io::Read;
+    let mut head = vec![0; magic.len()];
+    open_regular(path).is_ok_and(|mut f| f.read_exact(&mut head).is_ok() && head == magic)
+}
+
 /// Whether `dir` holds data of a run: a profile, or raw logs.
 fn holds_run(dir: &Path) -> bool {
-    let raw_logs = std::fs::read_dir(dir.join("raw")).is_ok_and(|mut d| d.next().is_some());
-    raw_logs || !run_files(dir).is_empty()
+    !raw_files(dir).is_empty() || !run_files(dir).is_empty()
 }
 
 /// Removes a run's data from `dir` (see [`holds_run`]), leaving other files.
 fn clear_run(dir: &Path) -> Result<()> {
-    let io = |path: PathBuf| move |source| ProfileError::Io { path, source };
-    let raw = dir.join("raw");
-    if raw.exists() {
-        std::fs::remove_dir_all(&raw).map_err(io(raw))?;
-    }
+    remove_raw_files(dir)?;
     for f in run_files(dir) {
-        std::fs::remove_file(&f).map_err(io(f))?;
+        std::fs::remove_file(&f).map_err(|source| ProfileError::Io { path: f, source })?;
     }
     Ok(())
+}
+
+/// Removes the raw logs memlens wrote in `dir`'s raw/, and raw/ itself if
+/// nothing else is left in it.
+pub fn remove_raw_files(dir: &Path) -> Result<()> {
+    for f in raw_files(dir) {
+        std::fs::remove_file(&f).map_err(|source| ProfileError::Io { path: f, source })?;
+    }
+    let raw = dir.join(RAW_DIR);
+    match std::fs::remove_dir(&raw) {
+        Err(e)
+            if e.raw_os_error() == Some(libc::ENOTEMPTY)
+                || e.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(())
+        }
+        r => r.map_err(|source| ProfileError::Io { path: raw, source }),
+    }
+}
+
+/// Opens a file of a profile for reading, only if it is a regular file. A
+/// profile someone else made may hold a link to /dev/zero or a FIFO in a
+/// file's place, which would make a reader grow without end or wait forever:
+/// the last component is not followed, and opening a FIFO does not wait.
+pub fn open_regular(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = || ProfileError::NotARegularFile(path.to_path_buf());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|source| match source.raw_os_error() {
+            Some(libc::ELOOP) => not_regular(),
+            _ => ProfileError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+        })?;
+    match file.metadata() {
+        Ok(m) if m.is_file() => Ok(file),
+        Ok(_) => Err(not_regular()),
+        Err(source) => Err(ProfileError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Reads a whole text file of a profile (meta.json, a calibration): a
+/// regular file of at most `limit` bytes.
+pub fn read_small_text(path: &Path, limit: u64) -> Result<String> {
+    use std::io::Read;
+    let file = open_regular(path)?;
+    let io = |source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let size = file.metadata().map_err(io)?.len();
+    if size > limit {
+        return Err(ProfileError::TooLarge {
+            path: path.to_path_buf(),
+            size,
+            limit,
+        });
+    }
+    let mut text = String::new();
+    file.take(limit).read_to_string(&mut text).map_err(io)?;
+    Ok(text)
 }
 
 /// What a user is told when [`claim_dir`] kept an earlier run aside.
@@ -198,7 +324,20 @@ pub fn kept_aside_note(dir: &Path, old: &Path) -> String {
     )
 }
 
-/// Creates (or truncates) a file of the profile, readable by its user only.
+/// Writes a whole file readable by its user only (see [`create_private_file`]).
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    create_private_file(path)?
+        .write_all(bytes)
+        .map_err(|source| ProfileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Creates (or truncates) a file of the profile, readable by its user only;
+/// what is made from a profile (a report, a plot, an export) is as private
+/// as the profile. A file that exists keeps the mode it has.
 pub fn create_private_file(path: &Path) -> Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
@@ -507,10 +646,7 @@ fn guarded<R>(path: &Path, read: impl FnOnce() -> Result<R>) -> Result<R> {
 /// Decodes every column of every row of the table file at `path`: an error
 /// names a file that is missing, not readable Parquet or damaged inside.
 pub fn check_file(path: &Path) -> Result<()> {
-    let file = File::open(path).map_err(|source| ProfileError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = open_regular(path)?;
     let perr = |e: String| parquet_error(path, e);
     guarded(path, || {
         let reader = reader_builder(file)
@@ -526,10 +662,7 @@ pub fn check_file(path: &Path) -> Result<()> {
 /// Number of rows of a table file, from its footer: an error names a file
 /// that is missing or not readable Parquet.
 pub fn file_rows(path: &Path) -> Result<u64> {
-    let file = File::open(path).map_err(|source| ProfileError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = open_regular(path)?;
     guarded(path, || {
         let meta = reader_builder(file).map_err(|e| parquet_error(path, e.to_string()))?;
         Ok(meta.metadata().file_metadata().num_rows().max(0) as u64)
@@ -547,10 +680,7 @@ pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
 fn read_file<T: Table>(path: &Path) -> Result<Vec<T>> {
     let path = path.to_path_buf();
     let perr = |detail: String| parquet_error(&path, detail);
-    let file = File::open(&path).map_err(|source| ProfileError::Io {
-        path: path.clone(),
-        source,
-    })?;
+    let file = open_regular(&path)?;
     // Only the row type's columns are decoded: a view with fewer columns reads less.
     let schema = T::schema();
     let mut rows = Vec::new();

@@ -140,10 +140,7 @@ impl Calibration {
     }
 
     pub fn read(path: &Path) -> Result<Calibration> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::read_small_text(path, 16 << 20)?;
         serde_json::from_str(&text).map_err(|e| ProfileError::Format {
             path: path.to_path_buf(),
             detail: format!("not a memlens calibration ({e}); run `memlens calibrate` again"),

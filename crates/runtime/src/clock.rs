@@ -58,15 +58,16 @@ fn clock_source_is_tsc() -> bool {
     let mut buf = [0u8; 16];
     // SAFETY: plain syscalls on a NUL-terminated path and our own buffer.
     let n = unsafe {
-        let fd = libc::open(
+        let fd = sys::open(
             c"/sys/devices/system/clocksource/clocksource0/current_clocksource".as_ptr(),
             libc::O_RDONLY | libc::O_CLOEXEC,
+            0,
         );
         if fd < 0 {
             return false;
         }
-        let n = libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
-        libc::close(fd);
+        let n = sys::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
+        sys::close(fd);
         n
     };
     n >= 3 && buf[..n as usize].trim_ascii_end() == b"tsc"

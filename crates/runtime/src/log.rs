@@ -58,7 +58,7 @@ pub unsafe fn open(
             return false;
         };
         path[len] = 0;
-        let fd = libc::open(
+        let fd = sys::open(
             path.as_ptr() as *const libc::c_char,
             libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
             0o600,
@@ -74,7 +74,7 @@ pub unsafe fn open(
     let fd = move_high(fd);
     let mut st: libc::stat = core::mem::zeroed();
     if !reserve(fd, 0, raw::HEADER_SIZE) || libc::fstat(fd, &mut st) != 0 {
-        libc::close(fd);
+        sys::close(fd);
         return false;
     }
     LOG_DEV.store(st.st_dev, Ordering::Relaxed);
@@ -88,7 +88,7 @@ pub unsafe fn open(
         0,
     );
     if p == libc::MAP_FAILED {
-        libc::close(fd);
+        sys::close(fd);
         return false;
     }
     let h = p as *mut FileHeader;
@@ -114,7 +114,7 @@ pub fn close_inherited() {
     let fd = LOG_FD.swap(-1, Ordering::AcqRel);
     if is_log(fd) {
         // SAFETY: our own descriptor, checked to still be the log.
-        unsafe { libc::close(fd) };
+        unsafe { sys::close(fd) };
     }
 }
 
@@ -132,7 +132,7 @@ unsafe fn move_high(fd: i32) -> i32 {
     if high < 0 {
         return fd;
     }
-    libc::close(fd);
+    sys::close(fd);
     high
 }
 
@@ -188,7 +188,7 @@ unsafe fn reserve(fd: i32, off: u64, len: usize) -> bool {
             iov[chunks - 1].iov_len -= n - (len - done);
             n = len - done;
         }
-        let w = libc::pwritev(
+        let w = sys::pwritev(
             fd,
             iov.as_ptr(),
             chunks as i32,
@@ -206,7 +206,7 @@ unsafe fn reserve(fd: i32, off: u64, len: usize) -> bool {
 /// on an error (a full disk).
 unsafe fn write_all(fd: i32, mut bytes: *const u8, mut len: usize, mut off: u64) -> bool {
     while len > 0 {
-        let w = libc::pwrite(fd, bytes as *const c_void, len, off as i64);
+        let w = sys::pwrite(fd, bytes as *const c_void, len, off as i64);
         if w < 0 && crate::guard::errno() == libc::EINTR {
             continue;
         }
@@ -233,9 +233,9 @@ fn log_fd() -> i32 {
         // SAFETY: LOG_PATH was NUL-terminated by open() and is not written after.
         fd = unsafe {
             let path = core::ptr::addr_of!(LOG_PATH) as *const libc::c_char;
-            let new = libc::open(path, libc::O_RDWR | libc::O_CLOEXEC);
+            let new = sys::open(path, libc::O_RDWR | libc::O_CLOEXEC, 0);
             if new >= 0 && !is_log(new) {
-                libc::close(new);
+                sys::close(new);
                 -1
             } else if new >= 0 {
                 move_high(new)

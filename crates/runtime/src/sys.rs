@@ -1,5 +1,9 @@
 //! Raw system calls. The runtime exports `mmap`/`munmap` itself, so calling libc's
-//! would re-enter our own hooks; every mapping it needs goes through here.
+//! would re-enter our own hooks; every mapping it needs goes through here. Its
+//! file I/O goes through here too: glibc's `open`, `read`, `pwrite` and `close`
+//! are cancellation points, and a thread with a `pthread_cancel` pending must
+//! not be cancelled inside a malloc that writes a log block (glibc's
+//! `syscall` is no cancellation point).
 
 use core::ffi::c_void;
 
@@ -26,6 +30,27 @@ pub unsafe fn mremap(
     new_addr: *mut c_void,
 ) -> *mut c_void {
     libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_addr) as *mut c_void
+}
+
+pub unsafe fn open(path: *const libc::c_char, flags: i32, mode: libc::mode_t) -> i32 {
+    libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path, flags, mode) as i32
+}
+
+pub unsafe fn read(fd: i32, buf: *mut c_void, len: usize) -> isize {
+    libc::syscall(libc::SYS_read, fd, buf, len) as isize
+}
+
+pub unsafe fn pwrite(fd: i32, buf: *const c_void, len: usize, off: i64) -> isize {
+    libc::syscall(libc::SYS_pwrite64, fd, buf, len, off) as isize
+}
+
+pub unsafe fn pwritev(fd: i32, iov: *const libc::iovec, count: i32, off: i64) -> isize {
+    // The kernel takes the offset in two halves (low, high) on every ABI.
+    libc::syscall(libc::SYS_pwritev, fd, iov, count, off, 0) as isize
+}
+
+pub unsafe fn close(fd: i32) -> i32 {
+    libc::syscall(libc::SYS_close, fd) as i32
 }
 
 /// Anonymous private memory for the runtime's own structures (never the hooked malloc).
@@ -72,13 +97,13 @@ pub fn getpid() -> u32 {
 pub fn read_file(path: &core::ffi::CStr, buf: &mut [u8]) -> usize {
     // SAFETY: NUL-terminated path, buffer bounds respected.
     unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let fd = open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
         if fd < 0 {
             return 0;
         }
         let mut total = 0;
         while total < buf.len() {
-            let n = libc::read(
+            let n = read(
                 fd,
                 buf[total..].as_mut_ptr() as *mut c_void,
                 buf.len() - total,
@@ -88,9 +113,75 @@ pub fn read_file(path: &core::ffi::CStr, buf: &mut [u8]) -> usize {
             }
             total += n as usize;
         }
-        libc::close(fd);
+        close(fd);
         total
     }
+}
+
+/// Calls `f` with each line of a text file (a /proc entry) until it returns
+/// false, reading through a buffer on the stack: no allocation. A line longer
+/// than the buffer is handed over cut to the buffer's length.
+pub fn for_each_line(path: &core::ffi::CStr, f: &mut dyn FnMut(&[u8]) -> bool) {
+    let mut buf = [0u8; 8192];
+    // SAFETY: NUL-terminated path; reads stay inside the buffer.
+    unsafe {
+        let fd = open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
+        if fd < 0 {
+            return;
+        }
+        let (mut held, mut skipping) = (0usize, false);
+        loop {
+            let n = read(
+                fd,
+                buf[held..].as_mut_ptr() as *mut c_void,
+                buf.len() - held,
+            );
+            if n <= 0 {
+                if held > 0 && !skipping {
+                    f(&buf[..held]);
+                }
+                break;
+            }
+            let end = held + n as usize;
+            let mut start = 0;
+            let mut go_on = true;
+            while let Some(nl) = buf[start..end].iter().position(|&c| c == b'\n') {
+                if !skipping && !f(&buf[start..start + nl]) {
+                    go_on = false;
+                    break;
+                }
+                skipping = false;
+                start += nl + 1;
+            }
+            if !go_on {
+                break;
+            }
+            held = end - start;
+            buf.copy_within(start..end, 0);
+            if held == buf.len() {
+                // No end of line in a whole buffer: hand over what fits.
+                if !skipping && !f(&buf[..held]) {
+                    break;
+                }
+                (held, skipping) = (0, true);
+            }
+        }
+        close(fd);
+    }
+}
+
+/// The `FROM-TO` hexadecimal address range a /proc/PID/maps line starts with.
+pub fn parse_range(line: &[u8]) -> Option<(u64, u64)> {
+    let hex = |s: &[u8]| -> Option<u64> {
+        let mut v = 0u64;
+        for &c in s {
+            v = v.checked_mul(16)? + (c as char).to_digit(16)? as u64;
+        }
+        (!s.is_empty()).then_some(v)
+    };
+    let range = line.split(|&c| c == b' ').next()?;
+    let dash = range.iter().position(|&c| c == b'-')?;
+    Some((hex(&range[..dash])?, hex(&range[dash + 1..])?))
 }
 
 /// A spin lock for the runtime's rare slow paths. It never allocates, and the

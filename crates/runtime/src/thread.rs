@@ -268,6 +268,9 @@ unsafe extern "C" fn on_thread_exit(value: *mut libc::c_void) {
 
 /// The thread's stack range, to validate frame-pointer reads.
 fn stack_bounds() -> (u64, u64) {
+    if sys::gettid() == sys::getpid() {
+        return main_stack_bounds();
+    }
     // SAFETY: pthread_getattr_np may allocate; callers hold the reentrancy guard
     // or run before the state exists, so such allocations pass straight through.
     unsafe {
@@ -284,5 +287,40 @@ fn stack_bounds() -> (u64, u64) {
         } else {
             (0, 0)
         }
+    }
+}
+
+/// The main thread's stack range, found as glibc's `pthread_getattr_np` finds
+/// it (the mapping holding the stack, extended down to RLIMIT_STACK or the
+/// mapping below), but read with raw system calls: glibc reads
+/// /proc/self/maps through `fopen`, which calls malloc, and a program that
+/// defines its own malloc may not be ready for it before `main`.
+fn main_stack_bounds() -> (u64, u64) {
+    let on_stack = 0u8;
+    let here = core::hint::black_box(&on_stack) as *const u8 as u64;
+    let mut limit: libc::rlimit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: an out pointer to a local.
+    let rlimit = match unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut limit) } {
+        0 => limit.rlim_cur,
+        _ => libc::RLIM_INFINITY,
+    };
+    let (mut below, mut found) = (0u64, None);
+    sys::for_each_line(c"/proc/self/maps", &mut |line| {
+        let Some((from, to)) = sys::parse_range(line) else {
+            return true;
+        };
+        if (from..to).contains(&here) {
+            found = Some(to);
+            return false;
+        }
+        below = to;
+        true
+    });
+    match found {
+        Some(hi) => (hi - rlimit.min(hi - below), hi),
+        None => (0, 0),
     }
 }

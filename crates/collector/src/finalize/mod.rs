@@ -34,8 +34,6 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-pub const COLLECTOR_LOG: &str = "collector.mltl";
-
 /// What the launcher knows that the logs do not.
 #[derive(Default)]
 pub struct RunInfo {
@@ -436,7 +434,7 @@ fn raw_logs(raw_dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Writes the profile tables and meta.json from `dir/raw`, and keeps the raw
-/// logs ([`remove_raw_logs`] removes them). `live` holds the samples written
+/// logs ([`memlens_profile::remove_raw_files`] removes them). `live` holds the samples written
 /// while the run went (record's), whose images are not replayed for them again.
 ///
 /// `progress` hears (done, total) bytes of the raw logs as their events replay.
@@ -452,7 +450,7 @@ pub fn finalize(
     for path in raw_logs(&raw_dir)? {
         images.extend(read_header(&path)?);
     }
-    let collector = read_collector_log(&raw_dir.join(COLLECTOR_LOG));
+    let collector = read_collector_log(&raw_dir.join(memlens_profile::RAW_COLLECTOR_LOG));
     let (collector_timeline, exits) = (&collector.timeline, &collector.exits);
     if images.is_empty() && collector_timeline.is_empty() {
         return Err(Error::Profile(profile::ProfileError::NotAProfile(
@@ -469,8 +467,8 @@ pub fn finalize(
         .unwrap_or(0);
 
     // Access samples are attributed to blocks: every block keeps its row.
-    let access_sampled =
-        images.iter().any(|l| l.instrumented) || raw_dir.join(crate::record::PERF_DATA).exists();
+    let access_sampled = images.iter().any(|l| l.instrumented)
+        || raw_dir.join(memlens_profile::RAW_PERF_DATA).exists();
     let keep_blocks = run.keep_blocks || access_sampled;
     // Their rows count time from the run's start, as t0 is in a recording.
     let (samples, mut written) = match live {
@@ -797,18 +795,10 @@ pub fn finalize(
     Ok(meta)
 }
 
-/// Removes a finalized profile's raw logs (`dir/raw`). A directory's removal
-/// can wait on the disk (a synchronous discard, 1.4 ms on an ext4 mounted
-/// with `discard`): `record` runs this beside its summary.
-pub fn remove_raw_logs(dir: &Path) -> Result<()> {
-    let raw_dir = dir.join("raw");
-    std::fs::remove_dir_all(&raw_dir).map_err(|e| Error::io(&raw_dir, e))
-}
-
 /// The perf backend's `raw/perf.data` (if the run had one), streamed into the
 /// samples table.
 fn perf_samples(raw_dir: &Path, t0: u64, sink: &mut TableWriter<AccessSample>) -> Option<Streamed> {
-    let file = std::fs::File::open(raw_dir.join(crate::record::PERF_DATA)).ok()?;
+    let file = std::fs::File::open(raw_dir.join(memlens_profile::RAW_PERF_DATA)).ok()?;
     // SAFETY: read-only map of a file nothing writes any more.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     let perf = PerfData::parse(&map).ok()?;

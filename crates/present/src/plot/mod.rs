@@ -105,10 +105,14 @@ macro_rules! render {
                     "svg" => {
                         let mut text = String::new();
                         svg(&mut text)?;
-                        std::fs::write(path, text)
-                            .map_err(|e| PlotError(format!("{}: {e}", path.display())))
+                        memlens_profile::write_private_file(path, text.as_bytes())
+                            .map_err(|e| PlotError(e.to_string()))
                     }
-                    "png" => $draw(BitMapBackend::new(path, size).into_drawing_area(), $($arg),*),
+                    "png" => {
+                        // Made private first: the encoder keeps an existing file's mode.
+                        memlens_profile::create_private_file(path).map_err(|e| PlotError(e.to_string()))?;
+                        $draw(BitMapBackend::new(path, size).into_drawing_area(), $($arg),*)
+                    }
                     _ => Err(PlotError(format!(
                         "{}: unknown image type; use a .png or .svg file name",
                         path.display()

@@ -30,6 +30,10 @@ fn section(out: &mut String, s: &Section) {
     }
 }
 
+/// The most characters a cell shows (the rest cut with `…`): a command line
+/// of 10^5 arguments or a name of any length stays one readable cell.
+const MAX_CELL: usize = 512;
+
 fn table(out: &mut String, t: &Table) {
     if let Some(title) = &t.title {
         let note = t.note.as_ref().map_or(String::new(), |n| format!(" ({n})"));
@@ -46,10 +50,7 @@ fn table(out: &mut String, t: &Table) {
             row.cells
                 .iter()
                 .zip(&t.columns)
-                .map(|(cell, c)| match c.max_width {
-                    Some(n) => truncate(cell, n),
-                    None => cell.clone(),
-                })
+                .map(|(cell, c)| truncate(cell, c.max_width.unwrap_or(MAX_CELL).min(MAX_CELL)))
                 .collect()
         })
         .collect();
@@ -69,10 +70,12 @@ fn table(out: &mut String, t: &Table) {
     let widths: Vec<usize> = (0..t.columns.len()).map(width).collect();
     let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
         let mut text = String::from(" ");
-        for ((cell, c), w) in cells.zip(&t.columns).zip(&widths) {
+        for ((cell, c), &w) in cells.zip(&t.columns).zip(&widths) {
+            // Padded by hand: a width in a format string panics past 65535.
+            let pad = " ".repeat(w.saturating_sub(cell.chars().count()));
             let _ = match c.align {
-                Align::Left => write!(text, " {cell:<w$}"),
-                Align::Right => write!(text, " {cell:>w$}"),
+                Align::Left => write!(text, " {cell}{pad}"),
+                Align::Right => write!(text, " {pad}{cell}"),
             };
             text.push(' ');
         }
@@ -93,7 +96,7 @@ fn table(out: &mut String, t: &Table) {
     for (row, cells) in t.rows.iter().zip(&cells) {
         line(out, &mut cells.iter().map(String::as_str));
         for detail in &row.details {
-            let _ = writeln!(out, "{:indent$}{detail}", "");
+            let _ = writeln!(out, "{}{detail}", " ".repeat(indent));
         }
     }
     if let Some(footer) = &t.footer {

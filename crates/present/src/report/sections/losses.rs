@@ -35,7 +35,7 @@ pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 16] {
         ("AUX chunks with collisions", l.aux_collisions),
         ("undecodable bytes or records", l.decode_errors),
         (
-            "processes whose heap was not seen (put memlens' runtime first in LD_PRELOAD)",
+            "processes whose malloc was not memlens' (the program's own allocator, or one placed before memlens' runtime in LD_PRELOAD): heap not seen",
             l.heap_not_hooked,
         ),
         (
