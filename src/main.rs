@@ -791,13 +791,24 @@ fn record(args: RecordArgs) -> Result<i32> {
         attach: args.pid,
         duration,
     };
-    let mut outcome = memlens_collector::record(&cfg)?;
+    let removed_during_the_run = |e: anyhow::Error| {
+        match cfg.out_dir.exists() {
+        true => e,
+        false => anyhow::anyhow!(
+            "{}: the profile directory was removed while the program ran (by the program, or another process), and the run with it; record into a directory the program leaves alone (-o)",
+            cfg.out_dir.display()
+        ),
+    }
+    };
+    let mut outcome =
+        memlens_collector::record(&cfg).map_err(|e| removed_during_the_run(e.into()))?;
     let live_samples = outcome.live_samples.take();
     let ahead = outcome.replay_ahead.take();
     progress::bar("writing the profile", |progress| {
         let (dir, run) = (&outcome.dir, &outcome.run);
         memlens_collector::finalize(dir, run, live_samples, ahead, progress)
-    })?;
+    })
+    .map_err(|e| removed_during_the_run(e.into()))?;
     // The raw logs go while the summary is read and printed (a directory's
     // removal can wait on the disk: a synchronous discard, 1.4 ms on an ext4
     // mounted with `discard`).

@@ -602,3 +602,23 @@ fn files_that_are_no_program_run_as_execvp_runs_them() {
         "{err}"
     );
 }
+
+#[test]
+fn a_program_that_removes_the_profile_directory_is_told_on_one_line() {
+    // The default profile directory is in the working directory, which the
+    // program removes: nothing can be kept, and memlens says why in one line
+    // (before: "memlens.sh.N/raw: No such file or directory" twice over).
+    let dir = tempdir();
+    let cwd = dir.path().join("work");
+    std::fs::create_dir(&cwd).unwrap();
+    let out = output_within(
+        Command::new(memlens())
+            .env("MEMLENS_RUNTIME", runtime())
+            .current_dir(&cwd)
+            .args(["record", "--", "sh", "-c", "d=$(pwd); cd /; rm -rf \"$d\""]),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("was removed while the program ran"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
