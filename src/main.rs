@@ -519,7 +519,7 @@ fn parse_cache_spec(text: &str) -> std::result::Result<String, String> {
 }
 
 /// "64M", "1G", "4096": bytes, at least a page.
-fn parse_size(text: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> std::result::Result<u64, String> {
     memlens_rawlog::parse_size(text.trim().as_bytes())
         .filter(|&n| n >= 4096)
         .ok_or_else(|| format!("{text:?}: give a size of at least 4K, e.g. 64M or 1G"))

@@ -24,6 +24,24 @@ pub struct SqlArgs {
     /// Rows shown in a table (0: all); CSV and JSON print every row.
     #[arg(long, default_value_t = 100)]
     max_rows: usize,
+    #[command(flatten)]
+    limit: MemoryLimit,
+}
+
+/// The memory a query may take.
+#[derive(Args)]
+pub struct MemoryLimit {
+    /// Memory a query may take (joins, sorts, aggregates), e.g. 2G
+    /// [default: a quarter of the machine's]; past it the query is refused.
+    #[arg(long, value_name = "SIZE", value_parser = crate::parse_size)]
+    memory_limit: Option<u64>,
+}
+
+impl MemoryLimit {
+    fn bytes(&self) -> u64 {
+        self.memory_limit
+            .unwrap_or_else(memlens_sql::default_memory_limit)
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -52,6 +70,8 @@ pub struct ExportArgs {
     /// What the stacks of `collapsed` and `speedscope` weigh.
     #[arg(long, value_enum, default_value_t = Weight::AllocSpace)]
     weight: Weight,
+    #[command(flatten)]
+    limit: MemoryLimit,
 }
 
 /// The measures a stack export can weigh (`memlens_present::Measure`).
@@ -108,7 +128,7 @@ enum ExportFormat {
 }
 
 pub fn sql(args: SqlArgs) -> Result<i32> {
-    let engine = Engine::open(&crate::profile_parts(&args.dir)?)?;
+    let engine = Engine::open(&crate::profile_parts(&args.dir)?, args.limit.bytes())?;
     let format = match args.format {
         SqlFormat::Table => Format::Table {
             max_rows: args.max_rows,
@@ -142,7 +162,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
             known.join(", ")
         );
     }
-    let engine = Engine::open(&parts)?;
+    let engine = Engine::open(&parts, args.limit.bytes())?;
     let select_all = |table: &str| format!("SELECT * FROM \"{table}\"");
     let one = match (&args.sql, args.table.as_slice()) {
         (Some(query), _) => Some(query.clone()),

@@ -268,3 +268,41 @@ fn strings_of_any_length_are_rendered_cut_never_a_panic() {
         }
     }
 }
+
+#[test]
+fn sql_refuses_what_it_cannot_run_within_its_limits() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--leaks"], &[&program("torture"), "threads"]));
+    let ps = p.to_str().unwrap();
+    let sql = |extra: &[&str], query: &str| {
+        output_within(
+            Command::new(memlens())
+                .arg("sql")
+                .args(extra)
+                .arg(ps)
+                .arg(query),
+        )
+    };
+    let refused = |out: &std::process::Output, what: &str| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert!(err.contains(what) && err.lines().count() == 1, "{err}");
+    };
+    // A chain of 2 000 additions overflowed the stack (abort, status 134).
+    let chain = |n: usize| format!("SELECT 1{}", "+1".repeat(n));
+    refused(&sql(&[], &chain(2000)), "2000 operators, more than the 500");
+    assert_ran(&sql(&[], &chain(499)));
+    // A four-way cross join of the allocations (10^8 rows and more) under a
+    // 64 MiB limit: refused once the limit is reached, not grown without end.
+    let rows = sql_json(&p, "SELECT count(*) AS n FROM allocations")[0]["n"]
+        .as_u64()
+        .unwrap();
+    assert!(rows > 100, "{rows} allocations");
+    let join = "SELECT count(*), array_agg(a.address) FROM allocations a \
+                CROSS JOIN allocations b CROSS JOIN allocations c CROSS JOIN allocations d";
+    refused(
+        &sql(&["--memory-limit", "64M"], join),
+        "more memory than its limit",
+    );
+}

@@ -31,6 +31,10 @@ pub enum SqlError {
     Profile(#[from] memlens_profile::ProfileError),
     #[error("writing the result: {0}")]
     Output(String),
+    #[error("the statement has {0} operators, more than the {MAX_OPERATORS} a query may hold; compute it in several queries")]
+    TooComplex(usize),
+    #[error("the query needs more memory than its limit (--memory-limit, a quarter of the machine's by default): {0}; raise the limit, or select fewer rows or columns")]
+    OutOfMemory(String),
 }
 
 type Result<T> = std::result::Result<T, SqlError>;
@@ -67,9 +71,70 @@ pub struct Engine {
     files: Vec<PathBuf>,
 }
 
+/// The most binary operators one statement may hold. A chain of them
+/// (`1+1+…`) nests as deep as it is long, and the query planner recurses on
+/// it: in a debug build 500 plan in 0.4 s, 1 000 in 2 s, and 1 500 overflow
+/// the main thread's stack.
+pub const MAX_OPERATORS: usize = 500;
+
+/// Refuses a statement with more than [`MAX_OPERATORS`] binary operators
+/// (symbols, AND, OR), before the engine parses it.
+fn check_size(sql: &str) -> Result<()> {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    // A statement the tokenizer refuses is left to the engine, which says why.
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Ok(());
+    };
+    let operators = tokens
+        .iter()
+        .filter(|t| match t {
+            Token::Word(w) => matches!(w.keyword, Keyword::AND | Keyword::OR | Keyword::XOR),
+            Token::Plus
+            | Token::Minus
+            | Token::Mul
+            | Token::Div
+            | Token::Mod
+            | Token::DuckIntDiv
+            | Token::StringConcat
+            | Token::Eq
+            | Token::DoubleEq
+            | Token::Neq
+            | Token::Lt
+            | Token::Gt
+            | Token::LtEq
+            | Token::GtEq
+            | Token::Spaceship
+            | Token::Ampersand
+            | Token::Pipe
+            | Token::Caret
+            | Token::ShiftLeft
+            | Token::ShiftRight => true,
+            _ => false,
+        })
+        .count();
+    match operators > MAX_OPERATORS {
+        true => Err(SqlError::TooComplex(operators)),
+        false => Ok(()),
+    }
+}
+
+/// The memory a query may take by default: a quarter of the machine's
+/// (MemTotal), or 4 GiB where that cannot be read.
+pub fn default_memory_limit() -> u64 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        line.split_whitespace().nth(1)?.parse::<u64>().ok()
+    });
+    total_kib.map_or(4 << 30, |k| k * 1024 / 4)
+}
+
 impl Engine {
-    /// Registers the tables of `parts` (profile directories, already finalized).
-    pub fn open(parts: &[PathBuf]) -> Result<Self> {
+    /// Registers the tables of `parts` (profile directories, already
+    /// finalized); a query may take `memory_limit` bytes of memory (joins,
+    /// sorts and aggregates are refused past it).
+    pub fn open(parts: &[PathBuf], memory_limit: u64) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
             // The Parquet reader panics on some damaged bytes: the panic is
@@ -77,8 +142,14 @@ impl Engine {
             .on_thread_start(memlens_profile::quiet_reader_thread)
             .build()
             .map_err(|e| SqlError::Output(format!("cannot start the query threads: {e}")))?;
-        let ctx =
-            SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+        let pool = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            .with_memory_limit(usize::try_from(memory_limit).unwrap_or(usize::MAX), 1.0)
+            .build_arc()
+            .map_err(query_error)?;
+        let ctx = SessionContext::new_with_config_rt(
+            SessionConfig::new().with_information_schema(true),
+            pool,
+        );
         let mut present = Vec::new();
         let mut all_files = Vec::new();
         for (name, schema) in table_schemas() {
@@ -150,6 +221,7 @@ impl Engine {
         sql: &str,
         make_sink: impl FnOnce(SchemaRef) -> Result<Box<dyn Sink>>,
     ) -> Result<u64> {
+        check_size(sql)?;
         let query = || {
             self.runtime.block_on(async {
                 // Read-only: no CREATE, INSERT, COPY ... TO or SET.
@@ -230,8 +302,21 @@ fn listing_table(files: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
 /// DataFusion's message, on one line: its errors can carry a backtrace or a
 /// multi-line context, and a one-line error is what the CLI prints.
 fn query_error(e: datafusion::error::DataFusionError) -> SqlError {
-    let text = e.to_string();
-    SqlError::Query(text.split_whitespace().collect::<Vec<_>>().join(" "))
+    let text = e
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    match e.find_root() {
+        // Its message lists the top consumers on several lines, then the
+        // allocation that failed: that line alone is told.
+        datafusion::error::DataFusionError::ResourcesExhausted(what) => SqlError::OutOfMemory(
+            (what.lines().rev().find(|l| !l.trim().is_empty()))
+                .map_or(what.as_str(), |l| l.trim().trim_start_matches("Error: "))
+                .to_string(),
+        ),
+        _ => SqlError::Query(text),
+    }
 }
 
 #[cfg(test)]
@@ -268,7 +353,7 @@ mod tests {
                 bad[at] ^= 1 << ((seed >> 20) % 8);
             }
             std::fs::write(&file, &bad).unwrap();
-            let engine = Engine::open(&[dir.path().to_path_buf()]).unwrap();
+            let engine = Engine::open(&[dir.path().to_path_buf()], 1 << 30).unwrap();
             let sink = |schema| Format::Csv.sink(schema, Box::new(std::io::sink()));
             if let Err(e) = engine.run("SELECT * FROM modules", sink) {
                 let text = e.to_string();
