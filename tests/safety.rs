@@ -361,3 +361,45 @@ fn what_is_made_from_a_profile_is_as_private_as_the_profile() {
         );
     }
 }
+
+#[test]
+fn a_killed_record_leaves_a_profile_that_says_what_it_lacks() {
+    // memlens killed 0.3 s into a 1.5 s run: the program goes on and its log
+    // is whole, the collector's samples stop. Before: the command was empty
+    // and LOSSES said "none" over a 1.2 s hole in the timeline.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let mut rec = spawn_record(&p, &["sleep", "1.5"]);
+    let started = std::time::Instant::now();
+    let program_log = || {
+        (std::fs::read_dir(p.join("raw"))
+            .into_iter()
+            .flatten()
+            .flatten())
+        .find_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".0.mlraw")
+                .map(str::to_string)
+        })
+    };
+    let pid = loop {
+        if let Some(pid) = program_log() {
+            break pid;
+        }
+        assert!(started.elapsed().as_secs() < 20, "no log of the program");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: a signal to the memlens this test started.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGKILL) };
+    rec.wait().unwrap();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(started.elapsed().as_secs() < 20, "the program did not end");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = report_json(&p);
+    assert_eq!(r["summary"]["command"], serde_json::json!(["sleep", "1.5"]));
+    let unsampled = r["losses"]["unsampled_ms"].as_u64().unwrap();
+    assert!((500..1500).contains(&unsampled), "{unsampled} ms unsampled");
+}

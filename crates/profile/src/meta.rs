@@ -171,11 +171,16 @@ pub struct Losses {
     /// setuid: sampled from /proc alone.
     #[serde(default)]
     pub untracked_processes: u64,
+    /// Milliseconds the run went on after `memlens record` was killed: no
+    /// resident memory, process or counter samples then (the heap, from the
+    /// programs' own logs, is whole).
+    #[serde(default)]
+    pub unsampled_ms: u64,
 }
 
 impl Losses {
     /// Every count, in field order (for adding and totalling them).
-    fn counts_mut(&mut self) -> [&mut u64; 16] {
+    fn counts_mut(&mut self) -> [&mut u64; 17] {
         [
             &mut self.dropped_events,
             &mut self.untracked_allocs,
@@ -193,6 +198,7 @@ impl Losses {
             &mut self.log_lost,
             &mut self.disk_full,
             &mut self.untracked_processes,
+            &mut self.unsampled_ms,
         ]
     }
 

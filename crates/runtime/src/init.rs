@@ -87,8 +87,9 @@ extern "C" fn init() {
         set_state(READY);
         record_allocator_faults();
         record_modules_from_here();
+        // Also under a collector: if it is killed, the log still tells the command.
+        record_command_line();
         if OWN_SAMPLER {
-            record_command_line();
             sampler::start(INTERVAL_MS);
         }
     }

@@ -717,6 +717,14 @@ pub fn finalize(
     samples.flush();
     timeline.sort_by_key(|p| (p.pid, p.time_ns));
     last_time = last_time.max(timeline.last().map_or(0, |p| p.time_ns));
+    // A collector's ticks without a run from `record` (or an attach): it was
+    // killed, and the programs went on unsampled until their end.
+    if let (None, Some(last_tick)) = (
+        run.start_ns,
+        collector_timeline.iter().map(|t| t.time).max(),
+    ) {
+        losses.unsampled_ms += last_time.saturating_sub(last_tick.saturating_sub(t0)) / 1_000_000;
+    }
 
     let settings = images.first().map(|l| l.settings).unwrap_or_default();
     let meta = Meta {

@@ -21,7 +21,7 @@ pub fn for_losses(losses: &Losses) -> Option<Section> {
 }
 
 /// Every kind of loss with its count.
-pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 16] {
+pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 17] {
     [
         ("events dropped (log full)", l.dropped_events),
         ("tracked blocks not followed", l.untracked_allocs),
@@ -53,6 +53,10 @@ pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 16] {
         (
             "static or setuid processes seen from /proc only (no heap, objects or sites)",
             l.untracked_processes,
+        ),
+        (
+            "ms of the run after memlens was killed (resident memory, processes and counters not sampled; the heap is whole)",
+            l.unsampled_ms,
         ),
     ]
 }
