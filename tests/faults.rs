@@ -306,3 +306,69 @@ fn sql_refuses_what_it_cannot_run_within_its_limits() {
         "more memory than its limit",
     );
 }
+
+/// Runs `memlens args` to its end: its standard output and its peak
+/// resident set (KiB, from wait4's usage of that process alone).
+#[allow(clippy::zombie_processes)] // reaped by wait4, which gives its usage
+fn with_peak_memory(args: &[&str]) -> (Vec<u8>, i64) {
+    use std::io::Read;
+    let mut child = Command::new(memlens())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = Vec::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for the child this test started, into locals.
+    let reaped = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert!(reaped > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    (stdout, usage.ru_maxrss)
+}
+
+#[test]
+fn a_timeline_of_millions_of_readings_is_reported_in_bounded_memory() {
+    // 2 000 000 readings of one process (5.5 hours at 10 ms) with one high
+    // resident set a third of the way: before, `report` grew ~330 bytes a
+    // row (4 M rows 1.35 GB); now the timeline is thinned as it is read.
+    let dir = tempdir();
+    let small = dir.path().join("small");
+    assert_ran(&record(&small, &[], &[&program("torture"), "hold"]));
+    let huge = dir.path().join("huge");
+    copy_profile(&small, &huge, |_| {});
+    let grow = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+path, n = sys.argv[1], 2_000_000
+t = pq.read_table(path)
+first = t.slice(0, 1).to_pylist()[0]
+cols = {name: [first[name]] * n for name in t.column_names}
+cols["time_ns"] = [i * 10_000_000 for i in range(n)]
+cols["rss"] = [(i % 1000) * 4096 + (1 << 30 if i == n // 3 else 0) for i in range(n)]
+pq.write_table(pa.Table.from_pydict(cols, schema=t.schema), path)
+"#;
+    let made = Command::new("python3")
+        .args(["-c", grow])
+        .arg(huge.join("timeline.parquet"))
+        .output()
+        .expect("python3 with pyarrow (.ci/run installs it)");
+    assert_ran(&made);
+    let (_, small_kib) = with_peak_memory(&["report", small.to_str().unwrap()]);
+    let (out, huge_kib) = with_peak_memory(&["report", huge.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("resident  1.0 GiB at 6666."), "{text}");
+    assert!(
+        text.contains("2000000 readings merged 32 at a time into 62500"),
+        "{text}"
+    );
+    // Read whole, the rows alone took over 600 MB.
+    assert!(
+        huge_kib < small_kib + 200 * 1024,
+        "{small_kib} KiB, then {huge_kib} KiB"
+    );
+}

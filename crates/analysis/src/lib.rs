@@ -10,6 +10,7 @@ mod objects;
 mod ranks;
 mod reuse;
 mod sharing;
+mod thinning;
 
 pub use access::*;
 pub use capacity::*;
@@ -32,6 +33,8 @@ pub use objects::*;
 pub use ranks::*;
 pub use reuse::*;
 pub use sharing::*;
+pub use thinning::Thinned;
+use thinning::Thinning;
 
 use memlens_profile::{
     self as profile, Allocation, CodeLocation, CounterReading, Frame, HeapSite, Meta, Region,
@@ -59,6 +62,8 @@ pub struct Profile {
     pub regions: Vec<Region>,
     pub tags: Vec<TagRange>,
     pub timeline: Vec<TimelinePoint>,
+    /// The processes whose timeline was thinned as it was read.
+    pub timeline_thinned: Vec<Thinned>,
     pub statics: Vec<StaticObject>,
     /// The ELF objects each process mapped (their paths tell the program's
     /// code from a system library).
@@ -129,8 +134,13 @@ impl Profile {
         for frames in stacks.values_mut() {
             frames.sort_by_key(|f| f.depth);
         }
-        let mut timeline: Vec<TimelinePoint> = profile::read_table(dir)?;
-        timeline.sort_by_key(|p| (p.pid, p.time_ns));
+        // Read a batch at a time: a long run's timeline is thinned as it
+        // comes, never held whole (finalize writes it sorted by pid and time).
+        let mut thinning = Thinning::default();
+        profile::read_table_by_batch::<TimelinePoint>(dir, &mut |_, batch| {
+            batch.into_iter().for_each(|p| thinning.push(p))
+        })?;
+        let (timeline, timeline_thinned) = thinning.finish();
         Ok(Profile {
             dir: dir.to_path_buf(),
             allocations: Vec::new(),
@@ -140,6 +150,7 @@ impl Profile {
             regions: profile::read_table(dir)?,
             tags: profile::read_table(dir)?,
             timeline,
+            timeline_thinned,
             statics: profile::read_table(dir)?,
             modules: profile::read_table(dir)?,
             counters: profile::read_table(dir)?,
@@ -207,6 +218,7 @@ impl Profile {
         self.sites.retain(|s| s.pid == pid);
         self.site_timeline.retain(|s| s.pid == pid);
         self.timeline.retain(|t| t.pid == pid);
+        self.timeline_thinned.retain(|t| t.pid == pid);
         self.statics.retain(|s| s.pid == pid);
         self.modules.retain(|m| m.pid == pid);
         self.meta.processes.retain(|p| p.pid == pid);
@@ -307,6 +319,7 @@ pub fn merge(dir: &Path, mut profiles: Vec<Profile>) -> Profile {
             span(&mut t.begin_ns, &mut t.end_ns);
             out.tags.push(t);
         }
+        out.timeline_thinned.append(&mut p.timeline_thinned);
         for mut t in p.timeline.drain(..) {
             span(&mut t.time_ns, &mut None);
             out.timeline.push(t);

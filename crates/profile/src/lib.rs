@@ -671,26 +671,41 @@ pub fn file_rows(path: &Path) -> Result<u64> {
 
 /// Reads every row of a table (see [`table_file`] for a missing one).
 pub fn read_table<T: Table>(dir: &Path) -> Result<Vec<T>> {
-    let Some(path) = table_file::<T>(dir)? else {
-        return Ok(Vec::new());
-    };
-    guarded(&path, || read_file::<T>(&path))
-}
-
-fn read_file<T: Table>(path: &Path) -> Result<Vec<T>> {
-    let path = path.to_path_buf();
-    let perr = |detail: String| parquet_error(&path, detail);
-    let file = open_regular(&path)?;
-    // Only the row type's columns are decoded: a view with fewer columns reads less.
-    let schema = T::schema();
     let mut rows = Vec::new();
-    let reader = reader_builder(file)
-        .and_then(|b| {
+    read_table_by_batch::<T>(dir, &mut |expected, batch| {
+        if rows.is_empty() {
             // Sized once from the footer: growing by doubling copies the rows
             // and, for a moment, holds them twice. Tried, not required: a
             // damaged footer may claim any count.
-            let _ = rows
-                .try_reserve(usize::try_from(b.metadata().file_metadata().num_rows()).unwrap_or(0));
+            let _ = rows.try_reserve(expected);
+        }
+        rows.extend(batch);
+    })?;
+    Ok(rows)
+}
+
+/// Hands a table's rows over in batches of up to 65 536, with the row count
+/// its footer claims: a reader that keeps less than every row (a thinned
+/// timeline) never holds the whole table.
+pub fn read_table_by_batch<T: Table>(
+    dir: &Path,
+    take: &mut dyn FnMut(usize, Vec<T>),
+) -> Result<()> {
+    let Some(path) = table_file::<T>(dir)? else {
+        return Ok(());
+    };
+    guarded(&path, || read_file_by_batch::<T>(&path, take))
+}
+
+fn read_file_by_batch<T: Table>(path: &Path, take: &mut dyn FnMut(usize, Vec<T>)) -> Result<()> {
+    let perr = |detail: String| parquet_error(path, detail);
+    let file = open_regular(path)?;
+    // Only the row type's columns are decoded: a view with fewer columns reads less.
+    let schema = T::schema();
+    let mut expected = 0;
+    let reader = reader_builder(file)
+        .and_then(|b| {
+            expected = usize::try_from(b.metadata().file_metadata().num_rows()).unwrap_or(0);
             let wanted = parquet::arrow::ProjectionMask::columns(
                 b.parquet_schema(),
                 schema.fields().iter().map(|f| f.name().as_str()),
@@ -700,9 +715,9 @@ fn read_file<T: Table>(path: &Path) -> Result<Vec<T>> {
         .map_err(|e| perr(e.to_string()))?;
     for batch in reader {
         let batch = batch.map_err(|e| perr(e.to_string()))?;
-        rows.extend(T::from_batch(&batch).map_err(perr)?);
+        take(expected, T::from_batch(&batch).map_err(perr)?);
     }
-    Ok(rows)
+    Ok(())
 }
 
 /// Declares a table: its row struct and its Arrow mapping.

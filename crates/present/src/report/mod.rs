@@ -278,7 +278,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
             ]
         } else {
             vec![
-            ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms")),
+            ("rss".into(), format!("measured: /proc/PID/status VmRSS/RssAnon/RssFile/RssShmem every {interval} ms{}", thinned_note(&p.timeline_thinned, interval))),
             ("heap_live".into(), "measured: exact per-thread counters of every malloc/free (usable sizes)".into()),
             (
                 "objects".into(),
@@ -299,6 +299,23 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
         ]
         },
     }
+}
+
+/// What the report merged of long timelines (see `analysis::Thinned`).
+fn thinned_note(thinned: &[analysis::Thinned], interval_ms: u64) -> String {
+    thinned
+        .iter()
+        .map(|t| {
+            format!(
+                "; pid {}'s {} readings merged {} at a time into {} for this report (each keeps the largest resident set and heap of its span: peaks exact, their times up to {} ms late)",
+                t.pid,
+                t.readings,
+                t.merged,
+                t.kept,
+                (t.merged - 1) * interval_ms
+            )
+        })
+        .collect()
 }
 
 /// How the profile's access samples were taken.
