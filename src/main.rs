@@ -791,24 +791,15 @@ fn record(args: RecordArgs) -> Result<i32> {
         attach: args.pid,
         duration,
     };
-    let removed_during_the_run = |e: anyhow::Error| {
-        match cfg.out_dir.exists() {
-        true => e,
-        false => anyhow::anyhow!(
-            "{}: the profile directory was removed while the program ran (by the program, or another process), and the run with it; record into a directory the program leaves alone (-o)",
-            cfg.out_dir.display()
-        ),
-    }
-    };
     let mut outcome =
-        memlens_collector::record(&cfg).map_err(|e| removed_during_the_run(e.into()))?;
+        memlens_collector::record(&cfg).map_err(|e| removed_during_the_run(&cfg.out_dir, e))?;
     let live_samples = outcome.live_samples.take();
     let ahead = outcome.replay_ahead.take();
     progress::bar("writing the profile", |progress| {
         let (dir, run) = (&outcome.dir, &outcome.run);
         memlens_collector::finalize(dir, run, live_samples, ahead, progress)
     })
-    .map_err(|e| removed_during_the_run(e.into()))?;
+    .map_err(|e| removed_during_the_run(&cfg.out_dir, e))?;
     // The raw logs go while the summary is read and printed (a directory's
     // removal can wait on the disk: a synchronous discard, 1.4 ms on an ext4
     // mounted with `discard`).
@@ -949,6 +940,19 @@ fn import(file: &Path, output: Option<PathBuf>, force: bool) -> Result<i32> {
 }
 
 /// A transparent-mode directory has raw/ logs but no tables yet.
+/// A run whose profile directory went away under it (the program removed its
+/// working directory) is told as such, not as the I/O error that followed.
+fn removed_during_the_run(dir: &Path, e: memlens_collector::Error) -> anyhow::Error {
+    use memlens_collector::Error::{Io, Profile};
+    if !matches!(e, Io { .. } | Profile(_)) || dir.exists() {
+        return e.into();
+    }
+    anyhow::anyhow!(
+        "{}: the profile directory was removed while the program ran (by the program, or another process), and the run with it; record into a directory the program leaves alone (-o)",
+        dir.display()
+    )
+}
+
 fn finalize_if_needed(dir: &Path) -> Result<()> {
     if dir.join(memlens_profile::META_FILE).exists() {
         return Ok(());

@@ -372,3 +372,37 @@ pq.write_table(pa.Table.from_pydict(cols, schema=t.schema), path)
         "{small_kib} KiB, then {huge_kib} KiB"
     );
 }
+
+#[test]
+fn raw_logs_that_are_not_regular_files_are_not_read() {
+    // Finalizing raw logs (as `report` does for a directory that was never
+    // finalized): a FIFO in a process log's place and a link to /dev/zero in
+    // the collector log's place must neither block nor grow the reader.
+    let dir = tempdir();
+    let good = dir.path().join("good");
+    assert_ran(&record(
+        &good,
+        &["--keep-raw"],
+        &[&program("torture"), "hold"],
+    ));
+    let bad = dir.path().join("bad");
+    std::fs::create_dir_all(bad.join("raw")).unwrap();
+    for log in std::fs::read_dir(good.join("raw")).unwrap().flatten() {
+        let to = bad.join("raw").join(log.file_name());
+        let name = log.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".mlraw") {
+            let c = std::ffi::CString::new(to.to_str().unwrap()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &to).unwrap();
+        }
+    }
+    let out = output_within(Command::new(memlens()).arg("report").arg(&bad));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("not a regular file") && err.lines().count() == 1,
+        "{err}"
+    );
+}

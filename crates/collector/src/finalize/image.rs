@@ -36,7 +36,8 @@ pub(super) struct ImageHeader {
 
 pub(super) fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
     let mut buf = vec![0u8; raw::HEADER_SIZE];
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // A FIFO or a link to a device in a log's place is refused, not read.
+    let mut f = memlens_profile::open_regular(path)?;
     if f.read_exact(&mut buf).is_err() {
         return Ok(None); // created but never sized: the process died at once
     }

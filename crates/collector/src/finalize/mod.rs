@@ -141,9 +141,12 @@ fn thread_traffic_rows(collector: &CollectorLog, t0: u64) -> Vec<profile::Thread
 }
 
 fn read_collector_log(path: &Path) -> CollectorLog {
-    let Ok(data) = std::fs::read(path) else {
+    use std::io::Read;
+    let mut data = Vec::new();
+    let read = memlens_profile::open_regular(path).map(|mut f| f.read_to_end(&mut data));
+    if !matches!(read, Ok(Ok(_))) {
         return CollectorLog::default();
-    };
+    }
     let mut log = CollectorLog::default();
     for rec in raw::Records::new(&data) {
         match rec.tag {
