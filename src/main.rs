@@ -336,8 +336,10 @@ struct ReportArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     stacks: usize,
     /// Functions that allocate for their callers, beyond libc/libstdc++,
-    /// CPython's and Rust's allocation layers: a frame whose function name
-    /// contains PATTERN is never a site (repeat, or separate with commas).
+    /// CPython's and Rust's allocation layers: a frame whose function
+    /// matches the glob PATTERN, whole or by its base name (`Alloc` for
+    /// `double* Alloc<double>(unsigned long)`), is never a site (repeat, or
+    /// separate with commas).
     #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
     skip_frames: Vec<String>,
 }
@@ -1105,7 +1107,8 @@ fn report(args: ReportArgs) -> Result<i32> {
     if let Some(only) = only {
         p.restrict(only).map_err(anyhow::Error::msg)?;
     }
-    p.skip_frames.patterns = args.skip_frames.clone();
+    p.skip_frames =
+        memlens_profile::SkipFrames::new(&args.skip_frames).map_err(anyhow::Error::msg)?;
     let options = memlens_present::ReportOptions {
         top: args.top,
         stacks: args.stacks,

@@ -70,14 +70,90 @@ pub fn or_dash<T>(v: Option<T>, shown: impl Fn(T) -> String) -> String {
     v.map_or_else(|| "-".to_string(), shown)
 }
 
-/// At most `n` characters, the last one `…` when some were cut.
-pub fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
+/// `s` in at most `n` characters, shortened where it says least: a name of
+/// code first loses its functions' argument lists, then their template
+/// arguments (each becomes `…`), then its outermost callers (`A ← B ← …`),
+/// and only then characters from its middle, so that what tells names apart
+/// (the functions nearest the allocation and their lines) stays.
+pub fn shorten(s: &str, n: usize) -> String {
+    let fits = |s: &str| s.chars().count() <= n;
+    if fits(s) {
         return s.to_string();
     }
-    let mut cut: String = s.chars().take(n.saturating_sub(1)).collect();
+    let mut short = elide_groups(s, '(', ')');
+    if !fits(&short) {
+        short = elide_groups(&short, '<', '>');
+    }
+    // Then the outermost callers: the frames nearest the allocation or the
+    // access tell sites apart (five vectors of one allocating template differ
+    // by their callers' lines, not by `main`).
+    let frames: Vec<String> = short.split(" ← ").map(str::to_string).collect();
+    for kept in (1..frames.len()).rev() {
+        if fits(&short) {
+            break;
+        }
+        short = format!("{} ← …", frames[..kept].join(" ← "));
+    }
+    if fits(&short) {
+        return short;
+    }
+    cut_in_the_middle(&short, n)
+}
+
+/// Keeps the first and last characters of `s`, `n` in all with the `…`
+/// that stands for the middle.
+fn cut_in_the_middle(s: &str, n: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let keep = n.saturating_sub(1);
+    let head = keep.div_ceil(2);
+    let tail = keep - head;
+    let mut cut: String = chars[..head].iter().collect();
     cut.push('…');
+    cut.extend(&chars[chars.len() - tail..]);
     cut
+}
+
+/// Replaces what each outermost `open … close` group right after a name
+/// holds by `…`: a function's argument list (`f(int, char*)` → `f(…)`) or
+/// template arguments (`Alloc<double>` → `Alloc<…>`). A group after a space
+/// (` (file.c:12)`) or an operator's name (`operator<`) is left, and so is
+/// one that does not close.
+fn elide_groups(s: &str, open: char, close: char) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        out.push(c);
+        let after_name = i > 0 && !chars[i - 1].is_whitespace() && chars[i - 1] != open;
+        let after_operator = out.ends_with(&format!("operator{open}"));
+        if c != open || !after_name || after_operator {
+            i += 1;
+            continue;
+        }
+        let mut depth = 0;
+        let mut end = None;
+        for (j, &d) in chars.iter().enumerate().skip(i) {
+            if d == open {
+                depth += 1;
+            } else if d == close {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(j);
+                    break;
+                }
+            }
+        }
+        match end {
+            Some(j) if j > i + 1 => {
+                out.push('…');
+                out.push(close);
+                i = j + 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
 }
 
 /// A context as `access ← caller ← ...`, its first frames only.
@@ -107,10 +183,39 @@ mod tests {
     }
 
     #[test]
-    fn cuts_are_marked() {
-        assert_eq!(truncate("main (stream.c:35)", 18), "main (stream.c:35)");
-        assert_eq!(truncate("main (stream.c:35)", 16), "main (stream.c:…");
-        assert_eq!(truncate("état", 3), "ét…");
+    fn cuts_are_marked_and_made_where_names_say_least() {
+        assert_eq!(shorten("main (stream.c:35)", 18), "main (stream.c:35)");
+        assert_eq!(shorten("main (stream.c:35)", 16), "main (st…m.c:35)");
+        assert_eq!(shorten("état", 3), "é…t");
+        // Five vectors allocated through one template differ by their
+        // callers' lines: argument lists go first, then template arguments,
+        // then the outermost callers; never a line number while one fits.
+        let name = "double* Alloc<double>(unsigned long) (x.h:113) ← ComputeForces(Mesh&, double*, double*, int) (forces.cc:40) ← main (main.cc:12)";
+        assert_eq!(
+            shorten(name, 110),
+            "double* Alloc<double>(…) (x.h:113) ← ComputeForces(…) (forces.cc:40) ← main (main.cc:12)"
+        );
+        assert_eq!(
+            shorten(name, 70),
+            "double* Alloc<…>(…) (x.h:113) ← ComputeForces(…) (forces.cc:40) ← …"
+        );
+        assert_eq!(shorten(name, 40), "double* Alloc<…>(…) (x.h:113) ← …");
+        assert_eq!(shorten(name, 20).chars().count(), 20);
+        assert_eq!(
+            shorten("bool operator<(A const&, A const&) (a.h:3)", 30),
+            "bool operator<(…) (a.h:3)"
+        );
+        assert_eq!(
+            shorten("std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>(__gnu_cxx::__normal_iterator<int*, std::vector<int> >, int const&) (stl_vector.h:1287)", 80),
+            "std::vector<…>::_M_realloc_insert<…>(…) (stl_vector.h:1287)"
+        );
+        // A group that does not close, or after a space, is left.
+        assert_eq!(
+            shorten("f(unclosed (a.c:1) and more text", 25)
+                .chars()
+                .count(),
+            25
+        );
     }
 
     #[test]

@@ -809,16 +809,64 @@ const ALLOCATION_LAYERS: [(&str, &str); 14] = [
     ("", "std::"),
 ];
 
+/// A function's qualified name without its return type, template arguments
+/// or argument list: `Alloc` for `double* Alloc<double>(unsigned long)`,
+/// `std::vector::_M_realloc_insert` for its instantiation, a C function's
+/// name as it is.
+pub fn base_name(function: &str) -> std::borrow::Cow<'_, str> {
+    let mut depth = 0i32;
+    let (mut start, mut end) = (0, function.len());
+    for (i, c) in function.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            ' ' if depth == 0 => start = i + 1,
+            '(' if depth == 0 && i > start => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let name = function.get(start..end).unwrap_or(function);
+    if !name.contains('<') {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut depth = 0;
+    let bare: String = (name.chars())
+        .filter(|&c| {
+            let outside = depth == 0 && c != '<';
+            match c {
+                '<' => depth += 1,
+                '>' => depth -= 1,
+                _ => {}
+            }
+            outside
+        })
+        .collect();
+    std::borrow::Cow::Owned(bare)
+}
+
 /// Which frames of a stack are not its allocation site: the C and C++
 /// runtime libraries, code inlined from system headers, the allocation
-/// layers of CPython and Rust, and the user's own (`--skip-frames`: a
-/// function whose name contains one of the patterns).
+/// layers of CPython and Rust, and the user's own (`--skip-frames`: globs
+/// matched against a function's whole name or its base name, see
+/// [`base_name`]).
 #[derive(Clone, Debug, Default)]
 pub struct SkipFrames {
-    pub patterns: Vec<String>,
+    patterns: Vec<glob::Pattern>,
 }
 
 impl SkipFrames {
+    /// The user's patterns (`*` any characters, `?` one, `[...]` a class);
+    /// an error names a pattern that is no glob.
+    pub fn new(patterns: &[String]) -> std::result::Result<SkipFrames, String> {
+        let patterns = (patterns.iter())
+            .map(|p| glob::Pattern::new(p).map_err(|e| format!("--skip-frames {p:?}: {e}")))
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(SkipFrames { patterns })
+    }
+
     fn is_runtime(f: &Frame) -> bool {
         [
             "libc.so",
@@ -841,7 +889,8 @@ impl SkipFrames {
             || f.file.starts_with("/usr/lib")
             || (ALLOCATION_LAYERS.iter())
                 .any(|(module, prefix)| f.module.contains(module) && function.starts_with(prefix))
-            || self.patterns.iter().any(|p| f.function.contains(p.as_str()))
+            || (self.patterns.iter())
+                .any(|p| p.matches(&f.function) || p.matches(&base_name(&f.function)))
     }
 
     /// Where a stack (innermost frame first) allocated: the first frame not
@@ -864,6 +913,30 @@ pub fn site_frame(frames: &[Frame]) -> Option<&Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skip_patterns_match_whole_names_not_substrings() {
+        assert_eq!(base_name("double* Alloc<double>(unsigned long)"), "Alloc");
+        assert_eq!(
+            base_name("std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>(int*, int const&)"),
+            "std::vector::_M_realloc_insert"
+        );
+        assert_eq!(base_name("make_matrix"), "make_matrix");
+        let frame = |function: &str| Frame {
+            function: function.into(),
+            module: "app".into(),
+            ..Default::default()
+        };
+        let skip = SkipFrames::new(&["Alloc".into(), "pool_*".into()]).unwrap();
+        // Before, "Alloc" skipped AllocNodeData too (a substring).
+        assert!(skip.skips(&frame("double* Alloc<double>(unsigned long)")));
+        assert!(!skip.skips(&frame("AllocNodeData(Mesh&)")));
+        assert!(skip.skips(&frame("pool_get")));
+        assert!(!skip.skips(&frame("mempool_get")));
+        assert!(SkipFrames::new(&["[".into()])
+            .unwrap_err()
+            .contains("--skip-frames \"[\""));
+    }
 
     crate::table! { Written = "grown" { pid: u32 } }
     crate::table! { GrownOptional = "grown" { pid: u32, note: Option<String>, count: Option<u64> } }

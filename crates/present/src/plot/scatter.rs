@@ -95,7 +95,7 @@ where
         .map(|&(o, n)| {
             format!(
                 "{} ({n})",
-                objects.list[o].name.chars().take(48).collect::<String>()
+                crate::format::shorten(&objects.list[o].name, 48)
             )
         })
         .collect();

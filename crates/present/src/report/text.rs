@@ -4,7 +4,7 @@
 use super::model::{Align, Section, Table};
 use super::sections::sections;
 use super::Report;
-use crate::format::truncate;
+use crate::format::shorten;
 use std::fmt::Write;
 
 pub fn render_text(r: &Report) -> String {
@@ -50,7 +50,7 @@ fn table(out: &mut String, t: &Table) {
             row.cells
                 .iter()
                 .zip(&t.columns)
-                .map(|(cell, c)| truncate(cell, c.max_width.unwrap_or(MAX_CELL).min(MAX_CELL)))
+                .map(|(cell, c)| shorten(cell, c.max_width.unwrap_or(MAX_CELL).min(MAX_CELL)))
                 .collect()
         })
         .collect();

@@ -1,6 +1,6 @@
 //! The samples of a repeated region's instances on one normalised instance.
 
-use crate::format::{context_path, count, duration, rate, truncate};
+use crate::format::{context_path, count, duration, rate, shorten};
 use crate::report::model::{Column, Figure, Section, Table};
 use crate::report::Report;
 
@@ -48,7 +48,7 @@ pub fn section(r: &Report) -> Option<Section> {
             .objects
             .iter()
             .take(2)
-            .map(|o| format!("{} ({})", truncate(&o.name, 24), o.samples))
+            .map(|o| format!("{} ({})", shorten(&o.name, 24), o.samples))
             .collect::<Vec<_>>()
             .join(", ");
         t.push(vec![
