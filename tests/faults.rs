@@ -72,13 +72,7 @@ fn damaged_profiles_give_an_error_line_never_a_crash() {
     let app = stream_example(dir.path(), &["-DN=100000L", "-DCHASE=4096L"]);
     let good = dir.path().join("good");
     assert_ran(&record(&good, &[], &[&app]));
-    let mut files: Vec<String> = std::fs::read_dir(&good)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".parquet") || n == "meta.json")
-        .collect();
-    files.sort();
+    let files = profile_files(&good);
     assert!(files.len() >= 12, "{files:?}");
 
     let kinds = [
@@ -117,22 +111,12 @@ fn damaged_profiles_give_an_error_line_never_a_crash() {
         let out_dir = dir.path().join("out");
         let _ = std::fs::remove_dir_all(&out_dir);
         let png = dir.path().join("c.png");
-        let commands: [Vec<&str>; 6] = [
-            vec!["report", b],
-            vec!["report", "--format", "json", b],
-            vec!["sql", b, "SELECT count(*) FROM samples"],
-            vec!["diff", good.to_str().unwrap(), b],
-            vec!["plot", "capacity", b, "-o", png.to_str().unwrap()],
-            vec![
-                "export",
-                "--format",
-                "csv",
-                "-o",
-                out_dir.to_str().unwrap(),
-                b,
-            ],
-        ];
-        for args in commands {
+        let (g, o, i) = (
+            good.to_str().unwrap(),
+            out_dir.to_str().unwrap(),
+            png.to_str().unwrap(),
+        );
+        for args in readers(b, g, o, i) {
             let out = Command::new(memlens()).args(&args).output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
             // A query, or a report over a table it reads (all but the
@@ -165,6 +149,25 @@ fn damaged_profiles_give_an_error_line_never_a_crash() {
     assert!(refused > 100, "only {refused} refusals");
 }
 
+/// The tables and meta.json of profile `p`, sorted.
+fn profile_files(p: &Path) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(p)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".parquet") || n == "meta.json")
+        .collect();
+    files.sort();
+    files
+}
+
+/// `torture hold` recorded into `dir/name`: a small whole profile.
+fn held_profile(dir: &Path, name: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    assert_ran(&record(&p, &[], &[&program("torture"), "hold"]));
+    p
+}
+
 /// The commands that read a profile, on profile `p` (`out` for their files).
 fn readers<'a>(p: &'a str, good: &'a str, out: &'a str, png: &'a str) -> [Vec<&'a str>; 6] {
     [
@@ -183,15 +186,8 @@ fn files_that_are_not_regular_are_refused_not_read() {
     // /dev/zero (every reader grew to 7-8 GB before), a FIFO (every reader
     // waited forever) or a directory. Each reader refuses it, naming it.
     let dir = tempdir();
-    let good = dir.path().join("good");
-    assert_ran(&record(&good, &[], &[&program("torture"), "hold"]));
-    let mut files: Vec<String> = std::fs::read_dir(&good)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".parquet") || n == "meta.json")
-        .collect();
-    files.sort();
+    let good = held_profile(dir.path(), "good");
+    let files = profile_files(&good);
     let mut failures = Vec::new();
     type MakeStandIn = fn(&Path);
     let stand_ins: [(&str, MakeStandIn); 3] = [
@@ -240,8 +236,7 @@ fn strings_of_any_length_are_rendered_cut_never_a_panic() {
     // A command line of 100 000 arguments, a host name of 70 000 characters:
     // the text renderer's column widths panicked past 65 535 (status 101).
     let dir = tempdir();
-    let good = dir.path().join("good");
-    assert_ran(&record(&good, &[], &[&program("torture"), "hold"]));
+    let good = held_profile(dir.path(), "good");
     let long = dir.path().join("long");
     copy_profile(&good, &long, |meta| {
         meta["command"] = (0..100_000).map(|i| format!("arg{i}")).collect();
@@ -338,8 +333,7 @@ fn a_timeline_of_millions_of_readings_is_reported_in_bounded_memory() {
     // resident set a third of the way: before, `report` grew ~330 bytes a
     // row (4 M rows 1.35 GB); now the timeline is thinned as it is read.
     let dir = tempdir();
-    let small = dir.path().join("small");
-    assert_ran(&record(&small, &[], &[&program("torture"), "hold"]));
+    let small = held_profile(dir.path(), "small");
     let huge = dir.path().join("huge");
     copy_profile(&small, &huge, |_| {});
     let grow = r#"
