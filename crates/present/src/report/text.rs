@@ -129,7 +129,7 @@ mod tests {
         table(&mut out, &t);
         assert_eq!(
             out,
-            "\n  OBJECTS (exact)\n    bytes  object\n  1.0 MiB  main (strea…\n     12 B  x\n             at main (stream.c:48)\n"
+            "\n  OBJECTS (exact)\n    bytes  object\n  1.0 MiB  main (…c:35)\n     12 B  x\n             at main (stream.c:48)\n"
         );
     }
 
