@@ -355,15 +355,17 @@ mod tests {
     #[test]
     fn a_regions_rss_begin_is_read_inside_it() {
         const MIB: u64 = 1 << 20;
-        let mut p = Profile::default();
-        p.timeline = [(0, 113), (10, 39), (20, 38), (30, 38)]
-            .map(|(ms, mib)| TimelinePoint {
-                pid: 1,
-                time_ns: ms * 1_000_000,
-                rss: mib * MIB,
-                ..Default::default()
-            })
-            .to_vec();
+        let mut p = Profile {
+            timeline: [(0, 113), (10, 39), (20, 38), (30, 38)]
+                .map(|(ms, mib)| TimelinePoint {
+                    pid: 1,
+                    time_ns: ms * 1_000_000,
+                    rss: mib * MIB,
+                    ..Default::default()
+                })
+                .to_vec(),
+            ..Profile::default()
+        };
         let region = |name: &str, from_ms: u64, to_ms: u64| memlens_profile::Region {
             pid: 1,
             tid: 1,
