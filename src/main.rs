@@ -959,7 +959,7 @@ fn finalize_if_needed(dir: &Path) -> Result<()> {
     if dir.join(memlens_profile::META_FILE).exists() {
         return Ok(());
     }
-    if !dir.join("raw").is_dir() {
+    if !dir.join(memlens_profile::RAW_DIR).is_dir() {
         bail!(memlens_profile::ProfileError::NotAProfile(
             dir.to_path_buf()
         ));
@@ -987,8 +987,9 @@ fn profile_parts(dir: &Path) -> Result<Vec<PathBuf>> {
             dir.display()
         );
     }
-    let is_profile =
-        |p: &Path| p.join(memlens_profile::META_FILE).exists() || p.join("raw").is_dir();
+    let is_profile = |p: &Path| {
+        p.join(memlens_profile::META_FILE).exists() || p.join(memlens_profile::RAW_DIR).is_dir()
+    };
     let mut parts = if is_profile(dir) {
         vec![dir.to_path_buf()]
     } else {

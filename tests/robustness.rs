@@ -508,13 +508,7 @@ fn from_a_parent_that_changed_its_signals(args: &[&str]) -> (Output, Output) {
     native.args(&args[1..]);
     prepare(&mut native);
     let dir = tempdir();
-    let mut recorded = Command::new(memlens());
-    recorded
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["record", "-o"])
-        .arg(dir.path().join("p"))
-        .arg("--")
-        .args(args);
+    let mut recorded = record_command(&dir.path().join("p"), &[], args);
     prepare(&mut recorded);
     (output_within(&mut native), output_within(&mut recorded))
 }

@@ -231,7 +231,7 @@ pub fn record_with(env: &[(&str, &str)], dir: &Path, extra: &[&str], args: &[&st
 }
 
 /// The command `memlens record -o DIR extra -- args`, with this build's runtime.
-fn record_command(dir: &Path, extra: &[&str], args: &[&str]) -> Command {
+pub fn record_command(dir: &Path, extra: &[&str], args: &[&str]) -> Command {
     let mut cmd = Command::new(memlens());
     cmd.env("MEMLENS_RUNTIME", runtime())
         .arg("record")

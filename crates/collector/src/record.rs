@@ -639,7 +639,7 @@ pub(crate) fn claim_profile_dir(cfg: &RecordConfig) -> Result<(memlens_profile::
     if let Some(old) = kept_aside {
         eprintln!("{}", memlens_profile::kept_aside_note(&cfg.out_dir, &old));
     }
-    let raw_dir = cfg.out_dir.join("raw");
+    let raw_dir = cfg.out_dir.join(memlens_profile::RAW_DIR);
     memlens_profile::create_private_dir(&raw_dir)?;
     Ok((lock, raw_dir))
 }

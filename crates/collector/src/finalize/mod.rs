@@ -448,7 +448,7 @@ pub fn finalize(
     ahead: Option<ReplayAhead>,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Meta> {
-    let raw_dir = dir.join("raw");
+    let raw_dir = dir.join(memlens_profile::RAW_DIR);
     let mut images = Vec::new();
     for path in raw_logs(&raw_dir)? {
         images.extend(read_header(&path)?);
@@ -809,7 +809,7 @@ pub fn finalize(
 /// The perf backend's `raw/perf.data` (if the run had one), streamed into the
 /// samples table.
 fn perf_samples(raw_dir: &Path, t0: u64, sink: &mut TableWriter<AccessSample>) -> Option<Streamed> {
-    let file = std::fs::File::open(raw_dir.join(memlens_profile::RAW_PERF_DATA)).ok()?;
+    let file = memlens_profile::open_regular(&raw_dir.join(memlens_profile::RAW_PERF_DATA)).ok()?;
     // SAFETY: read-only map of a file nothing writes any more.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     let perf = PerfData::parse(&map).ok()?;
