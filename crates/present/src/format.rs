@@ -121,12 +121,13 @@ fn cut_in_the_middle(s: &str, n: usize) -> String {
 fn elide_groups(s: &str, open: char, close: char) -> String {
     let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len());
+    let operator = format!("operator{open}");
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
         out.push(c);
         let after_name = i > 0 && !chars[i - 1].is_whitespace() && chars[i - 1] != open;
-        let after_operator = out.ends_with(&format!("operator{open}"));
+        let after_operator = out.ends_with(&operator);
         if c != open || !after_name || after_operator {
             i += 1;
             continue;
