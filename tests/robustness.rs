@@ -598,21 +598,61 @@ fn files_that_are_no_program_run_as_execvp_runs_them() {
 }
 
 #[test]
-fn a_program_that_removes_the_profile_directory_is_told_on_one_line() {
+fn a_profile_directory_the_program_removes_is_written_from_the_open_files() {
     // The default profile directory is in the working directory, which the
-    // program removes: nothing can be kept, and memlens says why in one line
-    // (before: "memlens.sh.N/raw: No such file or directory" twice over).
+    // program removes (its own `rm -rf`): the run up to then and after it
+    // comes from the files memlens holds open, written to $TMPDIR, and the
+    // directory stays removed while the program runs. Before: exit 125, the
+    // run lost.
     let dir = tempdir();
-    let cwd = dir.path().join("work");
+    let (cwd, tmp) = (dir.path().join("work"), dir.path().join("tmp"));
     std::fs::create_dir(&cwd).unwrap();
+    std::fs::create_dir(&tmp).unwrap();
     let out = output_within(
         Command::new(memlens())
             .env("MEMLENS_RUNTIME", runtime())
+            .env("TMPDIR", &tmp)
             .current_dir(&cwd)
-            .args(["record", "--", "sh", "-c", "d=$(pwd); cd /; rm -rf \"$d\""]),
+            .args(["record", "--", &program("torture"), "removes_cwd"]),
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "removed 1\n", "{err}");
     assert!(err.contains("was removed while the program ran"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let written: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert_eq!(written.len(), 1, "{err}");
+    let profile = written[0].path();
+    assert!(err.contains(&*profile.to_string_lossy()), "{err}");
+    // Both blocks: the one allocated before the removal and the one after.
+    let r = report_json(&profile);
+    let peak = r["peak"]["heap_bytes"].as_u64().unwrap();
+    assert!((80_000_000..81_000_000).contains(&peak), "{}", r["peak"]);
+    // `-o` whose parent stays: the profile is written where the user asked
+    // (a log removed before memlens first looked, within 10 ms, is lost).
+    let asked = dir.path().join("kept").join("p");
+    std::fs::create_dir(asked.parent().unwrap()).unwrap();
+    let out = record(
+        &asked,
+        &[],
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "sleep 0.2; rm -rf '{}'; ls '{}'",
+                asked.display(),
+                asked.parent().unwrap().display()
+            ),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "re-created while the program ran: {err}"
+    );
+    assert!(err.contains("was removed while the program ran"), "{err}");
+    assert_eq!(
+        report_json(&asked)["summary"]["processes"][0]["exit_code"],
+        0
+    );
 }

@@ -318,6 +318,27 @@ static int failures(void) {
     return 0;
 }
 
+/* ---- a program that removes its working directory (and the default profile
+ * directory in it): 30 MB held before, 50 MB more after */
+static int removes_cwd(void) {
+    char cwd[4096], cmd[4200];
+    if (!getcwd(cwd, sizeof cwd) || chdir("/") != 0) return 3;
+    char *before = malloc(30000000);
+    memset(before, 1, 30000000);
+    sink = before;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cwd);
+    if (system(cmd) != 0) return 4;
+    char *after = malloc(50000000);
+    memset(after, 2, 50000000);
+    sink = after;
+    usleep(50000);
+    struct stat st;
+    printf("removed %d\n", stat(cwd, &st) != 0 && errno == ENOENT);
+    free(after);
+    free(before);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *m = argv[1];
@@ -332,6 +353,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "closefds")) return closefds(argv[2]);
     if (!strcmp(m, "hold")) return hold();
     if (!strcmp(m, "failures")) return failures();
+    if (!strcmp(m, "removes_cwd")) return removes_cwd();
     if (!strcmp(m, "reexec")) return reexec(argv[0], atoi(argv[2]));
     if (!strcmp(m, "exit")) exit(atoi(argv[2]));
     if (!strcmp(m, "_exit")) _exit(atoi(argv[2]));

@@ -53,7 +53,7 @@ pub fn attach(cfg: &RecordConfig, pid: u32) -> Result<RecordOutcome> {
     };
     let (lock, raw_dir) = claim_profile_dir(cfg)?;
     let (start_ns, realtime_start_ns) = (now_ns(), realtime_ns());
-    let mut sampler = Sampler::new(&raw_dir, Counters::none(), None)?;
+    let mut sampler = Sampler::new(&raw_dir, Counters::none(), None, Default::default())?;
     sampler.follow_attached(pid, exe.clone());
     let mut perf = match plan {
         Some(plan) => Some(PerfSession::open(
@@ -105,7 +105,7 @@ pub fn attach(cfg: &RecordConfig, pid: u32) -> Result<RecordOutcome> {
     if let Some(perf) = perf {
         perf.finish(&raw_dir)?;
     }
-    let (read_ahead, followed) = sampler.finish()?;
+    let (read_ahead, followed, _) = sampler.finish()?;
     let command = std::fs::read(format!("/proc/{pid}/cmdline"))
         .ok()
         .filter(|c| !c.is_empty())

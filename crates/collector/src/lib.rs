@@ -16,6 +16,7 @@ pub use live_samples::LiveSamples;
 mod mappings;
 pub mod perf;
 mod record;
+mod rescue;
 pub mod sysinfo;
 mod tail;
 

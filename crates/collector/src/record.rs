@@ -7,9 +7,10 @@ use crate::live_replay::{ReplayAhead, ReplayFollower};
 use crate::perf::backends::{self, Kind, Plan};
 use crate::perf::counters::Counters;
 use crate::perf::{Event, PipeWriter, Ring};
+use crate::rescue::{DirWatch, KeptFiles};
 use crate::{Error, LiveSamples, Result};
 use memlens_convert::symbols::{ReadAhead, Wanted};
-use memlens_profile::{RAW_COLLECTOR_LOG, RAW_PERF_DATA};
+use memlens_profile::{RAW_COLLECTOR_LOG, RAW_DIR, RAW_PERF_DATA};
 use memlens_rawlog::{self as raw, env, procfs, tag, FileHeader};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -423,6 +424,8 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
     let (lock, raw_dir) = claim_profile_dir(cfg)?;
     let out_dir = std::fs::canonicalize(&cfg.out_dir).map_err(|e| Error::io(&cfg.out_dir, e))?;
+    let watch = DirWatch::new(&out_dir, &raw_dir)?;
+    let mut kept = KeptFiles::default();
     let runtime = std::fs::canonicalize(&cfg.runtime).map_err(|e| Error::io(&cfg.runtime, e))?;
 
     let mut preload = runtime.into_os_string();
@@ -471,8 +474,10 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         // keeps its own copy, read wherever it is reported.
         let calibration = memlens_profile::Calibration::default_path();
         if let Ok(c) = memlens_profile::Calibration::read(&calibration) {
-            c.write(&cfg.out_dir.join(memlens_profile::CALIBRATION_FILE))
-                .map_err(|e| Error::Usage(e.to_string()))?;
+            let path = out_dir.join(memlens_profile::CALIBRATION_FILE);
+            c.write(&path).map_err(|e| Error::Usage(e.to_string()))?;
+            let written = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+            kept.keep(memlens_profile::CALIBRATION_FILE, &written);
         } else {
             eprintln!(
                 "memlens: no calibration at {}: modelled levels get no cost; run `memlens calibrate` once",
@@ -494,6 +499,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         Some(plan) => Some(PerfSession::open(plan, &raw_dir, &[0])?),
         None => None,
     };
+    if let Some(perf) = &perf {
+        kept.keep(Path::new(RAW_DIR).join(RAW_PERF_DATA), perf.out.file());
+    }
     let counters = Counters::open_available();
 
     // The program starts with the signal mask, ignored signals and standard
@@ -520,7 +528,8 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
 
     let live = (cfg.live).map(|render| crate::live::Live::new(start_ns, render));
-    let mut sampler = Sampler::new(&raw_dir, counters, live)?;
+    kept.make_room();
+    let mut sampler = Sampler::new(&raw_dir, counters, live, kept)?;
     // A modelled sample's cost comes from the calibration the finalizer reads.
     if cfg.cache_model.is_none() {
         sampler.samples = Some(LiveSamples::create(&cfg.out_dir, start_ns)?);
@@ -596,15 +605,15 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(perf) = perf.take() {
         perf.finish(&raw_dir)?;
     }
-    let replay_ahead = sampler.replay.take();
-    let (read_ahead, followed) = sampler.finish()?;
+    let mut replay_ahead = sampler.replay.take();
+    let (read_ahead, followed, kept) = sampler.finish()?;
     // SAFETY: restore default dispositions.
     unsafe {
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
             libc::signal(sig, libc::SIG_DFL);
         }
     }
-    let run = RunInfo {
+    let mut run = RunInfo {
         command: cfg
             .command
             .iter()
@@ -619,10 +628,19 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         missed_ticks,
         read_ahead: Some(read_ahead),
         attached_ended: false,
-        followed,
+        followed: FollowedLogs::default(),
+    };
+    let (lock, dir) = if watch.removed() {
+        // The tables begun while it ran went with it: the finalizer reads
+        // every log again.
+        (live_samples, replay_ahead) = (None, None);
+        crate::rescue::rescue(&out_dir, kept)?
+    } else {
+        run.followed = followed;
+        (lock, cfg.out_dir.clone())
     };
     Ok(RecordOutcome {
-        dir: cfg.out_dir.clone(),
+        dir,
         lock,
         exit: main_exit.unwrap_or(TargetExit::Code(0)),
         run,
@@ -900,6 +918,8 @@ pub(crate) struct Sampler {
     followed: FollowedLogs,
     /// The replays begun while images that record every block run.
     replay: Option<ReplayAhead>,
+    /// Every file of the run, open to the end.
+    kept: KeptFiles,
 }
 
 /// A mapping as /proc/PID/maps lists it: (start, end, offset, prot, shared,
@@ -950,14 +970,17 @@ pub(crate) fn runtime_cannot_load(path: &Path) -> Option<&'static str> {
 }
 
 impl Sampler {
-    /// A sampler writing the collector's log in `raw_dir`.
+    /// A sampler writing the collector's log in `raw_dir`, keeping it and
+    /// every log it follows in `kept`.
     pub(crate) fn new(
         raw_dir: &Path,
         counters: Counters,
         live: Option<crate::live::Live>,
+        mut kept: KeptFiles,
     ) -> Result<Sampler> {
         let log_path = raw_dir.join(RAW_COLLECTOR_LOG);
         let log_file = memlens_profile::create_private_file(&log_path)?;
+        kept.keep(Path::new(RAW_DIR).join(RAW_COLLECTOR_LOG), &log_file);
         Ok(Sampler {
             raw_dir: raw_dir.to_path_buf(),
             watched: HashMap::new(),
@@ -977,15 +1000,20 @@ impl Sampler {
             samples: None,
             followed: FollowedLogs::default(),
             replay: None,
+            kept,
         })
     }
 
-    /// Writes what is buffered; hands over the debug information read so far
-    /// and the definitions of the logs followed to their end.
-    pub(crate) fn finish(mut self) -> Result<(ReadAhead, FollowedLogs)> {
+    /// Writes what is buffered; hands over the debug information read so far,
+    /// the definitions of the logs followed to their end and the files kept.
+    pub(crate) fn finish(mut self) -> Result<(ReadAhead, FollowedLogs, KeptFiles)> {
         let log_path = self.raw_dir.join(RAW_COLLECTOR_LOG);
         self.out.flush().map_err(|e| Error::io(&log_path, e))?;
-        Ok((self.read_ahead.clone(), std::mem::take(&mut self.followed)))
+        Ok((
+            self.read_ahead.clone(),
+            std::mem::take(&mut self.followed),
+            std::mem::take(&mut self.kept),
+        ))
     }
 
     /// An image ran its last (its process exited or exec'd): its log is read
@@ -1155,6 +1183,7 @@ impl Sampler {
                 replay: None,
             };
             if w.header().magic == raw::MAGIC {
+                self.kept.keep(Path::new(RAW_DIR).join(&*name), &w.log);
                 // Blocks are made ready only in a log of this layout.
                 if writable && w.header().version == raw::VERSION {
                     w.ready = Some(w.header().ready_blocks.load(Ordering::Acquire));

@@ -155,7 +155,9 @@ unsafe fn configure() -> bool {
         return false;
     }
     DIR_LEN = w.len;
-    make_dirs(&mut *core::ptr::addr_of_mut!(DIR), DIR_LEN)
+    // The collector made the directories; gone, the program removed them,
+    // and they stay removed (the collector writes the run elsewhere).
+    make_dirs(&mut *core::ptr::addr_of_mut!(DIR), DIR_LEN, OWN_SAMPLER)
 }
 
 /// `memlens-<program>-<pid>` in the working directory.
@@ -181,10 +183,11 @@ fn default_dir(w: &mut log::ByteWriter) -> Option<()> {
     w.push_u64(sys::getpid() as u64)
 }
 
-/// mkdir DIR and DIR/raw, private to the user (DIR must be NUL-free; the buffer
-/// gets terminated here). Both must end up directories of the user's own: a
-/// directory of someone else's could redirect the logs through its links.
-unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
+/// mkdir DIR and DIR/raw when `create`, private to the user (DIR must be
+/// NUL-free; the buffer gets terminated here). Both must be directories of
+/// the user's own: a directory of someone else's could redirect the logs
+/// through its links.
+unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize, create: bool) -> bool {
     buf[len] = 0;
     let mut raw_dir = [0u8; 4200];
     let mut w = log::ByteWriter {
@@ -196,14 +199,16 @@ unsafe fn make_dirs(buf: &mut [u8; 4096], len: usize) -> bool {
     }
     let end = w.len;
     raw_dir[end] = 0;
-    own_private_dir(buf.as_ptr() as *const c_char)
-        && own_private_dir(raw_dir.as_ptr() as *const c_char)
+    own_private_dir(buf.as_ptr() as *const c_char, create)
+        && own_private_dir(raw_dir.as_ptr() as *const c_char, create)
 }
 
-/// Makes the directory (mode 0700) if it is not there; true if it is a
-/// directory, not a link, owned by this user.
-unsafe fn own_private_dir(path: *const c_char) -> bool {
-    libc::mkdir(path, 0o700);
+/// Makes the directory (mode 0700) if it is not there and `create`; true if
+/// it is a directory, not a link, owned by this user.
+unsafe fn own_private_dir(path: *const c_char, create: bool) -> bool {
+    if create {
+        libc::mkdir(path, 0o700);
+    }
     let mut st: libc::stat = core::mem::zeroed();
     libc::lstat(path, &mut st) == 0
         && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR

@@ -314,6 +314,11 @@ pub struct PipeWriter {
 }
 
 impl PipeWriter {
+    /// The file written to.
+    pub fn file(&self) -> &std::fs::File {
+        self.out.get_ref()
+    }
+
     pub fn create(
         path: &std::path::Path,
         events: &[(EventAttr, Vec<u64>)],
