@@ -558,6 +558,31 @@ fn false_sharing_is_found_with_both_fields_and_lines_and_gone_when_padded() {
     assert_eq!(r["sharing"], serde_json::json!([]), "{:#}", r["sharing"]);
 }
 
+#[test]
+fn threads_that_reuse_an_address_in_turn_share_no_line() {
+    // Each turn's 1 MiB block gets the previous one's address, the other
+    // thread's: the same bytes are written by both threads, but never of
+    // the same block. Before: "true sharing" of the block's first line.
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "reused_blocks.c", &["-O2", "-pthread"]);
+    let p = dir.path().join("p");
+    let out = record(&p, &[], &[&app.to_string_lossy()]);
+    assert_ran(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let reused: u32 = (stdout.split(' ').nth(1)).map_or(0, |n| n.parse().unwrap());
+    assert!(reused > 150, "{stdout}");
+    let r = report_json(&p);
+    let writes = sql_json(
+        &p,
+        "SELECT COUNT(DISTINCT tid) AS threads, COUNT(*) AS n FROM samples WHERE is_store",
+    );
+    assert!(
+        writes[0]["threads"] == 2 && writes[0]["n"].as_u64().unwrap() > 100,
+        "{writes:?}"
+    );
+    assert_eq!(r["sharing"], serde_json::json!([]), "{:#}", r["sharing"]);
+}
+
 fn false_sharing_found(opt: &str) {
     let lines = shared_lines(opt, &[]);
     let line = lines

@@ -199,6 +199,8 @@ enum Event {
         end: u64,
         key: Key,
         tag: bool,
+        /// The allocation's index, for a block of the allocations table.
+        block: Option<u32>,
     },
     End {
         addr: u64,
@@ -630,6 +632,9 @@ pub struct Hit {
     pub object: usize,
     pub start: u64,
     pub end: u64,
+    /// The block (index in the allocations table) when the range is one:
+    /// which of the blocks an address held over time.
+    pub block: Option<u32>,
 }
 
 /// Per sample: the object it hit and where in the object it fell (0..1), for
@@ -670,6 +675,7 @@ pub fn attribute(
                 end,
                 key,
                 tag: false,
+                block: u32::try_from(i).ok(),
             },
         ));
         if let Some(t) = a.free_ns {
@@ -696,6 +702,7 @@ pub fn attribute(
                 end,
                 key,
                 tag: true,
+                block: None,
             },
         ));
         if let Some(e) = t.end_ns {
@@ -721,21 +728,28 @@ pub fn attribute(
     events.sort_by_key(|e| (e.0, e.1));
 
     // Statics never move: a sorted list per process.
-    let mut statics: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
+    // Ranges by (pid, start): (end, object, block).
+    type Ranges = BTreeMap<(u32, u64), (u64, usize, Option<u32>)>;
+    let mut statics = Ranges::new();
     for (i, s) in p.statics.iter().enumerate().filter(|(_, s)| s.size > 0) {
         statics.insert(
             (s.pid, s.address),
-            (s.address + s.size, objects.of_static[i]),
+            (s.address + s.size, objects.of_static[i], None),
         );
     }
-    let find = |map: &BTreeMap<(u32, u64), (u64, usize)>, pid: u32, addr: u64| {
+    let find = |map: &Ranges, pid: u32, addr: u64| {
         map.range(..=(pid, addr))
             .next_back()
-            .filter(|(&(p2, _), &(end, _))| p2 == pid && end > addr)
-            .map(|(&(_, start), &(end, object))| Hit { object, start, end })
+            .filter(|(&(p2, _), &(end, ..))| p2 == pid && end > addr)
+            .map(|(&(_, start), &(end, object, block))| Hit {
+                object,
+                start,
+                end,
+                block,
+            })
     };
-    let mut live: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
-    let mut tags: BTreeMap<(u32, u64), (u64, usize)> = BTreeMap::new();
+    let mut live = Ranges::new();
+    let mut tags = Ranges::new();
     let mut open: FxHashMap<(u32, u32), Vec<usize>> = FxHashMap::default();
     // Each process's samples are in time order; several processes' are not.
     let order: Box<dyn Iterator<Item = usize>> =
@@ -757,9 +771,10 @@ pub fn attribute(
                     end,
                     key,
                     tag,
+                    block,
                 } => {
                     let map = if tag { &mut tags } else { &mut live };
-                    map.insert((pid, addr), (end, key));
+                    map.insert((pid, addr), (end, key, block));
                 }
                 Event::End { addr, tag } => {
                     let map = if tag { &mut tags } else { &mut live };

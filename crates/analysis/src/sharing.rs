@@ -71,7 +71,12 @@ struct ThreadTally {
 struct LineTally {
     object: Option<crate::access::Hit>,
     threads: BTreeMap<u32, ThreadTally>,
-    last: Option<(u32, bool)>,
+    /// Bytes read and written per (block, thread): threads share bytes only
+    /// of one block, not of two that held the address in turn.
+    bytes: rustc_hash::FxHashMap<(Option<u32>, u32), (u64, u64)>,
+    /// The last sample's thread, whether it stored, and until when the
+    /// block it touched was live.
+    last: Option<(u32, bool, u64)>,
     switches: u64,
 }
 
@@ -116,22 +121,32 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
         let offset = s.address % LINE;
         let len = u64::from(s.size.max(1)).min(LINE - offset);
         let mask = (u64::MAX >> (64 - len)) << offset;
+        let block = hit.and_then(|h| h.block);
+        let bytes = line.bytes.entry((block, s.tid)).or_default();
         if s.is_store {
             t.stores += 1;
             t.write_mask |= mask;
+            bytes.1 |= mask;
         } else {
             t.loads += 1;
             t.read_mask |= mask;
+            bytes.0 |= mask;
         }
         t.atomic += s.atomic as u64;
         *t.pcs.entry(s.pc).or_default() += 1;
         if s.stack_id != 0 {
             *t.contexts.entry((s.pid, s.stack_id)).or_default() += 1;
         }
-        if let Some((tid, was_store)) = line.last {
-            line.switches += (tid != s.tid && (was_store || s.is_store)) as u64;
+        // The line changes owner only while the block the last access
+        // touched is live: after its free, the address is another block's.
+        if let Some((tid, was_store, live_until)) = line.last {
+            line.switches +=
+                (tid != s.tid && (was_store || s.is_store) && s.time_ns < live_until) as u64;
         }
-        line.last = Some((s.tid, s.is_store));
+        let live_until = block
+            .and_then(|b| p.allocations[b as usize].free_ns)
+            .unwrap_or(u64::MAX);
+        line.last = Some((s.tid, s.is_store, live_until));
     });
     let period = p.meta.settings.access_period.max(1) as f64;
     let mut out: Vec<SharedLine> = lines
@@ -139,11 +154,10 @@ pub fn shared_lines(p: &Profile, objects: &Objects, top: usize) -> Vec<SharedLin
         .filter(|(_, tally)| tally.switches >= MIN_OWNERSHIP_CHANGES)
         .map(|((pid, line), tally)| {
             let address = line * LINE;
-            let true_sharing = tally.threads.iter().any(|(a, ta)| {
-                tally
-                    .threads
-                    .iter()
-                    .any(|(b, tb)| a != b && ta.write_mask & (tb.read_mask | tb.write_mask) != 0)
+            let true_sharing = tally.bytes.iter().any(|(a, (_, written))| {
+                tally.bytes.iter().any(|(b, (read, wrote))| {
+                    a.0 == b.0 && a.1 != b.1 && written & (read | wrote) != 0
+                })
             });
             let object = objects.name_of(tally.object.map(|hit| hit.object));
             let offset_in_object = tally.object.map(|hit| address.saturating_sub(hit.start));
@@ -290,6 +304,66 @@ mod tests {
         // A line 64 bytes away is another line: nothing shared.
         let apart = two_threads_on_one_line(64);
         assert!(super::shared_lines(&apart, &crate::data_objects(&apart), 10).is_empty());
+    }
+
+    /// Threads 10 and 11 take turns on 64-byte heap blocks at 0x2000: the
+    /// n-th block is thread (10 + n % 2)'s, which stores 5 times to its first
+    /// 8 bytes; the block lives `lifetime` ns from its allocation, and a new
+    /// one is allocated every 1 000 ns.
+    fn blocks_in_turn(lifetime: u64, size: u64) -> Profile {
+        let mut p = Profile::default();
+        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.settings.access_period = 100;
+        for n in 0..20u64 {
+            let (alloc_ns, tid) = (1_000 * (n + 1), 10 + (n % 2) as u32);
+            // Blocks live together sit side by side; one after the other
+            // they reuse the address.
+            let address = 0x2000 + if lifetime > 1_000 { (n % 2) * size } else { 0 };
+            p.allocations.push(memlens_profile::Allocation {
+                pid: 1,
+                kind: "malloc".into(),
+                address,
+                size,
+                usable_size: size,
+                alloc_ns,
+                free_ns: Some(alloc_ns + lifetime),
+                est_count: 1.0,
+                est_bytes: size as f64,
+                ..Default::default()
+            });
+            p.samples.extend((0..5).map(|k| SampleCore {
+                pid: 1,
+                tid,
+                time_ns: alloc_ns + 10 + 100 * k,
+                address,
+                size: 8,
+                is_store: true,
+                ..Default::default()
+            }));
+        }
+        p.samples.sort_by_key(|s| s.time_ns);
+        p
+    }
+
+    #[test]
+    fn blocks_that_held_an_address_in_turn_share_nothing() {
+        // Each block freed before the next thread's is allocated there
+        // (what an allocator does with per-iteration temporaries): no line
+        // is shared, though the two threads alternate on one address.
+        let p = blocks_in_turn(900, 64);
+        assert!(super::shared_lines(&p, &crate::data_objects(&p), 10).is_empty());
+        // Two 32-byte blocks live together on one line, one per thread:
+        // false sharing across blocks, though each thread writes offset 0 of
+        // its own block.
+        let p = blocks_in_turn(1_900, 32);
+        let lines = super::shared_lines(&p, &crate::data_objects(&p), 10);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].kind, "false sharing");
+        assert!(
+            lines[0].thread_switches >= 2,
+            "{}",
+            lines[0].thread_switches
+        );
     }
 
     #[test]
