@@ -220,7 +220,7 @@ enum Event {
 type Key = usize;
 
 /// The thread key of a process's phases in the attribution sweep.
-const ALL_THREADS: u32 = u32::MAX;
+pub(crate) const ALL_THREADS: u32 = u32::MAX;
 
 /// A code address's label in its process, or the address itself.
 pub fn location_label(p: &Profile, pid: u32, pc: u64) -> String {

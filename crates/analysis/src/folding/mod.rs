@@ -15,7 +15,7 @@
 
 mod period;
 
-use crate::access::{attribute, location_label};
+use crate::access::{attribute, location_label, ALL_THREADS};
 use crate::{Objects, Profile};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -103,7 +103,8 @@ impl Folding {
 
 const ANNOTATED: &str = "annotated region";
 
-/// One finished instance of a region: (begin, end, tid).
+/// One finished instance of a region: (begin, end, tid), tid ALL_THREADS
+/// for a phase.
 type Instance = (u64, u64, u32);
 
 /// The region to fold: `name` if given, else the one with the most instances
@@ -118,7 +119,7 @@ fn pick_region(p: &Profile, name: Option<&str>) -> Result<(String, u32, Vec<Inst
             by_region
                 .entry((r.name.as_str(), r.pid))
                 .or_default()
-                .push((r.begin_ns, end, r.tid));
+                .push((r.begin_ns, end, region_thread(r)));
         }
     }
     let best = by_region
@@ -137,6 +138,16 @@ fn pick_region(p: &Profile, name: Option<&str>) -> Result<(String, u32, Vec<Inst
             Some(n) => format!("no finished instance of region {n:?} in this profile"),
             None => "no annotated region: mark the repeated iteration with memlens_region_begin/end (README, Annotations)".into(),
         }),
+    }
+}
+
+/// The thread whose samples an instance of region `r` folds: a phase
+/// (process-wide, counted over every thread) folds every thread's.
+fn region_thread(r: &memlens_profile::Region) -> u32 {
+    if r.process_wide {
+        ALL_THREADS
+    } else {
+        r.tid
     }
 }
 
@@ -225,7 +236,7 @@ pub fn fold(
             .iter()
             .filter(|r| r.pid == pid && r.name == region)
             .filter(|r| {
-                by_thread.get(&r.tid).is_some_and(|v| {
+                by_thread.get(&region_thread(r)).is_some_and(|v| {
                     v.binary_search(&(r.begin_ns, r.end_ns.unwrap_or(0)))
                         .is_ok()
                 })
@@ -252,7 +263,10 @@ pub fn fold(
         if s.pid != pid {
             return;
         }
-        let Some(list) = by_thread.get(&s.tid) else {
+        let Some(list) = by_thread
+            .get(&s.tid)
+            .or_else(|| by_thread.get(&ALL_THREADS))
+        else {
             return;
         };
         // The last instance starting at or before the sample.
@@ -367,6 +381,45 @@ fn mean_accesses(rows: &[&memlens_profile::Region]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::{mean_accesses, typical_durations};
+
+    #[test]
+    fn a_phase_folds_every_threads_samples_against_every_threads_counts() {
+        // Ten instances of a phase opened by thread 1, each 1 000 ns, in
+        // which threads 1 and 2 make 100 loads each (counted over the
+        // process: 200), sampled 1 in 10.
+        let mut p = crate::Profile::default();
+        p.meta.settings.access_period = 10;
+        for k in 0..10u64 {
+            let begin = 10_000 + 2_000 * k;
+            p.regions.push(memlens_profile::Region {
+                pid: 1,
+                tid: 1,
+                name: "step".into(),
+                begin_ns: begin,
+                end_ns: Some(begin + 1_000),
+                process_wide: true,
+                loads: Some(200),
+                stores: Some(0),
+                ..Default::default()
+            });
+            for i in 0..20u64 {
+                p.samples.push(memlens_profile::SampleCore {
+                    pid: 1,
+                    tid: 1 + (i % 2) as u32,
+                    time_ns: begin + 50 * i,
+                    address: 0x1000 + 8 * i,
+                    size: 8,
+                    ..Default::default()
+                });
+            }
+        }
+        let objects = crate::data_objects(&p);
+        let f = super::fold(&p, &objects, super::FoldBy::Region(Some("step")), 4, false).unwrap();
+        assert_eq!(f.exact_accesses_per_instance, Some(200.0));
+        // Both threads' samples: 20 an instance, 200 accesses (one thread's
+        // alone made it 100, -50%).
+        assert_eq!(f.est_accesses_per_instance, 200.0);
+    }
 
     #[test]
     fn damaged_counts_saturate_in_the_mean_accesses() {
