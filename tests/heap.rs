@@ -680,3 +680,30 @@ fn a_fork_child_defines_the_stack_its_parent_walked_last() {
     assert!(named.contains(&leaked[0].0), "{leaked:?} {named:?}");
     assert_eq!((leaked[0].1, leaked[0].2), (4.0, 1200.0), "{leaked:?}");
 }
+
+#[test]
+fn a_regions_heap_growth_is_exact_at_the_defaults() {
+    // 50 steps, each far shorter than a tick, keeps one 4000-byte block:
+    // the growth comes from the runtime's counters read at each step's
+    // ends (usable bytes), at the defaults as with every block recorded
+    // (requested bytes). Before: the ticks nearest each end, 0 or any
+    // multiple of what a tick saw.
+    let dir = tempdir();
+    let growth = |extra: &[&str]| {
+        let p = dir.path().join(format!("p{}", extra.len()));
+        let out = record(&p, extra, &[&program("region_heap")]);
+        assert_ran(&out);
+        let usable: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let r = report_json(&p);
+        let step = named(&r["regions"], "step");
+        (
+            step["heap_growth"].as_i64().unwrap(),
+            step["heap_growth_exact"].clone(),
+            usable,
+        )
+    };
+    let (at_defaults, exact, usable) = growth(&[]);
+    assert_eq!((at_defaults, exact), (50 * usable, serde_json::json!(true)));
+    let (every_block, exact, _) = growth(&["--leaks"]);
+    assert_eq!((every_block, exact), (50 * 4000, serde_json::json!(true)));
+}

@@ -119,6 +119,14 @@ pub fn programs() -> &'static Path {
         cc(&[
             "gcc",
             "-O1",
+            &s("region_heap.c"),
+            "-o",
+            &o("region_heap"),
+            "-ldl",
+        ]);
+        cc(&[
+            "gcc",
+            "-O1",
             "-g",
             &s("heap_measures.c"),
             "-o",

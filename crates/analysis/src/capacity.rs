@@ -108,11 +108,15 @@ pub struct RegionCapacity {
     /// recorded ([`RegionCapacity::heap_exact`]), else read at the ticks
     /// inside it (none when no tick fell inside).
     pub heap_peak: Option<u64>,
-    /// Live heap change over all instances (end minus begin, summed): exact,
-    /// or between the ticks nearest each end.
+    /// Live heap change over all instances (end minus begin, summed): exact
+    /// ([`RegionCapacity::heap_growth_exact`]), or between the ticks
+    /// nearest each end.
     pub heap_growth: i64,
     /// The heap figures replay every block's events.
     pub heap_exact: bool,
+    /// The heap growth is exact: replayed, or the runtime's counters read at
+    /// each instance's ends (usable bytes).
+    pub heap_growth_exact: bool,
     /// Timeline samples that fell inside the region.
     pub samples: u64,
 }
@@ -141,7 +145,8 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
         let first = points.partition_point(|s| s.time_ns < r.begin_ns);
         let inside = &points[first..points.partition_point(|s| s.time_ns <= end).max(first)];
         let key = (r.pid, crate::region_label(r));
-        let exact = r.heap_begin.zip(r.heap_end).zip(r.heap_peak);
+        let ends = r.heap_begin.zip(r.heap_end);
+        let exact = ends.zip(r.heap_peak);
         let begin_s = sample_at(points, r.begin_ns);
         let e = by_key.entry(key.clone()).or_insert_with(|| RegionCapacity {
             name: key.1.clone(),
@@ -150,6 +155,7 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
                 .or(begin_s.as_ref().map(|s| s.rss))
                 .unwrap_or(0),
             heap_exact: exact.is_some(),
+            heap_growth_exact: ends.is_some(),
             ..Default::default()
         });
         threads.entry(key).or_default().insert(r.tid);
@@ -158,15 +164,16 @@ pub fn region_capacity(p: &Profile) -> Vec<RegionCapacity> {
         let end_s = sample_at(points, end);
         e.rss_end = end_s.as_ref().map_or(0, |s| s.rss);
         e.heap_exact &= exact.is_some();
-        match exact {
-            Some(((begin, end), peak)) => {
-                e.heap_growth += end as i64 - begin as i64;
-                e.heap_peak = e.heap_peak.max(Some(peak));
-            }
+        e.heap_growth_exact &= ends.is_some();
+        e.heap_growth += match ends {
+            Some((begin, end)) => end as i64 - begin as i64,
             None => {
-                e.heap_growth += end_s.as_ref().map_or(0, |s| s.heap_live as i64)
-                    - begin_s.as_ref().map_or(0, |s| s.heap_live as i64);
+                end_s.as_ref().map_or(0, |s| s.heap_live as i64)
+                    - begin_s.as_ref().map_or(0, |s| s.heap_live as i64)
             }
+        };
+        if let Some(peak) = r.heap_peak.filter(|_| exact.is_some()) {
+            e.heap_peak = e.heap_peak.max(Some(peak));
         }
         // Only ticks inside: the one before a region began can hold a block
         // freed before it.

@@ -272,6 +272,9 @@ pub struct FileHeader {
     /// may replay the records as it reads them (0: a runtime that does not
     /// count them).
     pub threads_started: AtomicU64,
+    /// Slots [0, slots_claimed) were ever claimed: the others' counters are
+    /// zero (0: a runtime that does not say, every slot is read).
+    pub slots_claimed: AtomicU64,
 }
 
 const _: () = assert!(size_of::<FileHeader>() <= HEADER_SIZE);
@@ -1449,6 +1452,24 @@ impl FileHeader {
             t.3 = t.3.wrapping_add(c.frees.load(Relaxed));
         }
         t
+    }
+
+    /// The live heap now (usable bytes), from the counters of the threads
+    /// that ever had a slot: exact at the instant, read by a region's mark.
+    pub fn heap_live(&self) -> u64 {
+        use core::sync::atomic::Ordering::Relaxed;
+        let claimed = match self.slots_claimed.load(Relaxed) as usize {
+            0 => THREAD_SLOTS,
+            n => n.min(THREAD_SLOTS),
+        };
+        let (mut allocated, mut freed) = (0u64, 0u64);
+        for c in
+            core::iter::once(&self.retired).chain(self.slots[..claimed].iter().map(|s| &s.counters))
+        {
+            allocated = allocated.wrapping_add(c.alloc_bytes.load(Relaxed));
+            freed = freed.wrapping_add(c.free_bytes.load(Relaxed));
+        }
+        allocated.saturating_sub(freed)
     }
 
     /// Call stacks captured by every thread, live or exited, indexed by

@@ -11,11 +11,14 @@ use memlens_rawlog::{self as raw, tag};
 /// the bytes a region moved are exact differences. A phase's carry every
 /// thread's of the process: the caller's exact, the others' as they last
 /// published them (at most `PUBLISH_EVERY` accesses of a class behind).
+/// Both carry the process's live heap then (usable bytes, 8 bytes after the
+/// mark): a region's heap growth is exact however few blocks are recorded.
 fn record_region(tag: u16, name: *const c_char) {
     if let Some(st) = enter() {
         let saved = errno();
         let id = intern(st, name);
-        let counts = match (tag, crate::log::header()) {
+        let header = crate::log::header();
+        let counts = match (tag, header) {
             (tag::PHASE_BEGIN | tag::PHASE_END, Some(header)) => {
                 access::publish(st);
                 header.access_totals()
@@ -27,7 +30,9 @@ fn record_region(tag: u16, name: *const c_char) {
             name: id,
             counts,
         };
-        st.writer.write(st.tid, tag, &ev, &[]);
+        let heap = header.map(|h| h.heap_live().to_le_bytes());
+        st.writer
+            .write(st.tid, tag, &ev, heap.as_ref().map_or(&[][..], |h| &h[..]));
         set_errno(saved);
         leave(st);
     }

@@ -196,13 +196,14 @@ pub fn claim_slot(tid: u32) -> (*const Counters, *const AccessCounters, bool) {
     };
     // Before the thread reads a time for any record (see the field).
     h.threads_started.fetch_add(1, Ordering::SeqCst);
-    for slot in &h.slots {
+    for (i, slot) in h.slots.iter().enumerate() {
         if slot.tid.load(Ordering::Relaxed) == 0
             && slot
                 .tid
                 .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
+            h.slots_claimed.fetch_max(i as u64 + 1, Ordering::Relaxed);
             reset(&slot.counters);
             for v in &slot.access.counts {
                 v.store(0, Ordering::Relaxed);

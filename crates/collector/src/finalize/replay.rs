@@ -186,6 +186,17 @@ fn name(defs: &Definitions, id: u64) -> String {
 }
 
 /// The key of a thread's open regions, or of the process's open phases.
+/// The live heap a region mark carries after it (usable bytes; none from a
+/// runtime that did not write it).
+fn heap_of(rec: &raw::RawRecord<'_>) -> Option<u64> {
+    let bytes: [u8; 8] = rec
+        .trailing::<raw::RegionMark>()
+        .get(..8)?
+        .try_into()
+        .ok()?;
+    Some(u64::from_le_bytes(bytes))
+}
+
 fn scope(tid: u32, process_wide: bool) -> u64 {
     if process_wide {
         u64::MAX
@@ -322,10 +333,10 @@ impl<'a> Replay<'a> {
             tag::MMAP => self.mmap(sinks, tid, &rec.payload()?),
             tag::MREMAP => self.mremap(sinks, tid, &rec.payload()?),
             tag::MUNMAP => self.munmap(sinks, &rec.payload()?),
-            tag::REGION_BEGIN => self.region_begin(tid, false, &rec.payload()?),
-            tag::REGION_END => self.region_end(tid, false, &rec.payload()?),
-            tag::PHASE_BEGIN => self.region_begin(tid, true, &rec.payload()?),
-            tag::PHASE_END => self.region_end(tid, true, &rec.payload()?),
+            tag::REGION_BEGIN => self.region_begin(tid, false, &rec.payload()?, heap_of(&rec)),
+            tag::REGION_END => self.region_end(tid, false, &rec.payload()?, heap_of(&rec)),
+            tag::PHASE_BEGIN => self.region_begin(tid, true, &rec.payload()?, heap_of(&rec)),
+            tag::PHASE_END => self.region_end(tid, true, &rec.payload()?, heap_of(&rec)),
             tag::SAMPLE => self.sample(sinks, tid, &rec.payload()?),
             tag::TAG => self.tag(tid, &rec.payload()?),
             tag::UNTAG => self.untag(&rec.payload()?),
@@ -485,7 +496,13 @@ impl<'a> Replay<'a> {
 
     /// A region of the thread, or a phase of the process (its instances
     /// nest apart from every thread's regions).
-    fn region_begin(&mut self, tid: u32, process_wide: bool, n: &raw::RegionMark) {
+    fn region_begin(
+        &mut self,
+        tid: u32,
+        process_wide: bool,
+        n: &raw::RegionMark,
+        heap: Option<u64>,
+    ) {
         let index = self.built.regions.len();
         let open = self
             .open_regions
@@ -506,6 +523,7 @@ impl<'a> Replay<'a> {
             end_ns: None,
             depth,
             process_wide,
+            heap_begin: heap,
             ..Default::default()
         };
         self.built.regions.push(region);
@@ -513,7 +531,7 @@ impl<'a> Replay<'a> {
 
     /// Ends the innermost open region of that name on the thread (the
     /// innermost phase of that name, from any thread).
-    fn region_end(&mut self, tid: u32, process_wide: bool, n: &raw::RegionMark) {
+    fn region_end(&mut self, tid: u32, process_wide: bool, n: &raw::RegionMark, heap: Option<u64>) {
         let wanted = self.name(n.name);
         let at = self.rel(n.time);
         let open = self
@@ -529,6 +547,9 @@ impl<'a> Replay<'a> {
         let r = open.remove(pos);
         let region = &mut self.built.regions[r];
         region.end_ns = Some(at);
+        // The runtime's counters at both ends (usable bytes), unless every
+        // block's replay gives the heap with its peak, below.
+        region.heap_end = heap.filter(|_| region.heap_begin.is_some());
         if let Some((begin, peak)) = self.region_heap.remove(&r) {
             let end = self.heap_sites.live();
             region.heap_begin = Some(begin as u64);

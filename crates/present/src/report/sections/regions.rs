@@ -30,14 +30,16 @@ pub fn section(r: &Report) -> Option<Section> {
             human_bytes(g.heap_growth as f64),
         ]);
     }
-    let exact = !r.regions.is_empty() && r.regions.iter().all(|g| g.heap_exact);
-    let how = if exact {
+    let all = |f: fn(&memlens_analysis::RegionCapacity) -> bool| {
+        !r.regions.is_empty() && r.regions.iter().all(f)
+    };
+    let interval = r.summary.settings.interval_ms;
+    let how = if all(|g| g.heap_exact) {
         "heap exact, replayed from every block's events (requested bytes); resident set read at the ticks inside each region".to_string()
+    } else if all(|g| g.heap_growth_exact) {
+        format!("heap growth exact, the runtime's counters read at each instance's ends (usable bytes); peaks read at the ticks inside each region (every {interval} ms; - when none fell inside; --sample-rate 1 gives the heap peak exactly)")
     } else {
-        format!(
-            "peaks read at the ticks inside each region (every {} ms; - when none fell inside; --sample-rate 1 gives the heap exactly)",
-            r.summary.settings.interval_ms
-        )
+        format!("peaks and growth read at the ticks inside each region (every {interval} ms; - when none fell inside; --sample-rate 1 gives the heap exactly)")
     };
     Some(Section::new("regions", "Capacity by region").table(t.note(how)))
 }
