@@ -465,51 +465,67 @@ fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
                 .push(i);
         }
     }
-    let callers = |o: &DataObject| -> Vec<String> {
-        let Some(frames) = p.stacks.get(&(o.pid, o.stack_id)) else {
-            return Vec::new();
-        };
-        let Some(site) = p.skip_frames.site(frames) else {
-            return Vec::new();
-        };
-        (frames.iter())
-            .skip_while(|f| !std::ptr::eq(*f, site))
-            .skip(1)
-            .take(MAX_CALLERS)
-            .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
-            .collect()
-    };
     for same in by_name.into_values().filter(|v| v.len() > 1) {
-        let chains: Vec<Vec<String>> = same.iter().map(|&i| callers(&objects[i])).collect();
-        let prefix = |c: &[String], d: usize| c[..d.min(c.len())].to_vec();
-        let names: Vec<String> = chains
-            .iter()
-            .map(|chain| {
-                // The fewest callers no other site of the name shares.
-                let depth = (1..=chain.len())
-                    .find(|&d| {
-                        let mine = prefix(chain, d);
-                        chains.iter().filter(|c| prefix(c, d) == mine).count() == 1
-                    })
-                    .unwrap_or(chain.len());
-                match depth {
-                    0 => String::new(),
-                    1 => format!(" ← {}", chain[0]),
-                    d => format!(" ← … ← {}", chain[d - 1]),
-                }
-            })
+        let chains: Vec<Vec<String>> = (same.iter())
+            .map(|&i| site_callers(p, objects[i].pid, objects[i].stack_id))
             .collect();
-        for ((&i, chain), suffix) in same.iter().zip(&chains).zip(&names) {
-            // Two sites told apart at different depths can end at the same
-            // caller: they show every caller up to it.
-            let suffix = if names.iter().filter(|n| *n == suffix).count() > 1 {
-                chain.iter().map(|c| format!(" ← {c}")).collect::<String>()
-            } else {
-                suffix.clone()
-            };
+        for (&i, suffix) in same.iter().zip(caller_suffixes(&chains)) {
             objects[i].name.push_str(&suffix);
         }
     }
+}
+
+/// The callers of an allocation site (the stack's first frame not skipped),
+/// nearest first, at most [`MAX_CALLERS`], labelled.
+pub(crate) fn site_callers(p: &Profile, pid: u32, stack_id: u64) -> Vec<String> {
+    let Some(frames) = p.stacks.get(&(pid, stack_id)) else {
+        return Vec::new();
+    };
+    let Some(site) = p.skip_frames.site(frames) else {
+        return Vec::new();
+    };
+    (frames.iter())
+        .skip_while(|f| !std::ptr::eq(*f, site))
+        .skip(1)
+        .take(MAX_CALLERS)
+        .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
+        .collect()
+}
+
+/// For sites of one name with these caller chains, the suffix that tells
+/// each apart: the nearest caller no other chain shares at that depth
+/// (" ← parse (p.c:40)", or " ← … ← main (m.c:3)"); every caller up to it
+/// where two chains would end at the same one.
+pub(crate) fn caller_suffixes(chains: &[Vec<String>]) -> Vec<String> {
+    let prefix = |c: &[String], d: usize| c[..d.min(c.len())].to_vec();
+    let names: Vec<String> = chains
+        .iter()
+        .map(|chain| {
+            // The fewest callers no other site of the name shares.
+            let depth = (1..=chain.len())
+                .find(|&d| {
+                    let mine = prefix(chain, d);
+                    chains.iter().filter(|c| prefix(c, d) == mine).count() == 1
+                })
+                .unwrap_or(chain.len());
+            match depth {
+                0 => String::new(),
+                1 => format!(" ← {}", chain[0]),
+                d => format!(" ← … ← {}", chain[d - 1]),
+            }
+        })
+        .collect();
+    (chains.iter().zip(&names))
+        .map(|(chain, suffix)| {
+            // Two sites told apart at different depths can end at the same
+            // caller: they show every caller up to it.
+            if names.iter().filter(|n| *n == suffix).count() > 1 {
+                chain.iter().map(|c| format!(" ← {c}")).collect::<String>()
+            } else {
+                suffix.clone()
+            }
+        })
+        .collect()
 }
 
 /// Whether an ELF object is a system library, installed in a distribution's

@@ -137,6 +137,62 @@ impl From<RankWire> for RankSummary {
 /// The ranks in a loaded profile (one rank's run, or several ranks writing
 /// into one directory): their summaries, with times shifted by `shift_ns`
 /// onto the job's time base.
+/// Separates an allocation site's label from its callers' in an object's
+/// key across ranks (no symbol or file name holds a NUL).
+const CALLER: char = '\0';
+
+/// What an object is matched by across ranks. A heap block's or mapping's:
+/// its allocation site and callers (up to a fixed depth), the same in
+/// every rank whatever other sites a rank has, where its name is told apart
+/// from those ([`job_view`] names it across the job). A thread's stack is
+/// named by its tid, which no other rank shares: a rank's stacks are one
+/// object; a library's variables are the library's (their count is the
+/// same in every rank).
+fn identity(p: &Profile, o: &crate::DataObject) -> String {
+    match (o.kind, &o.site) {
+        (ObjectKind::Stack, _) => "thread stacks (reserved)".to_string(),
+        (ObjectKind::Heap | ObjectKind::Mmap, Some(site)) if o.name.starts_with(&site.label()) => {
+            let mut key = site.label();
+            for caller in crate::objects::site_callers(p, o.pid, o.stack_id) {
+                key.push(CALLER);
+                key.push_str(&caller);
+            }
+            key
+        }
+        _ => o.name.clone(),
+    }
+}
+
+/// The names of objects across the job by their keys: a site alone under
+/// its name is named by it, sites of one name with the callers that tell
+/// them apart (as a rank's report names them).
+fn job_names(keys: &[&(ObjectKind, String)]) -> HashMap<(ObjectKind, String), String> {
+    // Per site: each key of it, with its callers.
+    type Keys<'a> = Vec<(&'a String, Vec<String>)>;
+    let mut by_site: BTreeMap<(ObjectKind, &str), Keys> = BTreeMap::new();
+    for (kind, key) in keys {
+        let mut parts = key.split(CALLER);
+        let site = parts.next().unwrap_or_default();
+        let callers = parts.map(str::to_string).collect();
+        by_site
+            .entry((*kind, site))
+            .or_default()
+            .push((key, callers));
+    }
+    let mut out = HashMap::new();
+    for ((kind, site), same) in by_site {
+        let chains: Vec<Vec<String>> = same.iter().map(|(_, c)| c.clone()).collect();
+        let suffixes = match same.len() {
+            1 => vec![String::new()],
+            _ => crate::objects::caller_suffixes(&chains),
+        };
+        for ((key, _), suffix) in same.into_iter().zip(suffixes) {
+            out.insert((kind, key.clone()), format!("{site}{suffix}"));
+        }
+    }
+    out
+}
+
 pub fn summarize_ranks(p: &Profile, host: &str, shift_ns: u64, grid: TimeGrid) -> Vec<RankSummary> {
     let mut by_rank: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for pr in &p.meta.processes {
@@ -243,14 +299,7 @@ pub fn summarize_ranks(p: &Profile, host: &str, shift_ns: u64, grid: TimeGrid) -
         let Some(s) = rank_of.get(&o.pid).and_then(|r| out.get_mut(r)) else {
             continue;
         };
-        // A thread's stack is named by its tid, which no other rank shares:
-        // a rank's stacks are matched as one object; a library's variables
-        // by the library alone (their count is the same in every rank).
-        let name = match o.kind {
-            ObjectKind::Stack => "thread stacks (reserved)".to_string(),
-            _ => o.name,
-        };
-        let e = s.objects.entry((o.kind, name)).or_default();
+        let e = s.objects.entry((o.kind, identity(p, &o))).or_default();
         e.0 += o.peak_bytes;
         e.1 += o.allocated_bytes;
     }
@@ -419,6 +468,7 @@ pub fn job_view(
         summaries.iter().flat_map(|s| s.objects.keys()).collect();
     object_keys.sort();
     object_keys.dedup();
+    let names = job_names(&object_keys);
     let mut objects: Vec<ObjectAcrossRanks> = object_keys
         .into_iter()
         .map(|key| {
@@ -431,7 +481,7 @@ pub fn job_view(
             };
             ObjectAcrossRanks {
                 kind: key.0,
-                name: key.1.clone(),
+                name: names.get(key).cloned().unwrap_or_else(|| key.1.clone()),
                 peak_bytes: spread(of(0)),
                 allocated_bytes: spread(of(1)),
             }
@@ -576,6 +626,78 @@ mod tests {
             (16.0, 64.0, 40.0)
         );
         assert_eq!(v.rss_by_rank.len(), 4);
+    }
+
+    #[test]
+    fn a_site_is_one_object_across_ranks_whatever_other_sites_a_rank_has() {
+        // Both ranks allocate 1000 bytes at alloc (g.cpp:107) from
+        // GenerateProblem; rank 1 also 500 at the same line from Other, so
+        // its report names both by their callers.
+        let mut p = Profile::default();
+        let frame = |pid: u32, stack_id: u64, depth: u32, function: &str, line: u32| {
+            memlens_profile::Frame {
+                pid,
+                stack_id,
+                depth,
+                function: function.into(),
+                file: "/src/g.cpp".into(),
+                line,
+                ..Default::default()
+            }
+        };
+        let mut block = |pid: u32, stack_id: u64, caller: &str, size: u64| {
+            p.stacks.insert(
+                (pid, stack_id),
+                vec![
+                    frame(pid, stack_id, 0, "alloc", 107),
+                    frame(pid, stack_id, 1, caller, 50),
+                    frame(pid, stack_id, 2, "main", 137),
+                ],
+            );
+            p.allocations.push(memlens_profile::Allocation {
+                pid,
+                kind: "malloc".into(),
+                address: 0x1000 * stack_id,
+                size,
+                usable_size: size,
+                alloc_ns: 10,
+                stack_id,
+                est_count: 1.0,
+                est_bytes: size as f64,
+                ..Default::default()
+            });
+        };
+        block(100, 1, "GenerateProblem", 1000);
+        block(101, 1, "GenerateProblem", 1000);
+        block(101, 2, "Other", 500);
+        for (pid, rank) in [(100, 0), (101, 1)] {
+            p.meta.processes.push(memlens_profile::Process {
+                pid,
+                rank: Some(rank),
+                end_ns: Some(1000),
+                ..Default::default()
+            });
+        }
+        let names: Vec<String> = (crate::data_objects(&p).list.iter())
+            .filter(|o| o.pid == 101)
+            .map(|o| o.name.clone())
+            .collect();
+        assert!(names.iter().all(|n| n.contains(" ← ")), "{names:?}");
+        let grid = TimeGrid::over(1000, 1);
+        let v = job_view(
+            summarize_ranks(&p, "h", 0, grid),
+            grid,
+            String::new(),
+            true,
+            10,
+        );
+        let by_name = |n: &str| v.objects.iter().find(|o| o.name == n);
+        let generate = by_name("alloc (g.cpp:107) ← GenerateProblem (g.cpp:50)").unwrap();
+        assert_eq!(generate.peak_bytes.per_rank, [1000.0, 1000.0]);
+        assert_eq!(generate.peak_bytes.imbalance, 1.0);
+        let other = by_name("alloc (g.cpp:107) ← Other (g.cpp:50)").unwrap();
+        assert_eq!(other.peak_bytes.per_rank, [0.0, 500.0]);
+        assert_eq!(v.objects.len(), 2, "{:?}", v.objects);
     }
 
     #[test]
