@@ -567,6 +567,29 @@ fn an_mpi_job_is_read_across_its_ranks() {
     assert!(
         object_at(&plain, "mpi_imbalance.c", "/* FIELD */")["peak_bytes"]["per_rank"].is_null()
     );
+    // Sampled objects (blocks under --min-size, MPI's own) are marked ~ in
+    // the text, as flagged in the JSON; the 16 MiB field is measured.
+    let text = Command::new(memlens())
+        .arg("report")
+        .arg(&job)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let rows: Vec<&str> = (text.lines())
+        .skip_while(|l| !l.starts_with("  OBJECTS BY PEAK BYTES"))
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let objects = plain["job"]["objects"].as_array().unwrap();
+    let sampled: Vec<bool> = (objects.iter().take(rows.len()))
+        .map(|o| o["sampled"] == true)
+        .collect();
+    let marked: Vec<bool> = rows.iter().map(|l| l.contains(" ~")).collect();
+    assert_eq!(marked, sampled, "{text}");
+    let field = (text.lines())
+        .find(|l| l.contains("mpi_imbalance.c:"))
+        .unwrap();
+    assert!(!field.contains('~'), "{field}");
     // Read as an MPI job itself: three processes share the four ranks and
     // gather their aggregates; process 0 writes the same report.
     let single = Command::new(memlens())

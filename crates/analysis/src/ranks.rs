@@ -62,8 +62,8 @@ pub struct RankSummary {
     /// The highest live heap (exact where every block was recorded); none
     /// when the runtime ran in none of its processes.
     pub heap_peak: Option<f64>,
-    /// (kind, name) -> (peak bytes, bytes allocated).
-    pub objects: BTreeMap<(ObjectKind, String), (f64, f64)>,
+    /// (kind, identity) -> its figures in this rank.
+    pub objects: BTreeMap<(ObjectKind, String), RankObject>,
     /// Region name -> (instances, time inside, exact bytes moved if counted).
     pub regions: BTreeMap<String, (f64, f64, Option<f64>)>,
     /// Counter name -> (unit, total).
@@ -71,6 +71,15 @@ pub struct RankSummary {
     /// The most resident set and live heap in each bin of the job's grid.
     pub rss: Vec<f64>,
     pub heap: Vec<f64>,
+}
+
+/// A data object's figures in one rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct RankObject {
+    pub peak_bytes: f64,
+    pub allocated_bytes: f64,
+    /// The figures are sampled and scaled (blocks under --min-size).
+    pub sampled: bool,
 }
 
 /// A [`RankSummary`] with its maps as lists.
@@ -81,7 +90,7 @@ pub struct RankWire {
     duration_ns: u64,
     peak_rss: f64,
     heap_peak: Option<f64>,
-    objects: Vec<(ObjectKind, String, f64, f64)>,
+    objects: Vec<(ObjectKind, String, RankObject)>,
     regions: Vec<(String, f64, f64, Option<f64>)>,
     counters: Vec<(String, String, f64)>,
     rss: Vec<f64>,
@@ -97,7 +106,7 @@ impl From<RankSummary> for RankWire {
             peak_rss: s.peak_rss,
             heap_peak: s.heap_peak,
             objects: (s.objects.into_iter())
-                .map(|((k, n), (p, a))| (k, n, p, a))
+                .map(|((k, n), o)| (k, n, o))
                 .collect(),
             regions: (s.regions.into_iter())
                 .map(|(n, (i, t, b))| (n, i, t, b))
@@ -120,7 +129,7 @@ impl From<RankWire> for RankSummary {
             peak_rss: w.peak_rss,
             heap_peak: w.heap_peak,
             objects: (w.objects.into_iter())
-                .map(|(k, n, p, a)| ((k, n), (p, a)))
+                .map(|(k, n, o)| ((k, n), o))
                 .collect(),
             regions: (w.regions.into_iter())
                 .map(|(n, i, t, b)| (n, (i, t, b)))
@@ -300,8 +309,9 @@ pub fn summarize_ranks(p: &Profile, host: &str, shift_ns: u64, grid: TimeGrid) -
             continue;
         };
         let e = s.objects.entry((o.kind, identity(p, &o))).or_default();
-        e.0 += o.peak_bytes;
-        e.1 += o.allocated_bytes;
+        e.peak_bytes += o.peak_bytes;
+        e.allocated_bytes += o.allocated_bytes;
+        e.sampled |= o.provenance == crate::Provenance::SampledScaled;
     }
     for r in &p.regions {
         let Some(s) = rank_of.get(&r.pid).and_then(|x| out.get_mut(x)) else {
@@ -388,6 +398,8 @@ pub struct ObjectAcrossRanks {
     pub name: String,
     pub peak_bytes: Spread,
     pub allocated_bytes: Spread,
+    /// Sampled and scaled in some rank: its figures are estimates.
+    pub sampled: bool,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -472,18 +484,14 @@ pub fn job_view(
     let mut objects: Vec<ObjectAcrossRanks> = object_keys
         .into_iter()
         .map(|key| {
-            let of = |i: usize| {
-                each(&|s| {
-                    s.objects
-                        .get(key)
-                        .map_or(0.0, |v| if i == 0 { v.0 } else { v.1 })
-                })
-            };
+            let of =
+                |figure: fn(&RankObject) -> f64| each(&|s| s.objects.get(key).map_or(0.0, figure));
             ObjectAcrossRanks {
                 kind: key.0,
                 name: names.get(key).cloned().unwrap_or_else(|| key.1.clone()),
-                peak_bytes: spread(of(0)),
-                allocated_bytes: spread(of(1)),
+                peak_bytes: spread(of(|o| o.peak_bytes)),
+                allocated_bytes: spread(of(|o| o.allocated_bytes)),
+                sampled: (summaries.iter()).any(|s| s.objects.get(key).is_some_and(|o| o.sampled)),
             }
         })
         .collect();
@@ -577,7 +585,11 @@ mod tests {
         let mut objects = BTreeMap::new();
         objects.insert(
             (ObjectKind::Heap, "main (app.c:9)".to_string()),
-            (site_mib, site_mib),
+            RankObject {
+                peak_bytes: site_mib,
+                allocated_bytes: site_mib,
+                sampled: false,
+            },
         );
         let mut regions = BTreeMap::new();
         regions.insert("solve".to_string(), (1.0, 100.0 * (rank + 1) as f64, None));
@@ -710,15 +722,25 @@ mod tests {
     #[test]
     fn an_object_of_one_rank_alone_counts_zero_on_the_others() {
         let mut summaries = vec![rank(0, 16.0), rank(1, 16.0)];
-        summaries[0]
-            .objects
-            .insert((ObjectKind::Heap, "read_input (io.c:3)".into()), (8.0, 8.0));
+        summaries[0].objects.insert(
+            (ObjectKind::Heap, "read_input (io.c:3)".into()),
+            RankObject {
+                peak_bytes: 8.0,
+                allocated_bytes: 8.0,
+                sampled: true,
+            },
+        );
         let v = job_view(summaries, TimeGrid::over(1000, 1), String::new(), false, 10);
         let input = v
             .objects
             .iter()
             .find(|o| o.name.starts_with("read_input"))
             .unwrap();
+        assert!(input.sampled, "sampled in rank 0");
+        assert!(!v
+            .objects
+            .iter()
+            .any(|o| o.name.starts_with("main") && o.sampled));
         let s = &input.peak_bytes;
         assert_eq!(
             (s.ranks, s.min, s.max, s.imbalance, s.max_rank),

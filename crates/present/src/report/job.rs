@@ -129,10 +129,14 @@ fn objects(v: &JobView) -> Section {
     columns.push(Column::number("ranks"));
     let mut t = Table::new(columns)
         .titled("objects by peak bytes summed over the ranks")
-        .note("a rank without the object counts 0")
+        .note("a rank without the object counts 0; ~ marks sampled and scaled figures (blocks under --min-size)")
         .or_else("no data objects recorded");
     for o in &v.objects {
-        let mut row = spread_row(o.name.clone(), &o.peak_bytes, &v.ranks, &human_bytes);
+        let est = if o.sampled { "~" } else { "" };
+        let show = |b: f64| format!("{est}{}", human_bytes(b));
+        let mut row = spread_row(o.name.clone(), &o.peak_bytes, &v.ranks, &show);
+        // Its most/mean is an estimate too.
+        row.cells[5].insert_str(0, est);
         row.cells.insert(1, o.kind.name().to_string());
         row.cells.push(o.peak_bytes.ranks.to_string());
         t.push(row);
