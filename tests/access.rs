@@ -1587,3 +1587,52 @@ fn a_program_built_by_another_memlens_records_with_one_runtime() {
     let last = timeline.iter().max_by_key(|t| t.time_ns).unwrap();
     assert_eq!(last.loads, loads, "{timeline:?}");
 }
+
+#[test]
+fn exact_counts_equal_cachegrinds_data_references_of_the_programs_code() {
+    // The same source built uninstrumented by the same compiler, under
+    // cachegrind: its data reads and writes in stream.c's main (the hot
+    // loops spill nothing) are what memlens counts exactly; memcpy's own
+    // references in libc are counted by memlens as bytes, apart.
+    let dir = tempdir();
+    let plain = dir.path().join("plain");
+    let st = Command::new("clang-16")
+        .args(["-O2", "-g"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join("examples/stream.c"))
+        .arg("-o")
+        .arg(&plain)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out_file = dir.path().join("cg.out");
+    let cg = Command::new("valgrind")
+        .args(["--tool=cachegrind", "--cache-sim=yes"])
+        .arg(format!("--cachegrind-out-file={}", out_file.display()))
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert_ran(&cg);
+    let annotated = Command::new("cg_annotate").arg(&out_file).output().unwrap();
+    let annotated = String::from_utf8_lossy(&annotated.stdout);
+    // Columns: Ir I1mr ILmr Dr D1mr DLmr Dw ..., each count then its share.
+    let main = (annotated.lines())
+        .find(|l| l.trim_end().ends_with("examples/stream.c:main"))
+        .unwrap_or_else(|| panic!("{annotated}"));
+    let counts: Vec<u64> = (main.split_whitespace())
+        .filter_map(|w| w.replace(',', "").parse().ok())
+        .collect();
+    let (reads, writes) = (counts[3], counts[6]);
+    let app = stream_example(dir.path(), &[]);
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&app]));
+    let r = report_json(&p);
+    let thread = &r["threads"][0];
+    let (loads, stores) = (
+        thread["loads"].as_u64().unwrap(),
+        thread["stores"].as_u64().unwrap(),
+    );
+    let near = |a: u64, b: u64| a.abs_diff(b) <= b / 100_000;
+    assert!(near(loads, reads), "loads {loads}, cachegrind {reads}");
+    assert!(near(stores, writes), "stores {stores}, cachegrind {writes}");
+}
