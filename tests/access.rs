@@ -1636,3 +1636,49 @@ fn exact_counts_equal_cachegrinds_data_references_of_the_programs_code() {
     assert!(near(loads, reads), "loads {loads}, cachegrind {reads}");
     assert!(near(stores, writes), "stores {stores}, cachegrind {writes}");
 }
+
+#[test]
+fn small_blocks_are_attributed_at_the_defaults_and_only_those_hit_keep_rows() {
+    // 20 000 rows of 216 bytes, one malloc each, read 50 times over, and
+    // 100 050 short-lived blocks: at the defaults every block of an
+    // instrumented program is recorded, each sample finds its block, and a
+    // small block keeps a row only if a sample hit it. Before: the rows
+    // were under --min-size and unsampled, most samples "unknown".
+    let (_dir, p) = recorded_program("small_blocks.c", &["-O2"], &[]);
+    let r = report_json(&p);
+    let a = &r["access"];
+    let unattributed = a["unattributed"].as_f64().unwrap() / a["samples"].as_f64().unwrap();
+    assert!(
+        unattributed <= 0.02,
+        "{unattributed} of the samples unattributed"
+    );
+    let row = format!(
+        "main (small_blocks.c:{})",
+        source_line("small_blocks.c", "/* ROW */")
+    );
+    let rows = named(&a["objects"], &row);
+    let read = rows["est_bytes_read"].as_f64().unwrap();
+    let truth = 50.0 * 20_000.0 * 216.0;
+    assert!(
+        (read / truth - 1.0).abs() < 0.05,
+        "rows read {read}, truth {truth}"
+    );
+    // Rows of their own: the blocks samples hit (and the few large ones),
+    // not one per block.
+    let n = sql_json(&p, "SELECT COUNT(*) AS n FROM allocations")[0]["n"]
+        .as_u64()
+        .unwrap();
+    let samples = a["samples"].as_u64().unwrap();
+    assert!(
+        n <= samples + 100 && n < 100_000,
+        "{n} rows for {samples} samples"
+    );
+    let temporaries = named(
+        &r["objects_by_allocated"],
+        &format!(
+            "main (small_blocks.c:{})",
+            source_line("small_blocks.c", "/* TEMPORARY */")
+        ),
+    );
+    assert_eq!(temporaries["allocations"], 100_000.0, "{temporaries}");
+}

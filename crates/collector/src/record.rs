@@ -448,7 +448,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(v) = cfg.min_size {
         cmd.env(env::name(env::MIN_SIZE), v.to_string());
     }
-    if let Some(v) = cfg.sample_rate {
+    if let Some(v) = sample_rate(cfg, &program_path, plan.is_some()) {
         cmd.env(env::name(env::SAMPLE_RATE), v.to_string());
     }
     if let Some(v) = &cfg.unwinder {
@@ -647,6 +647,19 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         live_samples,
         replay_ahead,
     })
+}
+
+/// The heap sampling the runtime is given: the user's; for a program built
+/// with `memlens cc` whose own instrumentation samples its accesses, every
+/// block (each access sample is attributed to the block it landed in, small
+/// blocks included: none is "unknown" for want of a record), unless the
+/// user chose a threshold (`--min-size`); else the runtime's default.
+fn sample_rate(cfg: &RecordConfig, program: &Path, perf_samples: bool) -> Option<u64> {
+    let every_block = cfg.min_size.is_none()
+        && !perf_samples
+        && !(cfg.no_loads && cfg.no_stores)
+        && memlens_convert::symbols::is_instrumented(program);
+    cfg.sample_rate.or(every_block.then_some(1))
 }
 
 /// Takes the profile directory for this run, with an empty `raw/` (an

@@ -667,18 +667,20 @@ pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
         .collect()
 }
 
-/// Whether `program` was built by `memlens cc` (it imports the sanitizer
-/// coverage callbacks the runtime provides).
+/// Whether `program` was built by `memlens cc`: it calls the sanitizer
+/// coverage callbacks the runtime provides.
 pub fn is_instrumented(program: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
     let Some(data) = module_file(program) else {
         return false;
     };
+    let sancov = |name: &[u8]| name.starts_with(b"__sanitizer_cov_");
+    // Its callbacks imported from the preloaded runtime, or defined in it
+    // (the runtime's fast path linked in by LTO, or a static build).
     object::File::parse(&data).is_ok_and(|f| {
-        f.imports().is_ok_and(|imports| {
-            imports
-                .iter()
-                .any(|i| i.name().starts_with(b"__sanitizer_cov_"))
-        })
+        f.imports()
+            .is_ok_and(|imports| imports.iter().any(|i| sancov(i.name())))
+            || (f.dynamic_symbols().chain(f.symbols())).any(|s| s.name_bytes().is_ok_and(sancov))
     })
 }
 

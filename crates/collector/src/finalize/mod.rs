@@ -15,7 +15,7 @@ mod sites;
 pub(crate) use image::{
     is_definition, module_def, stack_def, timed, Definitions, Taken, TimeWindow,
 };
-pub(crate) use replay::{estimate, sample_row, Replay, Sinks};
+pub(crate) use replay::{estimate, sample_row, BlockRows, Replay, Sinks};
 
 use crate::live_replay::{ReplayAhead, ReplayedPart};
 use crate::live_samples::{self, LiveSamples};
@@ -469,10 +469,18 @@ pub fn finalize(
         .min()
         .unwrap_or(0);
 
-    // Access samples are attributed to blocks: every block keeps its row.
-    let access_sampled = images.iter().any(|l| l.instrumented)
-        || raw_dir.join(memlens_profile::RAW_PERF_DATA).exists();
-    let keep_blocks = run.keep_blocks || access_sampled;
+    // Access samples are attributed to blocks: a block a sample of the log
+    // hit keeps its row; every block does for perf.data's samples, which
+    // the replay does not see.
+    let perf_sampled = raw_dir.join(memlens_profile::RAW_PERF_DATA).exists();
+    let keep_blocks = run.keep_blocks || perf_sampled;
+    let rows = if keep_blocks {
+        BlockRows::All
+    } else if images.iter().any(|l| l.instrumented) {
+        BlockRows::LargeAndHit
+    } else {
+        BlockRows::Large
+    };
     // Their rows count time from the run's start, as t0 is in a recording.
     let (samples, mut written) = match live {
         Some(live) => live.into_parts(),
@@ -495,7 +503,7 @@ pub fn finalize(
         Some(sinks) => sinks,
         None => Sinks::create(dir, run.interval_ms.max(1) * 1_000_000)?,
     };
-    (sinks.samples, sinks.keep_blocks, sinks.model_cost) = (Some(samples), keep_blocks, model_cost);
+    (sinks.samples, sinks.rows, sinks.model_cost) = (Some(samples), rows, model_cost);
     let mut locations = Vec::new();
     let mut regions = Vec::new();
     let mut threads = Vec::new();
@@ -557,8 +565,9 @@ pub fn finalize(
                     Some(defs) => Cow::Borrowed(defs),
                     None => Cow::Owned(definitions(&streams, window)),
                 };
-                let merged = Merged::new(&streams, window, live.is_some(), &Default::default());
-                replay(log, defs, merged, t0, &mut sinks, &report)
+                let needed = Replay::needs_samples(&log.settings, &sinks, live.is_some());
+                let merged = Merged::new(&streams, window, !needed, &Default::default());
+                replay(log, defs, merged, t0, &mut sinks, live.is_some(), &report)
             }
         };
         // Without a collector, the first image's own record of it.

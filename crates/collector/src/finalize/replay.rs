@@ -77,6 +77,21 @@ pub(crate) fn estimate(size: u64, flags: u8, rate: u64) -> (bool, f64, f64) {
     (true, 1.0 / p, size as f64 / p)
 }
 
+/// Which blocks get a row of their own when every block is recorded (a
+/// sampled block always has one): the others are summed in their sites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockRows {
+    /// Blocks of `--min-size` or more.
+    Large,
+    /// Those, and every block an access sample of the log landed in: the
+    /// report attributes each sample to the block live at its address, and
+    /// needs no other (rows bounded by the samples, not by the blocks).
+    LargeAndHit,
+    /// Every block: the user asked (`--keep-blocks`), or samples from
+    /// perf.data, which the replay does not see, are attributed to blocks.
+    All,
+}
+
 /// Where one image's streamed rows go.
 pub(crate) struct Sinks {
     pub allocations: TableWriter<Allocation>,
@@ -86,10 +101,8 @@ pub(crate) struct Sinks {
     pub samples: Option<TableWriter<AccessSample>>,
     /// Calibrated ns of each modelled level code (cache model runs only).
     pub model_cost: [Option<f64>; 8],
-    /// Every freed block gets a row, even when `sites` sums them all: the
-    /// user asked (`--keep-blocks`), or access samples are attributed to
-    /// blocks.
-    pub keep_blocks: bool,
+    /// Which blocks get a row when every block is recorded.
+    pub rows: BlockRows,
     /// Ticks of the sites' timeline.
     pub tick_ns: u64,
 }
@@ -104,7 +117,7 @@ impl Sinks {
             site_timeline: TableWriter::create(dir)?,
             samples: None,
             model_cost: [None; 8],
-            keep_blocks: false,
+            rows: BlockRows::Large,
             tick_ns,
         })
     }
@@ -121,15 +134,19 @@ impl Sinks {
 /// Replays one image's events in time order: allocation rows and samples go to
 /// the sinks as soon as they are complete; the small tables are returned, and
 /// the definitions.
+/// `samples_written`: its samples are in the samples table already (written
+/// while it ran); those the merge hands over only find their blocks.
 pub(super) fn replay<'a>(
     log: &ImageHeader,
     defs: Cow<'a, Definitions>,
     merged: Merged<'_>,
     t0: u64,
     sinks: &mut Sinks,
+    samples_written: bool,
     progress: &dyn Fn(u64),
 ) -> (Built, Cow<'a, Definitions>) {
     let mut image = Replay::new(log.pid, log.settings, defs, t0, sinks);
+    image.samples_written = samples_written;
     image.replay_merged(merged, sinks, progress);
     image.finish(log, sinks)
 }
@@ -159,9 +176,14 @@ pub(crate) struct Replay<'a> {
     /// when every block is recorded, and the row order of still-live blocks
     /// stays the same run to run.
     live_heap: BlockMap<LiveBlock>,
+    /// The live blocks by address, (start, end), to find the one a sample
+    /// landed in ([`BlockRows::LargeAndHit`] with every block recorded).
+    by_address: Option<BTreeMap<u64, u64>>,
     heap_sites: HeapSites,
     /// Every block was recorded (`--sample-rate 1`).
     every_block: bool,
+    /// The image's samples were written while it ran: not again.
+    samples_written: bool,
     maps: Mappings,
     /// Per thread (and for the process's phases, [`scope`]), the indices of
     /// its open regions, innermost last.
@@ -206,6 +228,16 @@ fn scope(tid: u32, process_wide: bool) -> u64 {
 }
 
 impl<'a> Replay<'a> {
+    /// Whether its access samples are needed in the merge: to be written,
+    /// or to find the blocks they hit.
+    pub(crate) fn needs_samples(
+        settings: &raw::RuntimeSettings,
+        sinks: &Sinks,
+        written: bool,
+    ) -> bool {
+        !written || (settings.sample_rate == 1 && sinks.rows == BlockRows::LargeAndHit)
+    }
+
     /// The replay of process `pid`'s image run with `settings`, its rows'
     /// times counted from `t0`.
     pub(crate) fn new(
@@ -222,8 +254,10 @@ impl<'a> Replay<'a> {
             t0,
             heap_sites: HeapSites::new(pid, every_block, sinks.tick_ns),
             every_block,
+            samples_written: false,
             built: Built::default(),
             live_heap: block_map(defs.most_live_blocks),
+            by_address: (every_block && sinks.rows == BlockRows::LargeAndHit).then(BTreeMap::new),
             defs,
             maps: Mappings::default(),
             open_regions: HashMap::new(),
@@ -359,9 +393,13 @@ impl<'a> Replay<'a> {
             usable: a.usable,
             alloc_ns: at,
             sampled,
+            hit: false,
             weight: est_count as f32,
             site: self.heap_sites.site_of(a.stack, a.group),
         };
+        if let Some(index) = &mut self.by_address {
+            index.insert(a.ptr, a.ptr.saturating_add(a.usable.max(a.size).max(1)));
+        }
         if let Some(old) = self.live_heap.insert(a.ptr, block) {
             // Its free was not seen (the block was freed before the hook
             // could record it): it ended when its address was reused.
@@ -377,7 +415,12 @@ impl<'a> Replay<'a> {
     fn free(&mut self, sinks: &mut Sinks, tid: u32, f: &raw::Free) {
         let at = self.rel(f.time);
         match self.live_heap.remove(&f.ptr) {
-            Some(block) => self.block_ended(sinks, f.ptr, block, Some(tid), at),
+            Some(block) => {
+                if let Some(index) = &mut self.by_address {
+                    index.remove(&f.ptr);
+                }
+                self.block_ended(sinks, f.ptr, block, Some(tid), at)
+            }
             None => self.built.unmatched_frees += 1,
         }
     }
@@ -428,7 +471,12 @@ impl<'a> Replay<'a> {
         at: u64,
     ) {
         self.heap_sites.freed(ptr, &b, tid, at);
-        if self.every_block && !sinks.keep_blocks && b.size < self.settings.min_size {
+        let summed = match sinks.rows {
+            BlockRows::Large => true,
+            BlockRows::LargeAndHit => !b.hit,
+            BlockRows::All => false,
+        };
+        if self.every_block && summed && b.size < self.settings.min_size {
             return;
         }
         let row = Self::heap_row(self.pid, &self.defs, &self.heap_sites, ptr, &b, Some(at));
@@ -573,6 +621,17 @@ impl<'a> Replay<'a> {
         self.built.pcs.insert(x.pc);
         if x.stack != 0 {
             self.built.stack_ids.insert(x.stack);
+        }
+        if let Some(index) = &self.by_address {
+            let within = index.range(..=x.addr).next_back();
+            if let Some((start, _)) = within.filter(|(_, &end)| x.addr < end) {
+                if let Some(b) = self.live_heap.get_mut(start) {
+                    b.hit = true;
+                }
+            }
+        }
+        if self.samples_written {
+            return;
         }
         let cost = sinks.model_cost.get(x.level as usize).copied().flatten();
         if let Some(samples) = &mut sinks.samples {

@@ -24,6 +24,8 @@ pub(super) struct LiveBlock {
     pub weight: f32,
     pub kind: u8,
     pub sampled: bool,
+    /// An access sample landed in it: it keeps its row.
+    pub hit: bool,
 }
 
 impl LiveBlock {
