@@ -163,7 +163,7 @@ struct RecordArgs {
     min_size: Option<u64>,
     /// Sample smaller blocks: one per this many bytes allocated on average (0: none, 1: all).
     #[arg(long, value_name = "BYTES", help = default_shown(
-        "Sample smaller blocks: one per this many bytes allocated on average (0: none, 1: all)",
+        "Sample smaller blocks: one per this many bytes allocated on average (0: none, 1: all; a program built with memlens cc records all unless --min-size is given)",
         RuntimeSettings::DEFAULT.sample_rate))]
     sample_rate: Option<u64>,
     /// Exact leak hunting, as heaptrack or valgrind do it: every block recorded
