@@ -315,6 +315,7 @@ mod tests {
                     usable: size,
                     alloc_ns: t,
                     sampled: false,
+                    hit: false,
                     weight: 1.0,
                     site,
                 };
