@@ -92,6 +92,12 @@ pub(crate) enum BlockRows {
     All,
 }
 
+/// Whether the replay finds the block each access sample landed in: every
+/// block was recorded, and a small one keeps its row only if hit.
+fn finds_hits(settings: &raw::RuntimeSettings, sinks: &Sinks) -> bool {
+    settings.sample_rate == 1 && sinks.rows == BlockRows::LargeAndHit
+}
+
 /// Where one image's streamed rows go.
 pub(crate) struct Sinks {
     pub allocations: TableWriter<Allocation>,
@@ -207,7 +213,6 @@ fn name(defs: &Definitions, id: u64) -> String {
         .unwrap_or_else(|| format!("#{id:x}"))
 }
 
-/// The key of a thread's open regions, or of the process's open phases.
 /// The live heap a region mark carries after it (usable bytes; none from a
 /// runtime that did not write it).
 fn heap_of(rec: &raw::RawRecord<'_>) -> Option<u64> {
@@ -219,6 +224,7 @@ fn heap_of(rec: &raw::RawRecord<'_>) -> Option<u64> {
     Some(u64::from_le_bytes(bytes))
 }
 
+/// The key of a thread's open regions, or of the process's open phases.
 fn scope(tid: u32, process_wide: bool) -> u64 {
     if process_wide {
         u64::MAX
@@ -235,7 +241,7 @@ impl<'a> Replay<'a> {
         sinks: &Sinks,
         written: bool,
     ) -> bool {
-        !written || (settings.sample_rate == 1 && sinks.rows == BlockRows::LargeAndHit)
+        !written || finds_hits(settings, sinks)
     }
 
     /// The replay of process `pid`'s image run with `settings`, its rows'
@@ -257,7 +263,7 @@ impl<'a> Replay<'a> {
             samples_written: false,
             built: Built::default(),
             live_heap: block_map(defs.most_live_blocks),
-            by_address: (every_block && sinks.rows == BlockRows::LargeAndHit).then(BTreeMap::new),
+            by_address: finds_hits(&settings, sinks).then(BTreeMap::new),
             defs,
             maps: Mappings::default(),
             open_regions: HashMap::new(),
