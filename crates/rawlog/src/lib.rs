@@ -1441,11 +1441,24 @@ impl FileHeader {
         t
     }
 
+    /// The allocation counters of exited threads and of every slot ever
+    /// claimed (the others were never written).
+    fn counters(&self) -> impl Iterator<Item = &Counters> {
+        let claimed = match self
+            .slots_claimed
+            .load(core::sync::atomic::Ordering::Relaxed)
+        {
+            0 => THREAD_SLOTS,
+            n => (n as usize).min(THREAD_SLOTS),
+        };
+        core::iter::once(&self.retired).chain(self.slots[..claimed].iter().map(|s| &s.counters))
+    }
+
     /// Sum of the exact allocation counters of every thread, live or exited.
     pub fn totals(&self) -> (u64, u64, u64, u64) {
         use core::sync::atomic::Ordering::Relaxed;
         let mut t = (0u64, 0u64, 0u64, 0u64);
-        for c in core::iter::once(&self.retired).chain(self.slots.iter().map(|s| &s.counters)) {
+        for c in self.counters() {
             t.0 = t.0.wrapping_add(c.alloc_bytes.load(Relaxed));
             t.1 = t.1.wrapping_add(c.free_bytes.load(Relaxed));
             t.2 = t.2.wrapping_add(c.allocs.load(Relaxed));
@@ -1454,21 +1467,10 @@ impl FileHeader {
         t
     }
 
-    /// The live heap now (usable bytes), from the counters of the threads
-    /// that ever had a slot: exact at the instant, read by a region's mark.
+    /// The live heap now (usable bytes): exact at the instant, read by a
+    /// region's mark.
     pub fn heap_live(&self) -> u64 {
-        use core::sync::atomic::Ordering::Relaxed;
-        let claimed = match self.slots_claimed.load(Relaxed) as usize {
-            0 => THREAD_SLOTS,
-            n => n.min(THREAD_SLOTS),
-        };
-        let (mut allocated, mut freed) = (0u64, 0u64);
-        for c in
-            core::iter::once(&self.retired).chain(self.slots[..claimed].iter().map(|s| &s.counters))
-        {
-            allocated = allocated.wrapping_add(c.alloc_bytes.load(Relaxed));
-            freed = freed.wrapping_add(c.free_bytes.load(Relaxed));
-        }
+        let (allocated, freed, _, _) = self.totals();
         allocated.saturating_sub(freed)
     }
 
@@ -1477,7 +1479,7 @@ impl FileHeader {
     pub fn stacks_walked(&self) -> [u64; walked_by::COUNT] {
         use core::sync::atomic::Ordering::Relaxed;
         let mut t = [0u64; walked_by::COUNT];
-        for c in core::iter::once(&self.retired).chain(self.slots.iter().map(|s| &s.counters)) {
+        for c in self.counters() {
             for (t, v) in t.iter_mut().zip(&c.stacks_walked) {
                 *t = t.wrapping_add(v.load(Relaxed));
             }
