@@ -674,13 +674,14 @@ pub fn is_instrumented(program: &Path) -> bool {
     let Some(data) = module_file(program) else {
         return false;
     };
-    let sancov = |name: &[u8]| name.starts_with(b"__sanitizer_cov_");
-    // Its callbacks imported from the preloaded runtime, or defined in it
-    // (the runtime's fast path linked in by LTO, or a static build).
+    // Its callbacks imported from the preloaded runtime (undefined dynamic
+    // symbols), or defined in it (the runtime's fast path linked in by LTO,
+    // or a static build).
     object::File::parse(&data).is_ok_and(|f| {
-        f.imports()
-            .is_ok_and(|imports| imports.iter().any(|i| sancov(i.name())))
-            || (f.dynamic_symbols().chain(f.symbols())).any(|s| s.name_bytes().is_ok_and(sancov))
+        (f.dynamic_symbols().chain(f.symbols())).any(|s| {
+            s.name_bytes()
+                .is_ok_and(|n| n.starts_with(b"__sanitizer_cov_"))
+        })
     })
 }
 
