@@ -55,6 +55,10 @@ pub struct ObjectAccess {
     /// Sampled bytes x period: sampled and scaled, bulk calls included.
     pub est_bytes_read: f64,
     pub est_bytes_written: f64,
+    /// Relative 95% error bounds of `est_bytes_read` and `est_bytes_written`
+    /// (see `sampling_error`); null where no sample of the kind was taken.
+    pub read_error: Option<f64>,
+    pub written_error: Option<f64>,
     /// Hottest source lines touching the object, by samples.
     pub lines: Vec<SourceLine>,
     /// Its accesses' most sampled calling contexts (samples that carry one:
@@ -265,6 +269,19 @@ pub fn sample_sources(meta: &memlens_profile::Meta) -> Vec<Backend> {
     meta.backends().filter(|b| b.samples_accesses()).collect()
 }
 
+/// The relative error bound, at 95% confidence, of a figure scaled from
+/// `samples` samples taken one access in `period`: sampling is binomial, so
+/// the count's relative standard error is about 1/sqrt(samples) (NMO states
+/// its accuracy the same way); 0 when every access is a sample, none when no
+/// sample was taken (the figure's error is then unbounded relative to it).
+pub fn sampling_error(samples: u64, period: u64) -> Option<f64> {
+    match (samples, period) {
+        (0, _) => None,
+        (_, 0 | 1) => Some(0.0),
+        (n, _) => Some(1.96 / (n as f64).sqrt()),
+    }
+}
+
 /// What one sample period counts, for a profile's sample sources.
 pub fn period_unit(sources: &[Backend]) -> &'static str {
     match sources.first() {
@@ -473,6 +490,14 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
             lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             lines.truncate(5);
             let samples = loads + stores;
+            let (read_error, written_error) = if samples_are_accesses {
+                (
+                    sampling_error(loads, period),
+                    sampling_error(stores, period),
+                )
+            } else {
+                (None, None)
+            };
             let (loads, stores) = if samples_are_accesses {
                 (loads, stores)
             } else {
@@ -492,6 +517,8 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
                 est_stores: scaled(stores),
                 est_bytes_read: scaled(bytes[0]),
                 est_bytes_written: scaled(bytes[1]),
+                read_error,
+                written_error,
                 lines: lines
                     .into_iter()
                     .map(|(location, samples)| SourceLine { location, samples })
@@ -951,4 +978,15 @@ mod tests {
         let report = super::access_report(&p, &crate::data_objects(&p), 10);
         assert_eq!(report.unattributed, 11);
     }
+
+    #[test]
+    fn a_scaled_figures_bound_shrinks_with_the_square_root_of_its_samples() {
+        use super::sampling_error;
+        assert_eq!(sampling_error(0, 4099), None);
+        assert_eq!(sampling_error(7, 1), Some(0.0));
+        let bound = |n| sampling_error(n, 4099).unwrap();
+        assert!((bound(400) - 0.098).abs() < 1e-9);
+        assert!((bound(1600) - bound(400) / 2.0).abs() < 1e-12);
+    }
+
 }

@@ -106,9 +106,12 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
     };
     // Hardware samples seldom carry their access size: no bytes then.
     let sized = a.sources.contains(&Backend::Sancov);
-    let bytes = |b: f64| {
+    let bytes = |b: f64, error: Option<f64>| {
         if sized {
-            format!("~{}", human_bytes(b))
+            match error {
+                Some(e) if e > 0.0 => format!("~{} ±{:.0}%", human_bytes(b), (100.0 * e).ceil()),
+                _ => format!("~{}", human_bytes(b)),
+            }
         } else {
             "-".to_string()
         }
@@ -128,8 +131,8 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
             format!("~{:.0}", o.est_accesses),
             share(o.load_samples, o.samples),
             share(o.store_samples, o.samples),
-            bytes(o.est_bytes_read),
-            bytes(o.est_bytes_written),
+            bytes(o.est_bytes_read, o.read_error),
+            bytes(o.est_bytes_written, o.written_error),
             o.name.clone(),
         ]
         .into();
@@ -161,7 +164,7 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
 
 /// What the object table's figures are made of.
 fn how_estimated(a: &AccessReport) -> String {
-    let mut how = "samples x period".to_string();
+    let mut how = "samples x period, ±: 95% bound from the samples of that kind".to_string();
     if a.bulk_samples > 0 {
         how += &format!(
             "; {} samples of memcpy, memmove and memset bytes as 8-byte accesses",
