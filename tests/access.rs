@@ -468,6 +468,81 @@ fn openmp_threads_each_count_their_share() {
     assert!(sampled.len() >= 2, "both threads are sampled");
 }
 
+/// OMPT: with two threads, every context walked inside a parallel region,
+/// the worker's as the master's, continues from the runtime's microtask
+/// invoker into the function that opened the region (`solve`) and `main`:
+/// access contexts, allocation stacks, and those of a nested region.
+#[test]
+fn openmp_contexts_reach_the_function_that_opened_the_region() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "omp_contexts.c", &["-O2", "-fopenmp"]);
+    let app = app.to_str().unwrap();
+    let report = same_behaviour(&[app]);
+    let line = |text| format!("omp_contexts.c:{}", source_line("omp_contexts.c", text));
+    // A stack's frames, checked to continue past the invoker into the opener.
+    fn opened(frames: &serde_json::Value) -> Vec<&str> {
+        let frames: Vec<&str> = frames
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        let invoker = frames
+            .iter()
+            .position(|f| f.starts_with("__kmp_invoke_microtask"))
+            .unwrap_or_else(|| panic!("no microtask invoker in {frames:?}"));
+        assert!(
+            frames[invoker + 1].starts_with("solve ") || frames[invoker + 1].starts_with("nested "),
+            "{frames:?}"
+        );
+        assert!(frames.iter().any(|f| f.starts_with("main ")), "{frames:?}");
+        frames
+    }
+    // Both threads sample `grid` in the region: one context, theirs.
+    let threads = report["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2);
+    assert!(
+        threads
+            .iter()
+            .all(|t| t["samples"].as_u64().unwrap() > 1000),
+        "{threads:?}"
+    );
+    let grid = named(&report["access"]["objects"], "grid [omp_contexts]");
+    let sum = &grid["contexts"][0];
+    assert!(
+        sum["frames"][0]
+            .as_str()
+            .unwrap()
+            .contains(&line("/* SUM */")),
+        "{sum}"
+    );
+    assert!(sum["share"].as_f64().unwrap() > 0.9, "{sum}");
+    opened(&sum["frames"]);
+    // Each thread's scratch block, allocated in the region: one site.
+    let allocated = &report["objects_by_allocated"];
+    let scratch = (allocated.as_array().unwrap().iter())
+        .find(|o| o["name"].as_str().unwrap().contains(&line("/* SCRATCH */")))
+        .unwrap_or_else(|| panic!("no scratch site in {allocated:#}"));
+    assert_eq!(
+        scratch["allocations"], 16.0,
+        "8 steps x 2 threads: {scratch:#}"
+    );
+    opened(&scratch["frames"]);
+    // The nested region's block: both regions' contexts, one inside the other.
+    let inner = (allocated.as_array().unwrap().iter())
+        .find(|o| o["name"].as_str().unwrap().contains(&line("/* INNER */")))
+        .unwrap_or_else(|| panic!("no inner site in {allocated:#}"));
+    let frames = opened(&inner["frames"]);
+    let nested = frames
+        .iter()
+        .position(|f| f.starts_with("nested "))
+        .unwrap();
+    assert!(
+        frames[nested..].iter().any(|f| f.starts_with("solve ")),
+        "{frames:?}"
+    );
+}
+
 /// Builds tests/programs/false_sharing.c with `memlens cc`, records it and
 /// returns the report's shared lines.
 /// The report of `source` built with `opt` and `defines` and recorded.

@@ -988,5 +988,4 @@ mod tests {
         assert!((bound(400) - 0.098).abs() < 1e-9);
         assert!((bound(1600) - bound(400) / 2.0).abs() < 1e-12);
     }
-
 }

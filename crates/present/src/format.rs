@@ -157,8 +157,10 @@ fn elide_groups(s: &str, open: char, close: char) -> String {
     out
 }
 
-/// A context as `access ← caller ← ...`, its first frames only.
+/// A context as `access ← caller ← ...`, its first frames only, shortened
+/// as names are (argument lists go first, lines stay).
 pub fn context_path(frames: &[String]) -> String {
+    const WIDTH: usize = 200;
     const SHOWN: usize = 4;
     let mut path = frames
         .iter()
@@ -169,7 +171,7 @@ pub fn context_path(frames: &[String]) -> String {
     if frames.len() > SHOWN {
         path += " ← …";
     }
-    path
+    shorten(&path, WIDTH)
 }
 
 #[cfg(test)]
@@ -230,5 +232,10 @@ mod tests {
         let frames: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).into();
         assert_eq!(context_path(&frames[..2]), "a ← b");
         assert_eq!(context_path(&frames), "a ← b ← c ← d ← …");
+        let long = vec!["f(double*, double*, double*, double*, double*, double*, double*, double*, double*, double*, double*, double*, double*) (x.cc:12)".to_string(); 3];
+        assert_eq!(
+            context_path(&long),
+            "f(…) (x.cc:12) ← f(…) (x.cc:12) ← f(…) (x.cc:12)"
+        );
     }
 }

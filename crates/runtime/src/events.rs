@@ -153,7 +153,9 @@ pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32, entry: u6
 /// (its frames are written once, then named by id), and the unwinder that
 /// walked it, for the caller to count.
 pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) -> (u64, usize) {
-    if method == raw::unwinder::DWARF {
+    // A remembered walk holds no OpenMP region's context.
+    let memo = method == raw::unwinder::DWARF && !st.omp.in_region();
+    if memo {
         if let Some(id) = unwind::memo::recall(st, entry) {
             return (id, raw::walked_by::CACHED_RULES);
         }
@@ -163,8 +165,9 @@ pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) ->
     let max = settings().max_frames as usize;
     let mut reads = unwind::memo::Reads::new();
     let (n, walked_by) = unwind::capture(st, method, entry, &mut frames[..max], &mut reads);
+    let n = crate::openmp::complete(st, &mut frames[..max], n);
     let id = intern_stack(st, &frames, n);
-    if walked_by == raw::walked_by::CACHED_RULES && id != 0 && stack_seen(id) {
+    if memo && walked_by == raw::walked_by::CACHED_RULES && id != 0 && stack_seen(id) {
         unwind::memo::remember(st, entry, &reads, id);
     }
     (id, walked_by)

@@ -22,6 +22,7 @@ mod malloc;
 mod mmap;
 mod model;
 mod modules;
+mod openmp;
 mod process;
 mod sampler;
 mod sys;

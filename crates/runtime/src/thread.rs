@@ -40,6 +40,8 @@ pub struct ThreadState {
     pub clock: crate::clock::Clock,
     /// Allocation stacks walked lately (the cached rules' walks).
     pub memo: crate::unwind::memo::WalkMemo,
+    /// The OpenMP regions this thread opened and runs (their calling contexts).
+    pub omp: crate::openmp::TeamContexts,
 }
 
 impl ThreadState {
@@ -174,6 +176,7 @@ pub fn create() -> *mut ThreadState {
             model: crate::model::ThreadModel::off(),
             clock: crate::clock::Clock::new(),
             memo: crate::unwind::memo::WalkMemo::new(),
+            omp: crate::openmp::TeamContexts::new(),
         });
         (*p).countdown = crate::events::next_sample_countdown(&mut *p);
         (*p).refresh_fast_path();
