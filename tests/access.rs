@@ -468,6 +468,51 @@ fn openmp_threads_each_count_their_share() {
     assert!(sampled.len() >= 2, "both threads are sampled");
 }
 
+/// OMPT: a region the master marks around parallel loops counts both
+/// threads' accesses exactly (its own and, through the team's tally, the
+/// worker's); regions each thread marks inside a parallel region count
+/// their own thread's, as before.
+#[test]
+fn a_region_around_parallel_loops_counts_the_whole_team() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "omp_team_region.c", &["-O2", "-fopenmp"]);
+    let app = app.to_str().unwrap();
+    same_behaviour(&[app]);
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[app]));
+    let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
+    let n = 1u64 << 20;
+    let sweep: Vec<&Region> = regions.iter().filter(|r| r.name == "sweep").collect();
+    assert_eq!(sweep.len(), 1, "{regions:?}");
+    let (read, written) = (
+        sweep[0].bytes_read.unwrap(),
+        sweep[0].bytes_written.unwrap(),
+    );
+    // 4 steps of a[i] = 2 * b[i]; the loops' bookkeeping adds a few words.
+    assert!((32 * n..32 * n + 1024).contains(&read), "read {read}");
+    assert!(
+        (32 * n..32 * n + 1024).contains(&written),
+        "written {written}"
+    );
+    let team = sweep[0].team_bytes.unwrap();
+    assert!(
+        team > (read + written) / 3 && team < (read + written) * 2 / 3,
+        "team {team}"
+    );
+    let inside: Vec<&Region> = regions.iter().filter(|r| r.name == "inside").collect();
+    assert_eq!(inside.len(), 2, "one instance per thread: {regions:?}");
+    assert!(inside.iter().all(|r| r.team_bytes == Some(0)), "{inside:?}");
+    let read: u64 = inside.iter().map(|r| r.bytes_read.unwrap()).sum();
+    assert!((16 * n..16 * n + 512).contains(&read), "read {read}");
+    let text = Command::new(memlens())
+        .arg("report")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("sweep +team"), "{text}");
+}
+
 /// OMPT: with two threads, every context walked inside a parallel region,
 /// the worker's as the master's, continues from the runtime's microtask
 /// invoker into the function that opened the region (`solve`) and `main`:

@@ -75,6 +75,10 @@ pub struct RegionAccess {
     /// Exact, from the thread's counters at both ends of every instance.
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// Of those, the bytes of the OpenMP teams the marking threads forked
+    /// inside (exact); the objects and derived figures come from the
+    /// marking threads' own samples.
+    pub team_bytes: u64,
     pub loads: u64,
     pub stores: u64,
     /// Achieved bandwidth: exact bytes over the region's summed time, bytes/s.
@@ -553,6 +557,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         );
         e.bytes_read = e.bytes_read.saturating_add(r.bytes_read.unwrap_or(0));
         e.bytes_written = e.bytes_written.saturating_add(r.bytes_written.unwrap_or(0));
+        e.team_bytes = e.team_bytes.saturating_add(r.team_bytes.unwrap_or(0));
         e.loads = e.loads.saturating_add(r.loads.unwrap_or(0));
         e.stores = e.stores.saturating_add(r.stores.unwrap_or(0));
         let d = &mut e.derived;

@@ -124,6 +124,10 @@ table! {
         /// Exact bytes, intercepted memcpy/memmove/memset included.
         bytes_read: Option<u64>,
         bytes_written: Option<u64>,
+        /// Of the bytes above, those the OpenMP teams this thread forked in
+        /// the region read and wrote (counted through OMPT; null for a phase
+        /// or a run without the counts).
+        team_bytes: Option<u64>,
         /// A phase of the whole process (`memlens_phase_begin`): every
         /// thread's accesses between its marks, `tid` the thread that began it.
         process_wide: bool,

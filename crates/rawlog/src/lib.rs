@@ -596,7 +596,9 @@ pub mod sample_flags {
     pub const ATOMIC: u8 = 2;
 }
 
-/// Region begin/end, with the thread's exact access counts at that instant.
+/// Region begin/end, with the thread's exact access counts at that instant
+/// (with those of the OpenMP teams it forked), then 16 trailing bytes: the
+/// process's live heap, and the bytes its teams read and wrote so far.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RegionMark {

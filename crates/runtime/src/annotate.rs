@@ -7,12 +7,15 @@ use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::Ordering;
 use memlens_rawlog::{self as raw, tag};
 
-/// Region begin/end carry the thread's exact access counts at that instant, so
-/// the bytes a region moved are exact differences. A phase's carry every
+/// Region begin/end carry the thread's exact access counts at that instant,
+/// with those of the OpenMP teams it forked (see `openmp`), so the bytes a
+/// region moved are exact differences. A phase's carry every
 /// thread's of the process: the caller's exact, the others' as they last
 /// published them (at most `PUBLISH_EVERY` accesses of a class behind).
 /// Both carry the process's live heap then (usable bytes, 8 bytes after the
-/// mark): a region's heap growth is exact however few blocks are recorded.
+/// mark): a region's heap growth is exact however few blocks are recorded;
+/// and (8 bytes more) the bytes its OpenMP teams read and wrote so far, of
+/// which the counts hold the region's share.
 fn record_region(tag: u16, name: *const c_char) {
     if let Some(st) = enter() {
         let saved = errno();
@@ -23,16 +26,24 @@ fn record_region(tag: u16, name: *const c_char) {
                 access::publish(st);
                 header.access_totals()
             }
-            _ => access::exact_counts(st),
+            _ => crate::openmp::counts_with_teams(st),
         };
         let ev = raw::RegionMark {
             time: st.clock.now(),
             name: id,
             counts,
         };
-        let heap = header.map(|h| h.heap_live().to_le_bytes());
-        st.writer
-            .write(st.tid, tag, &ev, heap.as_ref().map_or(&[][..], |h| &h[..]));
+        let (read, written, ..) = raw::AccessCounters::traffic(&crate::openmp::team_counts(st));
+        let mut trailing = [0u8; 16];
+        let heap = header.map(|h| h.heap_live());
+        trailing[..8].copy_from_slice(&heap.unwrap_or(0).to_le_bytes());
+        trailing[8..].copy_from_slice(&read.wrapping_add(written).to_le_bytes());
+        let trailing = if heap.is_some() {
+            &trailing[..]
+        } else {
+            &[][..]
+        };
+        st.writer.write(st.tid, tag, &ev, trailing);
         set_errno(saved);
         leave(st);
     }

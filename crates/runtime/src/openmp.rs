@@ -11,6 +11,13 @@
 //! (DrCCTProf's calling contexts follow OpenMP threads to their fork point
 //! the same way). Hand-written: the OMPT ABI is a handful of C types.
 //!
+//! A region the encountering thread marks around a parallel region counts
+//! its team's accesses too: each worker adds what it counted since its last
+//! addition to the encountering thread's tally for that nesting depth when
+//! it reaches a barrier and when its implicit task ends (before the join
+//! barrier lets the encountering thread go on), and region marks carry the
+//! thread's own exact counts plus that tally.
+//!
 //! The tool stands aside when the user names OMPT tools of their own
 //! (`OMP_TOOL_LIBRARIES`) or when memlens is not recording.
 
@@ -19,17 +26,34 @@ use crate::thread::ThreadState;
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
-use memlens_rawlog::{unwinder, MAX_FRAMES};
+use memlens_rawlog::{unwinder, COUNTS, MAX_FRAMES};
 
 /// Nested parallel regions whose contexts a thread keeps; deeper ones are
 /// left as walked.
 const DEPTH: usize = 4;
 
-/// A calling context: return addresses, innermost first.
+/// A region's calling context (return addresses, innermost first) and the
+/// tally its team's workers add their counts to.
 #[derive(Clone, Copy)]
 pub struct Context {
     len: usize,
     frames: [u64; MAX_FRAMES],
+    team: *const [AtomicU64; COUNTS],
+}
+
+const NO_CONTEXT: Context = Context {
+    len: 0,
+    frames: [0; MAX_FRAMES],
+    team: core::ptr::null(),
+};
+
+/// An implicit task this thread runs: its region's context, and for a
+/// worker the counts it had when it last added to the team's tally.
+#[derive(Clone, Copy)]
+struct Running {
+    context: Context,
+    worker: bool,
+    added: [u64; COUNTS],
 }
 
 /// A thread's OpenMP contexts.
@@ -37,20 +61,26 @@ pub struct TeamContexts {
     /// The context of the region this thread opened at each nesting depth,
     /// which its team copies when their implicit tasks begin.
     opened: [Context; DEPTH],
-    /// The contexts of the implicit tasks this thread runs, innermost last.
-    running: [Context; DEPTH],
+    /// What the workers of the regions this thread opened at each depth
+    /// counted (exact, as [`crate::access::exact_counts`]).
+    forked: [[AtomicU64; COUNTS]; DEPTH],
+    /// The implicit tasks this thread runs, innermost last.
+    running: [Running; DEPTH],
     depth: usize,
 }
 
 impl TeamContexts {
     pub const fn new() -> TeamContexts {
-        const EMPTY: Context = Context {
-            len: 0,
-            frames: [0; MAX_FRAMES],
+        const NOT_RUNNING: Running = Running {
+            context: NO_CONTEXT,
+            worker: false,
+            added: [0; COUNTS],
         };
+        const ZERO: [AtomicU64; COUNTS] = [const { AtomicU64::new(0) }; COUNTS];
         TeamContexts {
-            opened: [EMPTY; DEPTH],
-            running: [EMPTY; DEPTH],
+            opened: [NO_CONTEXT; DEPTH],
+            forked: [ZERO; DEPTH],
+            running: [NOT_RUNNING; DEPTH],
             depth: 0,
         }
     }
@@ -72,7 +102,8 @@ static INVOKER_END: AtomicU64 = AtomicU64::new(0);
 /// start) give way to the region's context. Returns the new count.
 pub fn complete(st: &ThreadState, frames: &mut [MaybeUninit<u64>], n: usize) -> usize {
     let t = &st.omp;
-    let Some(context) = t.depth.checked_sub(1).and_then(|d| t.running.get(d)) else {
+    let Some(Running { context, .. }) = t.depth.checked_sub(1).and_then(|d| t.running.get(d))
+    else {
         return n;
     };
     if context.len == 0 {
@@ -93,6 +124,44 @@ pub fn complete(st: &ThreadState, frames: &mut [MaybeUninit<u64>], n: usize) -> 
         slot.write(pc);
     }
     keep + added
+}
+
+/// What the workers of the regions the thread opened at its current depth
+/// counted so far.
+pub fn team_counts(st: &ThreadState) -> [u64; COUNTS] {
+    let forked = st.omp.forked.get(st.omp.depth);
+    core::array::from_fn(|c| forked.map_or(0, |f| f[c].load(Ordering::Acquire)))
+}
+
+/// The thread's exact counts plus [`team_counts`]: what its region marks
+/// carry.
+pub fn counts_with_teams(st: &ThreadState) -> [u64; COUNTS] {
+    let mut counts = crate::access::exact_counts(st);
+    for (c, t) in counts.iter_mut().zip(team_counts(st)) {
+        *c += t;
+    }
+    counts
+}
+
+/// A worker adds what it counted since its last addition to its team's tally.
+fn add_to_team(st: &mut ThreadState) {
+    let now = counts_with_teams(st);
+    let t = &mut st.omp;
+    let Some(running) = t.depth.checked_sub(1).and_then(|d| t.running.get_mut(d)) else {
+        return;
+    };
+    // SAFETY: the tally lives in the encountering thread's state, which
+    // outlives the region (it is released only after that thread exits).
+    let Some(team) = (unsafe { running.context.team.as_ref() }) else {
+        return;
+    };
+    if !running.worker {
+        return;
+    }
+    for ((total, added), now) in team.iter().zip(&mut running.added).zip(now) {
+        total.fetch_add(now.wrapping_sub(*added), Ordering::Release);
+        *added = now;
+    }
 }
 
 #[repr(C)]
@@ -117,6 +186,7 @@ pub struct StartToolResult {
 // OMPT's event numbers and flags (omp-tools.h).
 const CALLBACK_PARALLEL_BEGIN: c_int = 3;
 const CALLBACK_IMPLICIT_TASK: c_int = 7;
+const CALLBACK_SYNC_REGION: c_int = 23;
 const SCOPE_BEGIN: c_int = 1;
 const SCOPE_END: c_int = 2;
 const TASK_INITIAL: c_int = 1;
@@ -165,6 +235,7 @@ unsafe extern "C" fn initialize(lookup: Lookup, _device: c_int, _data: *mut Ompt
     }
     set(CALLBACK_PARALLEL_BEGIN, parallel_begin as *const c_void);
     set(CALLBACK_IMPLICIT_TASK, implicit_task as *const c_void);
+    set(CALLBACK_SYNC_REGION, sync_region as *const c_void);
     1
 }
 
@@ -198,22 +269,25 @@ unsafe extern "C" fn parallel_begin(
             .iter()
             .position(|&pc| pc == codeptr_ra as u64)
             .unwrap_or(0);
-        let opened = &mut st.omp.opened[depth];
+        let t = &mut st.omp;
+        let opened = &mut t.opened[depth];
         opened.len = n - from;
         opened.frames[..n - from].copy_from_slice(&walked[from..]);
+        opened.team = &t.forked[depth];
         (*parallel).ptr = opened as *mut Context as *mut c_void;
     }
     guard::leave(st);
 }
 
 /// On each thread of the team, the master too: the region's context is
-/// this thread's while it runs the implicit task.
+/// this thread's while it runs the implicit task; a worker's counts go to
+/// the team's tally.
 unsafe extern "C" fn implicit_task(
     endpoint: c_int,
     parallel: *mut OmptData,
     _task: *mut OmptData,
     _parallelism: c_uint,
-    _index: c_uint,
+    index: c_uint,
     flags: c_int,
 ) {
     if flags & TASK_INITIAL != 0 {
@@ -222,28 +296,52 @@ unsafe extern "C" fn implicit_task(
     let Some(st) = guard::enter() else {
         return;
     };
-    let t = &mut st.omp;
     match endpoint {
         SCOPE_BEGIN => {
-            if t.depth < DEPTH {
+            let depth = st.omp.depth;
+            if depth < DEPTH {
                 let opened = if parallel.is_null() {
                     core::ptr::null()
                 } else {
                     (*parallel).ptr as *const Context
                 };
                 // A region opened past the kept depth has no context.
-                t.running[t.depth] = match opened.as_ref() {
-                    Some(c) => *c,
-                    None => Context {
-                        len: 0,
-                        frames: [0; MAX_FRAMES],
-                    },
+                let context = opened.as_ref().copied().unwrap_or(NO_CONTEXT);
+                st.omp.depth += 1;
+                let added = counts_with_teams(st);
+                st.omp.running[depth] = Running {
+                    context,
+                    worker: index != 0,
+                    added,
                 };
+            } else {
+                st.omp.depth += 1;
             }
-            t.depth += 1;
         }
-        SCOPE_END => t.depth = t.depth.saturating_sub(1),
+        SCOPE_END => {
+            add_to_team(st);
+            st.omp.depth = st.omp.depth.saturating_sub(1);
+        }
         _ => {}
     }
     guard::leave(st);
+}
+
+/// At a barrier (and every synchronisation) a worker adds its counts to the
+/// team's tally: the region's closing barrier holds the encountering thread
+/// until every worker has.
+unsafe extern "C" fn sync_region(
+    _kind: c_int,
+    endpoint: c_int,
+    _parallel: *mut OmptData,
+    _task: *mut OmptData,
+    _codeptr_ra: *const c_void,
+) {
+    if endpoint != SCOPE_BEGIN {
+        return;
+    }
+    if let Some(st) = guard::enter() {
+        add_to_team(st);
+        guard::leave(st);
+    }
 }

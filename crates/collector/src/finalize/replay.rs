@@ -195,7 +195,8 @@ pub(crate) struct Replay<'a> {
     /// its open regions, innermost last.
     open_regions: HashMap<u64, Vec<usize>>,
     /// A region's thread's exact counts when it began.
-    region_start: HashMap<usize, [u64; raw::COUNTS]>,
+    /// Open regions' exact counts, and their threads' teams' bytes, at their start.
+    region_start: HashMap<usize, ([u64; raw::COUNTS], Option<u64>)>,
     /// Every block recorded: each open region's exact live heap when it
     /// began and the most since.
     region_heap: FxHashMap<usize, (f64, f64)>,
@@ -216,9 +217,19 @@ fn name(defs: &Definitions, id: u64) -> String {
 /// The live heap a region mark carries after it (usable bytes; none from a
 /// runtime that did not write it).
 fn heap_of(rec: &raw::RawRecord<'_>) -> Option<u64> {
+    mark_word(rec, 0)
+}
+
+/// The bytes the OpenMP teams of a region mark's thread moved so far (the
+/// mark's second trailing word).
+fn team_of(rec: &raw::RawRecord<'_>) -> Option<u64> {
+    mark_word(rec, 1)
+}
+
+fn mark_word(rec: &raw::RawRecord<'_>, word: usize) -> Option<u64> {
     let bytes: [u8; 8] = rec
         .trailing::<raw::RegionMark>()
-        .get(..8)?
+        .get(8 * word..8 * word + 8)?
         .try_into()
         .ok()?;
     Some(u64::from_le_bytes(bytes))
@@ -373,10 +384,10 @@ impl<'a> Replay<'a> {
             tag::MMAP => self.mmap(sinks, tid, &rec.payload()?),
             tag::MREMAP => self.mremap(sinks, tid, &rec.payload()?),
             tag::MUNMAP => self.munmap(sinks, &rec.payload()?),
-            tag::REGION_BEGIN => self.region_begin(tid, false, &rec.payload()?, heap_of(rec)),
-            tag::REGION_END => self.region_end(tid, false, &rec.payload()?, heap_of(rec)),
-            tag::PHASE_BEGIN => self.region_begin(tid, true, &rec.payload()?, heap_of(rec)),
-            tag::PHASE_END => self.region_end(tid, true, &rec.payload()?, heap_of(rec)),
+            tag::REGION_BEGIN => self.region_begin(tid, false, &rec.payload()?, rec),
+            tag::REGION_END => self.region_end(tid, false, &rec.payload()?, rec),
+            tag::PHASE_BEGIN => self.region_begin(tid, true, &rec.payload()?, rec),
+            tag::PHASE_END => self.region_end(tid, true, &rec.payload()?, rec),
             tag::SAMPLE => self.sample(sinks, tid, &rec.payload()?),
             tag::TAG => self.tag(tid, &rec.payload()?),
             tag::UNTAG => self.untag(&rec.payload()?),
@@ -555,7 +566,7 @@ impl<'a> Replay<'a> {
         tid: u32,
         process_wide: bool,
         n: &raw::RegionMark,
-        heap: Option<u64>,
+        rec: &raw::RawRecord<'_>,
     ) {
         let index = self.built.regions.len();
         let open = self
@@ -564,7 +575,7 @@ impl<'a> Replay<'a> {
             .or_default();
         open.push(index);
         let depth = (open.len() - 1) as u32;
-        self.region_start.insert(index, n.counts);
+        self.region_start.insert(index, (n.counts, team_of(rec)));
         if self.every_block {
             let live = self.heap_sites.live();
             self.region_heap.insert(index, (live, live));
@@ -577,7 +588,7 @@ impl<'a> Replay<'a> {
             end_ns: None,
             depth,
             process_wide,
-            heap_begin: heap,
+            heap_begin: heap_of(rec),
             ..Default::default()
         };
         self.built.regions.push(region);
@@ -585,7 +596,14 @@ impl<'a> Replay<'a> {
 
     /// Ends the innermost open region of that name on the thread (the
     /// innermost phase of that name, from any thread).
-    fn region_end(&mut self, tid: u32, process_wide: bool, n: &raw::RegionMark, heap: Option<u64>) {
+    fn region_end(
+        &mut self,
+        tid: u32,
+        process_wide: bool,
+        n: &raw::RegionMark,
+        rec: &raw::RawRecord<'_>,
+    ) {
+        let heap = heap_of(rec);
         let wanted = self.name(n.name);
         let at = self.rel(n.time);
         let open = self
@@ -611,7 +629,13 @@ impl<'a> Replay<'a> {
             region.heap_peak = Some(peak.max(end) as u64);
         }
         // Kept only if the image turns out instrumented (see `finish`).
-        if let Some(begin) = self.region_start.remove(&r) {
+        if let Some((begin, team_begin)) = self.region_start.remove(&r) {
+            // A phase's counts are every thread's already.
+            if !process_wide {
+                region.team_bytes = team_begin
+                    .zip(team_of(rec))
+                    .map(|(b, e)| e.saturating_sub(b));
+            }
             // The thread's exact counts at both ends: their difference is exact.
             let diff: [u64; raw::COUNTS] =
                 std::array::from_fn(|i| n.counts[i].saturating_sub(begin[i]));
@@ -722,6 +746,7 @@ impl<'a> Replay<'a> {
         if !log.instrumented {
             for r in &mut self.built.regions {
                 (r.bytes_read, r.bytes_written, r.loads, r.stores) = (None, None, None, None);
+                r.team_bytes = None;
             }
         }
         for t in &log.live_threads {

@@ -215,8 +215,13 @@ fn regions(a: &AccessReport) -> Table {
             .take(3)
             .map(|(n, k)| format!("{n} ({k})"))
             .collect();
+        let team = r.team_bytes > 0;
         let mut row: Row = vec![
-            r.name.clone(),
+            if team {
+                format!("{} +team", r.name)
+            } else {
+                r.name.clone()
+            },
             r.instances.to_string(),
             seconds(r.total_ns),
             measured(human_bytes(r.bytes_read as f64)),
@@ -229,12 +234,16 @@ fn regions(a: &AccessReport) -> Table {
         let derived = derived_figures(r);
         if !derived.is_empty() {
             row = row.detail(format!(
-                "from {} samples alone: {}",
+                "from {} samples alone{}: {}",
                 r.derived.load_samples + r.derived.store_samples,
+                if team { " of the marking thread" } else { "" },
                 derived.join(", ")
             ));
         }
         t.push(row);
+    }
+    if a.regions.iter().any(|r| r.team_bytes > 0) {
+        t = t.footer("(+team: the bytes include those of the OpenMP teams the marking thread forked inside, exact; the objects touched and the figures from samples are the marking thread's own)");
     }
     t
 }
@@ -252,12 +261,17 @@ fn derived_figures(r: &RegionAccess) -> Vec<String> {
         ),
         _ => shown(estimate),
     };
-    let exact_rate = |bytes: u64, bw: f64| (bytes > 0).then_some(bw);
+    // A team's bytes are not in the marking thread's samples: no comparison.
+    let exact_rate = |bytes: u64, bw: f64| (bytes > 0 && r.team_bytes == 0).then_some(bw);
     let mut out = Vec::new();
     if let Some(ns) = d.derived_latency_ns {
         out.push(format!(
             "{} per load",
-            versus(ns, r.exact_ns_per_load, &|v| format!("{v:.2} ns"))
+            versus(
+                ns,
+                r.exact_ns_per_load.filter(|_| r.team_bytes == 0),
+                &|v| format!("{v:.2} ns")
+            )
         ));
     }
     if let Some(bw) = d.est_read_bandwidth {
