@@ -437,7 +437,7 @@ fn compile_with(
         cmd.arg(format!("-L{}", dir.display()))
             .arg(format!("-Wl,-rpath,{}", dir.display()))
             .arg("-lmemlens_runtime")
-            .arg("-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset")
+            .arg(wrap_flags())
             .args(link_extra);
     }
     if wide_vectors(&args) {
@@ -451,6 +451,15 @@ fn compile_with(
         .status()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", clang.display()))?;
     Ok(status.code().unwrap_or(1))
+}
+
+/// The linker flag that sends instrumented code's calls of the C library
+/// routines that move its data to the runtime's wrappers.
+fn wrap_flags() -> String {
+    let wraps: Vec<String> = (memlens_rawlog::WRAPPED_ROUTINES.iter())
+        .map(|name| format!("--wrap={name}"))
+        .collect();
+    format!("-Wl,{}", wraps.join(","))
 }
 
 /// `memlens rustflags`: the RUSTFLAGS that instrument a Rust crate's loads and

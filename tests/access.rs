@@ -468,6 +468,55 @@ fn openmp_threads_each_count_their_share() {
     assert!(sampled.len() >= 2, "both threads are sampled");
 }
 
+/// The C library's string routines read and write the program's blocks
+/// outside instrumented code: `memlens cc` wraps them, and each call counts
+/// the bytes its result says it touched (strlen: the string and its
+/// terminator; strcmp: both strings to the first difference), exactly, on
+/// the objects it touched; every wrapped routine has its wrapper.
+#[test]
+fn string_routines_count_the_bytes_they_touch_exactly() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "strings.c", &["-O2"]);
+    let app = app.to_str().unwrap();
+    let report = same_behaviour(&[app]);
+    let (len, reps) = (1000u64, 100u64);
+    let region = |name: &str| {
+        let r = named(&report["access"]["regions"], name);
+        (
+            r["bytes_read"].as_u64().unwrap(),
+            r["bytes_written"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(region("strlen"), (reps * (len + 1), 0));
+    assert_eq!(region("strcmp"), (reps * 601 * 2, 0));
+    assert_eq!(region("strcpy"), (reps * (len + 1), reps * (len + 1)));
+    assert_eq!(region("memchr"), (reps * 601, 0));
+    // Their samples land on the blocks they read.
+    let blocks = named(
+        &report["access"]["objects"],
+        &format!(
+            "main (strings.c:{})",
+            source_line("strings.c", "*text = malloc")
+        ),
+    );
+    assert!(blocks["bulk_samples"].as_u64().unwrap() > 0, "{blocks}");
+
+    let symbols = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(runtime())
+        .output()
+        .unwrap();
+    let symbols = String::from_utf8_lossy(&symbols.stdout);
+    for name in memlens_rawlog::WRAPPED_ROUTINES {
+        assert!(
+            symbols
+                .lines()
+                .any(|l| l.ends_with(&format!(" __wrap_{name}"))),
+            "the runtime has no __wrap_{name}"
+        );
+    }
+}
+
 /// OMPT: a region the master marks around parallel loops counts both
 /// threads' accesses exactly (its own and, through the team's tally, the
 /// worker's); regions each thread marks inside a parallel region count

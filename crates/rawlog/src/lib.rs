@@ -76,6 +76,14 @@ pub fn unpack_ready(v: u64) -> (u32, u32) {
 }
 pub const THREAD_SLOTS: usize = 1024;
 pub const MAX_FRAMES: usize = 128;
+
+/// The C library routines `memlens cc` links instrumented code to the
+/// runtime's `__wrap_NAME` for (`-Wl,--wrap=NAME`): their bytes are counted
+/// and sampled as the program's.
+pub const WRAPPED_ROUTINES: &[&str] = &[
+    "memcpy", "memmove", "memset", "strlen", "strnlen", "strcmp", "strncmp", "memcmp", "bcmp",
+    "strcpy", "stpcpy", "strncpy", "strcat", "strchr", "strrchr", "memchr", "strdup",
+];
 pub const MAX_STRING: usize = 4096;
 
 /// Exact allocation counters of one thread, written only by that thread (relaxed

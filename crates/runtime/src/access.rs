@@ -437,7 +437,7 @@ const BULK_LOAD_CLASS: usize = 3;
 const BULK_STORE_CLASS: usize = 8;
 
 /// The start of an intercepted bulk call: its time, if this thread records.
-fn bulk_begin() -> Option<u64> {
+pub(crate) fn bulk_begin() -> Option<u64> {
     let st = enter()?;
     let begin = st.clock.now();
     leave(st);
@@ -445,21 +445,22 @@ fn bulk_begin() -> Option<u64> {
 }
 
 /// Counts the bytes an intercepted bulk call of instrumented code moved
-/// (exact, as its thread's bulk counters) and samples them: `source` is read
-/// (memcpy, memmove; none for memset) and `dest` written, `n` bytes each,
-/// between `begin` and now.
-fn bulk_end(begin: Option<u64>, pc: u64, source: Option<u64>, dest: u64, n: usize) {
-    let Some(begin) = begin else { return };
+/// (exact, as its thread's bulk counters) and samples them: the ranges
+/// (address, bytes) of `read` were read (memcpy's source, both strings of a
+/// strcmp) and `written` written (memcpy's destination), between `begin`
+/// and now.
+pub(crate) fn bulk_end(begin: u64, pc: u64, read: &[(u64, u64)], written: Option<(u64, u64)>) {
     let Some(st) = enter() else { return };
     let saved = errno();
-    let n = n as u64;
     let end = st.clock.now();
-    if let Some(source) = source {
+    for &(source, n) in read {
         st.access.bulk[0] += n;
         sample_bulk(st, source, n, BULK_LOAD_CLASS, pc, (begin, end));
     }
-    st.access.bulk[1] += n;
-    sample_bulk(st, dest, n, BULK_STORE_CLASS, pc, (begin, end));
+    if let Some((dest, n)) = written {
+        st.access.bulk[1] += n;
+        sample_bulk(st, dest, n, BULK_STORE_CLASS, pc, (begin, end));
+    }
     // Bulk copies take no slow path: publish here for the bandwidth timeline.
     publish(st);
     set_errno(saved);
@@ -567,7 +568,10 @@ pub unsafe extern "C" fn __wrap_memcpy(d: *mut u8, s: *const u8, n: usize) -> *m
     let pc = crate::unwind::return_address();
     let begin = bulk_begin();
     let r = memcpy(d, s, n);
-    bulk_end(begin, pc, Some(s as u64), d as u64, n);
+    if let Some(begin) = begin {
+        let n = n as u64;
+        bulk_end(begin, pc, &[(s as u64, n)], Some((d as u64, n)));
+    }
     r
 }
 
@@ -578,7 +582,10 @@ pub unsafe extern "C" fn __wrap_memmove(d: *mut u8, s: *const u8, n: usize) -> *
     let pc = crate::unwind::return_address();
     let begin = bulk_begin();
     let r = memmove(d, s, n);
-    bulk_end(begin, pc, Some(s as u64), d as u64, n);
+    if let Some(begin) = begin {
+        let n = n as u64;
+        bulk_end(begin, pc, &[(s as u64, n)], Some((d as u64, n)));
+    }
     r
 }
 
@@ -589,6 +596,8 @@ pub unsafe extern "C" fn __wrap_memset(d: *mut u8, c: i32, n: usize) -> *mut u8 
     let pc = crate::unwind::return_address();
     let begin = bulk_begin();
     let r = memset(d, c, n);
-    bulk_end(begin, pc, None, d as u64, n);
+    if let Some(begin) = begin {
+        bulk_end(begin, pc, &[], Some((d as u64, n as u64)));
+    }
     r
 }

@@ -25,6 +25,7 @@ mod modules;
 mod openmp;
 mod process;
 mod sampler;
+mod strings;
 mod sys;
 mod thread;
 mod track;

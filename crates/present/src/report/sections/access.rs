@@ -47,7 +47,7 @@ fn how_sampled(a: &AccessReport, page_faults: bool) -> String {
     };
     if a.sources.contains(&Backend::Sancov) {
         format!(
-            "{} samples, 1 per {period} accesses of a class; {} read and {} written exactly by the instrumented code (its loads and stores as compiled, memcpy/memmove/memset included; not register spills, calls and returns, nor code built without memlens: libc's qsort or str* functions, other libraries)",
+            "{} samples, 1 per {period} accesses of a class; {} read and {} written exactly by the instrumented code (its loads and stores as compiled, and the bytes the C library's memcpy, strlen, strcmp and the like it calls touch; not register spills, calls and returns, nor code built without memlens: qsort's element moves, other libraries)",
             a.samples,
             human_bytes(a.bytes_read as f64),
             human_bytes(a.bytes_written as f64)
