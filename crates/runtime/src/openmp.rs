@@ -76,10 +76,9 @@ impl TeamContexts {
             worker: false,
             added: [0; COUNTS],
         };
-        const ZERO: [AtomicU64; COUNTS] = [const { AtomicU64::new(0) }; COUNTS];
         TeamContexts {
             opened: [NO_CONTEXT; DEPTH],
-            forked: [ZERO; DEPTH],
+            forked: [const { [const { AtomicU64::new(0) }; COUNTS] }; DEPTH],
             running: [NOT_RUNNING; DEPTH],
             depth: 0,
         }
