@@ -1813,7 +1813,7 @@ fn small_blocks_are_attributed_at_the_defaults_and_only_those_hit_keep_rows() {
     // instrumented program is recorded, each sample finds its block, and a
     // small block keeps a row only if a sample hit it. Before: the rows
     // were under --min-size and unsampled, most samples "unknown".
-    let (_dir, p) = recorded_program("small_blocks.c", &["-O2"], &[]);
+    let (dir, p) = recorded_program("small_blocks.c", &["-O2"], &[]);
     let r = report_json(&p);
     let a = &r["access"];
     let unattributed = a["unattributed"].as_f64().unwrap() / a["samples"].as_f64().unwrap();
@@ -1850,4 +1850,16 @@ fn small_blocks_are_attributed_at_the_defaults_and_only_those_hit_keep_rows() {
         ),
     );
     assert_eq!(temporaries["allocations"], 100_000.0, "{temporaries}");
+
+    // Started by a shell, as a script or a launcher would: the runtime
+    // tells the instrumented image itself, and records its every block.
+    let app = memlens_cc(dir.path(), "small_blocks.c", &["-O2"]);
+    let through_shell = dir.path().join("sh");
+    let script = format!("{} > /dev/null", app.display());
+    assert_ran(&record(&through_shell, &[], &["sh", "-c", &script]));
+    let r = report_json(&through_shell);
+    let a = &r["access"];
+    let unattributed = a["unattributed"].as_f64().unwrap() / a["samples"].as_f64().unwrap();
+    assert!(unattributed <= 0.02, "{unattributed} unattributed under sh");
+    assert_eq!(r["summary"]["settings"]["sample_rate"], 1);
 }

@@ -448,8 +448,10 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if let Some(v) = cfg.min_size {
         cmd.env(env::name(env::MIN_SIZE), v.to_string());
     }
-    if let Some(v) = sample_rate(cfg, &program_path, plan.is_some()) {
+    if let Some(v) = cfg.sample_rate {
         cmd.env(env::name(env::SAMPLE_RATE), v.to_string());
+    } else if every_block_if_instrumented(cfg, plan.is_some()) {
+        cmd.env(env::name(env::EVERY_BLOCK_IF_INSTRUMENTED), "1");
     }
     if let Some(v) = &cfg.unwinder {
         cmd.env(env::name(env::UNWIND), v);
@@ -649,17 +651,17 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     })
 }
 
-/// The heap sampling the runtime is given: the user's; for a program built
-/// with `memlens cc` whose own instrumentation samples its accesses, every
-/// block (each access sample is attributed to the block it landed in, small
-/// blocks included: none is "unknown" for want of a record), unless the
-/// user chose a threshold (`--min-size`); else the runtime's default.
-fn sample_rate(cfg: &RecordConfig, program: &Path, perf_samples: bool) -> Option<u64> {
-    let every_block = cfg.min_size.is_none()
+/// Unless the user chose the heap sampling (`--sample-rate`, `--min-size`):
+/// every block in each process image built with `memlens cc` whose own
+/// instrumentation samples its accesses (each access sample is attributed
+/// to the block it landed in, small blocks included: none is "unknown" for
+/// want of a record), whatever started it (a script, mpirun, make); the
+/// runtime tells per image. Else the runtime's default.
+fn every_block_if_instrumented(cfg: &RecordConfig, perf_samples: bool) -> bool {
+    cfg.sample_rate.is_none()
+        && cfg.min_size.is_none()
         && !perf_samples
         && !(cfg.no_loads && cfg.no_stores)
-        && memlens_convert::symbols::is_instrumented(program);
-    cfg.sample_rate.or(every_block.then_some(1))
 }
 
 /// Takes the profile directory for this run, with an empty `raw/` (an

@@ -436,6 +436,9 @@ pub mod env {
     pub const INTERVAL: &CStr = c"MEMLENS_INTERVAL";
     pub const MIN_SIZE: &CStr = c"MEMLENS_MIN_SIZE";
     pub const SAMPLE_RATE: &CStr = c"MEMLENS_SAMPLE_RATE";
+    /// "1": every block in a process image built with `memlens cc` (its
+    /// access samples each need their block), the default rate elsewhere.
+    pub const EVERY_BLOCK_IF_INSTRUMENTED: &CStr = c"MEMLENS_EVERY_BLOCK_IF_INSTRUMENTED";
     pub const UNWIND: &CStr = c"MEMLENS_UNWIND";
     pub const MAX_FRAMES: &CStr = c"MEMLENS_MAX_FRAMES";
     pub const PERIOD: &CStr = c"MEMLENS_PERIOD";

@@ -109,6 +109,10 @@ unsafe fn configure() -> bool {
     }
     if let Some(v) = env(raw::env::SAMPLE_RATE).and_then(raw::parse_size) {
         s.sample_rate = v;
+    } else if env(raw::env::EVERY_BLOCK_IF_INSTRUMENTED).is_some_and(|v| v == b"1")
+        && crate::modules::instrumented_image()
+    {
+        s.sample_rate = 1;
     }
     if let Some(v) = env(raw::env::MAX_FRAMES).and_then(raw::parse_size) {
         s.max_frames = v.clamp(1, raw::MAX_FRAMES as u64) as u32;

@@ -124,3 +124,61 @@ unsafe extern "C" fn on_object(
     (ctx.emit)(&m, path);
     0
 }
+
+/// The runtime's file name, as a `memlens cc` build's DT_NEEDED entry names it.
+const RUNTIME_NEEDED: &[u8] = b"libmemlens_runtime.so";
+
+/// An entry of an ELF64 dynamic section (`Elf64_Dyn`) and the tags read here.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DynamicEntry {
+    tag: i64,
+    value: u64,
+}
+const DT_NULL: i64 = 0;
+const DT_NEEDED: i64 = 1;
+const DT_STRTAB: i64 = 5;
+
+/// Whether an object loaded now needs the runtime by name: a `memlens cc`
+/// build, whose loads and stores are sampled (every sample then needs the
+/// block it landed in). Reads each object's dynamic section: no allocation.
+pub fn instrumented_image() -> bool {
+    extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, found: *mut c_void) -> i32 {
+        // SAFETY: the loader passes a valid info; `found` is our bool.
+        unsafe {
+            let info = &*info;
+            let headers = core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            let Some(dynamic) = headers.iter().find(|h| h.p_type == libc::PT_DYNAMIC) else {
+                return 0;
+            };
+            let entries = (info.dlpi_addr + dynamic.p_vaddr) as *const DynamicEntry;
+            let (mut strtab, mut i) = (0u64, 0);
+            while (*entries.add(i)).tag != DT_NULL {
+                if (*entries.add(i)).tag == DT_STRTAB {
+                    strtab = (*entries.add(i)).value;
+                }
+                i += 1;
+            }
+            // The loader relocates the address in place, except in objects
+            // it maps unrelocated (the vDSO).
+            if strtab != 0 && strtab < info.dlpi_addr {
+                strtab += info.dlpi_addr;
+            }
+            for k in 0..i {
+                let e = *entries.add(k);
+                if e.tag == DT_NEEDED && strtab != 0 {
+                    let name = CStr::from_ptr((strtab + e.value) as *const libc::c_char);
+                    if name.to_bytes() == RUNTIME_NEEDED {
+                        *(found as *mut bool) = true;
+                        return 1;
+                    }
+                }
+            }
+            0
+        }
+    }
+    let mut found = false;
+    // SAFETY: the callback only reads the loader's data and writes `found`.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut found as *mut bool as *mut c_void) };
+    found
+}

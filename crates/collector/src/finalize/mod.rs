@@ -738,7 +738,13 @@ pub fn finalize(
         losses.unsampled_ms += last_time.saturating_sub(last_tick.saturating_sub(t0)) / 1_000_000;
     }
 
-    let settings = images.first().map(|l| l.settings).unwrap_or_default();
+    // The settings of the program that was measured: a script or launcher
+    // before it may have run with other heap sampling (each image's own
+    // settings are in its rows' provenance).
+    let settings = (images.iter().find(|l| l.instrumented))
+        .or(images.first())
+        .map(|l| l.settings)
+        .unwrap_or_default();
     let meta = Meta {
         format_version: profile::FORMAT_VERSION,
         memlens_version: env!("CARGO_PKG_VERSION").to_string(),
