@@ -13,7 +13,7 @@ pub fn by_peak(r: &Report) -> Option<Section> {
     ));
     Some(
         Section::new("objects", "Top data objects by peak bytes")
-            .note("heap blocks by allocation site, mappings, statics, tags and groups; ~ marks sampled and scaled figures")
+            .note("heap blocks by allocation site, mappings, statics, tags and groups; ~ marks sampled figures: scaled up from a site's byte-sampled blocks once 16 of them are live at once, before that the sampled blocks' own bytes (a lower bound)")
             .table(table),
     )
 }
