@@ -151,18 +151,11 @@ fn lulesh_per_site_bytes_match_dhat_within_the_stated_bound() {
     assert_eq!(untimed(&native.stdout), untimed(&dhat.stdout));
 
     let report = report_json(&profile);
-    let access = &report["access"];
-    let samples = access["samples"].as_f64().unwrap();
-    let unknown = access["unattributed"].as_f64().unwrap() / samples;
-    assert!(
-        unknown <= 0.02,
-        "{:.2}% of samples on unknown",
-        100.0 * unknown
-    );
+    assert_accesses_named(&report);
 
     // Each memlens heap object by its application frames; each dhat site
     // goes to the object whose frames are the longest prefix of its own.
-    let objects: Vec<(Vec<String>, &serde_json::Value)> = access["objects"]
+    let objects: Vec<(Vec<String>, &serde_json::Value)> = report["access"]["objects"]
         .as_array()
         .unwrap()
         .iter()
@@ -261,14 +254,8 @@ fn xsbench_with_two_threads_names_every_access() {
     assert!(untimed(&native.stdout).contains("Verification checksum: 606054"));
 
     let report = report_json(&profile);
-    let access = &report["access"];
-    let samples = access["samples"].as_f64().unwrap();
-    let unknown = access["unattributed"].as_f64().unwrap() / samples;
-    assert!(
-        unknown <= 0.02,
-        "{:.2}% of samples on unknown",
-        100.0 * unknown
-    );
+    assert_accesses_named(&report);
+    let samples = report["access"]["samples"].as_f64().unwrap();
     let threads: Vec<u64> = report["threads"]
         .as_array()
         .unwrap()

@@ -154,12 +154,7 @@ fn a_running_process_is_recorded_from_outside_and_ends_as_it_would() {
     assert_eq!(at_touch, 16384, "{:#}", access_object(&r, "anonymous"));
     assert_eq!(access_object(&r, "table [attach_target]")["samples"], 256);
     // The report says what attach could not see.
-    let text = Command::new(memlens())
-        .arg("report")
-        .arg(&profile)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = report_text(&profile);
     for said in [
         "attached at",
         "ended at",

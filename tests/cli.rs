@@ -569,12 +569,7 @@ fn an_mpi_job_is_read_across_its_ranks() {
     );
     // Sampled objects (blocks under --min-size, MPI's own) are marked ~ in
     // the text, as flagged in the JSON; the 16 MiB field is measured.
-    let text = Command::new(memlens())
-        .arg("report")
-        .arg(&job)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = report_text(&job);
     let rows: Vec<&str> = (text.lines())
         .skip_while(|l| !l.starts_with("  OBJECTS BY PEAK BYTES"))
         .skip(2)

@@ -176,12 +176,7 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
             .unwrap_or_else(|| panic!("{caller} in {leaks:?}"));
         assert_eq!((*b, *bytes), (blocks, 100.0 * blocks), "{name}");
     }
-    let text = Command::new(memlens())
-        .arg("report")
-        .arg(&p)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = report_text(&p);
     assert!(
         text.contains("xmalloc (heap_measures.c:22) ← leak_b (heap_measures.c:"),
         "{text}"

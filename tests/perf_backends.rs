@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_ran, memlens, named, program, record, report_json, tempdir};
+use common::{assert_ran, named, program, record, report_json, report_text, tempdir};
 use memlens_profile::{read_table, AccessSample};
 use std::collections::HashSet;
 use std::process::Command;
@@ -337,12 +337,7 @@ fn page_fault_samples_give_no_figure_they_do_not_measure() {
         assert!(r["derived"]["derived_latency_ns"].is_null(), "{r}");
         assert!(r["derived"]["est_read_bandwidth"].is_null(), "{r}");
     }
-    let text = Command::new(memlens())
-        .arg("report")
-        .arg(&p)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = report_text(&p);
     let regions = text.split("  REGIONS").nth(1).unwrap();
     assert!(
         regions.contains("bytes not measured: page-faults samples count no bytes"),

@@ -291,12 +291,7 @@ fn died_with_data(mode: &str, signal: i64) {
     assert_eq!(site["allocations"].as_f64().unwrap(), 10.0);
     assert_eq!(r["regions"][0]["name"], "before death");
     // Its blocks were in use when it died: the report does not call them leaks.
-    let text = Command::new(memlens())
-        .arg("report")
-        .arg(&profile)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = report_text(&profile);
     assert!(
         text.contains(&format!(
             "was killed by signal {signal}: its blocks below were live when it died"

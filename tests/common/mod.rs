@@ -415,6 +415,28 @@ pub fn report_json_with(dir: &Path, extra: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("report is JSON")
 }
 
+/// The text report of a profile (`memlens report DIR`).
+pub fn report_text(dir: &Path) -> String {
+    let out = Command::new(memlens())
+        .arg("report")
+        .arg(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts that at most 2% of a report's access samples hit no recorded
+/// object (issue 45's bar for real codes at the defaults).
+pub fn assert_accesses_named(report: &serde_json::Value) {
+    let a = &report["access"];
+    let unknown = a["unattributed"].as_f64().unwrap() / a["samples"].as_f64().unwrap();
+    assert!(
+        unknown <= 0.02,
+        "{:.2}% of the samples on no object",
+        100.0 * unknown
+    );
+}
+
 /// Checks a JSON report against the published schema, docs/report.schema.json,
 /// with Python's jsonschema (its objects admit no other fields, so a field the
 /// schema does not describe fails too).

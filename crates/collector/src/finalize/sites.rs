@@ -440,10 +440,12 @@ mod tests {
         let (rows, _) = sites.finish(t + 100, live.iter(), &mut out, |_| None);
         out.finish().unwrap();
         let row = |stack| rows.iter().find(|r| r.stack_id == stack).unwrap();
-        assert_eq!((row(1).peak_bytes, row(1).leaked_bytes, row(1).leaked), (512.0, 512.0, 1.0));
+        assert_eq!(
+            (row(1).peak_bytes, row(1).leaked_bytes, row(1).leaked),
+            (512.0, 512.0, 1.0)
+        );
         let scaled = 40.0 * 512.0 * 1024.0;
         assert_eq!((row(2).peak_bytes, row(2).leaked_bytes), (scaled, scaled));
         std::fs::remove_dir_all(&dir).unwrap();
     }
-
 }
