@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Copies tests/apps/`app` into `dir` and runs its own `make` there with
-/// `vars`, memlens and its runtime on the PATH as a user's shell has them.
-fn make(app: &str, dir: &Path, vars: &[&str]) -> PathBuf {
+/// `vars` and `env`, memlens and its runtime on the PATH as a user's shell
+/// has them.
+fn make(app: &str, dir: &Path, vars: &[&str], env: &[(&str, &str)]) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let tree = dir.join(app);
     let st = Command::new("cp")
@@ -36,6 +37,7 @@ fn make(app: &str, dir: &Path, vars: &[&str]) -> PathBuf {
         .current_dir(&build)
         .env("PATH", path)
         .env("MEMLENS_RUNTIME", runtime())
+        .envs(env.iter().copied())
         .args(vars)
         .output()
         .unwrap();
@@ -115,12 +117,14 @@ fn lulesh_per_site_bytes_match_dhat_within_the_stated_bound() {
         "lulesh",
         &dir.path().join("cc"),
         &["CXX=memlens c++ -DUSE_MPI=0"],
+        &[],
     );
     // dhat reads DWARF 4 only.
     let plain = make(
         "lulesh",
         &dir.path().join("plain"),
         &["CXX=clang++-16 -DUSE_MPI=0 -gdwarf-4"],
+        &[],
     );
     let args = ["-s", "10", "-i", "500"];
     // One thread: valgrind runs threads one at a time, where libomp's
@@ -229,7 +233,12 @@ fn lulesh_per_site_bytes_match_dhat_within_the_stated_bound() {
 fn xsbench_with_two_threads_names_every_access() {
     let dir = tempdir();
     // The Makefile adds -fopenmp only when $(CC) names gcc, clang or intel.
-    let build = make("xsbench", dir.path(), &["CC=memlens cc -fopenmp -DOPENMP"]);
+    let build = make(
+        "xsbench",
+        dir.path(),
+        &["CC=memlens cc -fopenmp -DOPENMP"],
+        &[],
+    );
     let app = build.join("XSBench");
     let args = [
         app.to_str().unwrap(),
@@ -273,4 +282,63 @@ fn xsbench_with_two_threads_names_every_access() {
         "{}",
         hottest[0]["name"]
     );
+}
+
+/// LULESH as an MPI job of 8 ranks (its domain decomposition needs a cube),
+/// built by its Makefile through `mpicxx` with `OMPI_CXX="memlens c++"` and
+/// recorded at the defaults: balanced (one region per domain), so each of
+/// the program's own objects (mesh arrays, per-step temporaries,
+/// communication buffers) has most/mean 1.00 across the ranks. Open MPI's own free lists and libomp's
+/// first block differ between ranks for real (docs/jobs.md) and are not
+/// checked.
+#[test]
+fn lulesh_on_eight_ranks_is_balanced_object_by_object() {
+    let dir = tempdir();
+    // mpicxx runs $OMPI_CXX: memlens' wrapper, as for a user's MPI build.
+    let build = make(
+        "lulesh",
+        &dir.path().join("mpi"),
+        &["CXX=mpicxx -DUSE_MPI=1"],
+        &[("OMPI_CXX", "memlens c++")],
+    );
+    let job = dir.path().join("job");
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "8"])
+        .env("OMPI_MCA_btl", "self,vader")
+        .env("OMP_NUM_THREADS", "1")
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg(memlens())
+        .args(["record", "-o"])
+        .arg(&job)
+        .arg("--")
+        .arg(build.join("lulesh2.0"))
+        // One region per domain: LULESH draws its regions' sizes at random
+        // per rank (seeded by the rank), and sizes its per-region
+        // temporaries by them: with 11 regions those differ for real.
+        .args(["-s", "4", "-i", "10", "-r", "1"])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("MPI tasks           =  8"));
+    let r = report_json_with(&job, &["--top", "1000"]);
+    let own: Vec<&serde_json::Value> = (r["job"]["objects"].as_array().unwrap().iter())
+        .filter(|o| o["kind"] == "heap")
+        .filter(|o| {
+            let name = o["name"].as_str().unwrap();
+            // The program's own allocations: its first frame is LULESH's.
+            name.split(" ← ")
+                .next()
+                .is_some_and(|f| f.contains("(lulesh"))
+        })
+        .collect();
+    assert!(own.len() >= 40, "{} objects of LULESH's own", own.len());
+    for o in own {
+        let spread = &o["peak_bytes"];
+        assert!(
+            spread["imbalance"].as_f64().unwrap() <= 1.05,
+            "{}: most/mean {}",
+            o["name"],
+            spread["imbalance"]
+        );
+    }
 }

@@ -397,11 +397,17 @@ pub fn report_json(dir: &Path) -> serde_json::Value {
     report_json_with(dir, &[])
 }
 
-/// `memlens report --format json --top 50 EXTRA... DIR`, checked against the
-/// published schema.
+/// `memlens report --format json --top 50 EXTRA... DIR` (EXTRA's own
+/// `--top` if it has one), checked against the published schema.
 pub fn report_json_with(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let top: &[&str] = if extra.contains(&"--top") {
+        &[]
+    } else {
+        &["--top", "50"]
+    };
     let out = Command::new(memlens())
-        .args(["report", "--format", "json", "--top", "50"])
+        .args(["report", "--format", "json"])
+        .args(top)
         .args(extra)
         .arg(dir)
         .output()
