@@ -486,6 +486,19 @@ fn string_routines_count_the_bytes_they_touch_exactly() {
     assert_eq!(region("strcmp"), (reps * 601 * 2, 0));
     assert_eq!(region("strcpy"), (reps * (len + 1), reps * (len + 1)));
     assert_eq!(region("memchr"), (reps * 601, 0));
+    // qsort's element moves are named, not counted.
+    let a = &report["access"];
+    assert_eq!(
+        (a["sort_calls"].as_u64(), a["sort_bytes"].as_u64()),
+        (Some(10), Some(10 * len * 4))
+    );
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[app]));
+    let text = report_text(&p);
+    assert!(
+        text.contains("the element moves of its 10 qsort calls on 39.1 KiB of arrays"),
+        "{text}"
+    );
     // Their samples land on the blocks they read.
     let blocks = named(
         &report["access"]["objects"],

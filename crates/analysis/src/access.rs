@@ -191,6 +191,10 @@ pub struct AccessReport {
     /// Bytes read and written exactly (intercepted memcpy/memmove/memset included).
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// qsort calls of instrumented code, and the bytes of the arrays they
+    /// sorted, of threads that exited: their element moves are in no count.
+    pub sort_calls: u64,
+    pub sort_bytes: u64,
     /// NMO eq. 1: 1 - |counted - samples x period| / counted, over the
     /// samples of counted accesses (bulk samples are of bytes, not counted);
     /// none without counted accesses or without a sample of one.
@@ -427,6 +431,10 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     out.counted = totals.loads.saturating_add(totals.stores);
     out.bytes_read = totals.bytes_read;
     out.bytes_written = totals.bytes_written;
+    for t in &p.threads {
+        out.sort_calls += t.sort_calls.unwrap_or(0);
+        out.sort_bytes += t.sort_bytes.unwrap_or(0);
+    }
     // Without a sample of a counted access the formula gives 0: not a
     // measured accuracy, but none at all.
     let counted_samples = out.samples - out.bulk_samples;

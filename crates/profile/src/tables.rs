@@ -272,6 +272,11 @@ table! {
         alloc_bytes: Option<u64>,
         frees: Option<u64>,
         free_bytes: Option<u64>,
+        /// Calls of qsort/qsort_r from instrumented code and the bytes of the
+        /// arrays they sorted: libc moves their elements, which the counts
+        /// above do not hold (null unless the thread exited, instrumented).
+        sort_calls: Option<u64>,
+        sort_bytes: Option<u64>,
         /// False: the thread still ran when its process ended, and its counts
         /// are as it last published them (up to 65536 accesses a class short).
         final_counts: bool,

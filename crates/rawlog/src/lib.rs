@@ -82,7 +82,8 @@ pub const MAX_FRAMES: usize = 128;
 /// and sampled as the program's.
 pub const WRAPPED_ROUTINES: &[&str] = &[
     "memcpy", "memmove", "memset", "strlen", "strnlen", "strcmp", "strncmp", "memcmp", "bcmp",
-    "strcpy", "stpcpy", "strncpy", "strcat", "strchr", "strrchr", "memchr", "strdup",
+    "strcpy", "stpcpy", "strncpy", "strcat", "strchr", "strrchr", "memchr", "strdup", "qsort",
+    "qsort_r",
 ];
 pub const MAX_STRING: usize = 4096;
 
@@ -699,6 +700,9 @@ pub struct ThreadTotals {
     /// 0 when the thread had no slot of its own: its allocation counters were
     /// shared with others and are not its own.
     pub own_alloc_counters: u64,
+    /// Calls of qsort/qsort_r from instrumented code, and the bytes of the
+    /// arrays they sorted: libc moves their elements, which no counter sees.
+    pub sorts: [u64; 2],
 }
 
 /// One capacity sample of one process.

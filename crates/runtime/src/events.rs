@@ -280,6 +280,7 @@ pub(crate) fn record_thread_totals(st: &mut ThreadState) {
         time: st.clock.now(),
         tid: st.tid as u64,
         access: access::exact_counts(st),
+        sorts: st.sorts,
         ..Default::default()
     };
     // SAFETY: points into the mapped header, or is null.

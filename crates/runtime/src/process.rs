@@ -277,6 +277,7 @@ pub(crate) extern "C" fn fork_child() {
         (st.counters, st.access_counters, st.shared_counters) = thread::claim_slot(st.tid);
         st.refresh_fast_path();
         access::reset_after_fork(st);
+        st.sorts = [0; 2];
         st.memo.clear();
     }
     record_modules_from_here();

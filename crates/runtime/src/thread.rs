@@ -42,6 +42,8 @@ pub struct ThreadState {
     pub memo: crate::unwind::memo::WalkMemo,
     /// The OpenMP regions this thread opened and runs (their calling contexts).
     pub omp: crate::openmp::TeamContexts,
+    /// qsort calls and the bytes they sorted (see `libc_calls`).
+    pub sorts: [u64; 2],
 }
 
 impl ThreadState {
@@ -177,6 +179,7 @@ pub fn create() -> *mut ThreadState {
             clock: crate::clock::Clock::new(),
             memo: crate::unwind::memo::WalkMemo::new(),
             omp: crate::openmp::TeamContexts::new(),
+            sorts: [0; 2],
         });
         (*p).countdown = crate::events::next_sample_countdown(&mut *p);
         (*p).refresh_fast_path();

@@ -770,6 +770,9 @@ impl<'a> Replay<'a> {
                 alloc_bytes: own.then_some(t.alloc_bytes),
                 frees: own.then_some(t.frees),
                 free_bytes: own.then_some(t.free_bytes),
+                // Counted by the thread, written as it exits.
+                sort_calls: (instrumented && *done).then_some(t.sorts[0]),
+                sort_bytes: (instrumented && *done).then_some(t.sorts[1]),
                 final_counts: *done,
             });
         }

@@ -46,8 +46,15 @@ fn how_sampled(a: &AccessReport, page_faults: bool) -> String {
         "? (not in the recording)".to_string()
     };
     if a.sources.contains(&Backend::Sancov) {
+        let sorts = match a.sort_calls {
+            0 => "qsort's element moves".to_string(),
+            n => format!(
+                "the element moves of its {n} qsort calls on {} of arrays",
+                human_bytes(a.sort_bytes as f64)
+            ),
+        };
         format!(
-            "{} samples, 1 per {period} accesses of a class; {} read and {} written exactly by the instrumented code (its loads and stores as compiled, and the bytes the C library's memcpy, strlen, strcmp and the like it calls touch; not register spills, calls and returns, nor code built without memlens: qsort's element moves, other libraries)",
+            "{} samples, 1 per {period} accesses of a class; {} read and {} written exactly by the instrumented code (its loads and stores as compiled, and the bytes the C library's memcpy, strlen, strcmp and the like it calls touch; not register spills, calls and returns, nor code built without memlens: {sorts}, other libraries)",
             a.samples,
             human_bytes(a.bytes_read as f64),
             human_bytes(a.bytes_written as f64)

@@ -4,8 +4,10 @@
 //! land here. Each counts, exactly, the bytes the routine read and wrote as
 //! its result defines them (a strcmp reads both strings up to the first
 //! difference or terminator), as bulk traffic sampled onto the objects like
-//! memcpy's. Routines whose traffic the result does not determine (qsort's
-//! element moves, strstr's scans) are not wrapped.
+//! memcpy's. Routines whose traffic the result does not determine are not
+//! counted: qsort's element moves (its comparator's reads are the program's
+//! and counted) are named instead, by their calls and the bytes sorted;
+//! strstr's scans are not wrapped.
 
 use crate::access::{bulk_begin, bulk_end};
 use crate::unwind::return_address;
@@ -26,6 +28,43 @@ extern "C" {
     fn strrchr(s: *const c_char, c: c_int) -> *mut c_char;
     fn memchr(s: *const c_void, c: c_int, n: usize) -> *mut c_void;
     fn strdup(s: *const c_char) -> *mut c_char;
+    fn qsort(base: *mut c_void, n: usize, size: usize, cmp: Compare);
+    fn qsort_r(base: *mut c_void, n: usize, size: usize, cmp: CompareWith, arg: *mut c_void);
+}
+
+type Compare = Option<unsafe extern "C" fn(*const c_void, *const c_void) -> c_int>;
+type CompareWith = Option<unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void) -> c_int>;
+
+/// Counts a sort of `n` elements of `size` bytes on the thread: libc moves
+/// them, which no counter sees; the report names these calls.
+fn count_sort(n: usize, size: usize) {
+    if let Some(st) = crate::guard::enter() {
+        st.sorts[0] += 1;
+        st.sorts[1] += (n as u64).saturating_mul(size as u64);
+        crate::guard::leave(st);
+    }
+}
+
+/// # Safety
+/// qsort's contract.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_qsort(base: *mut c_void, n: usize, size: usize, cmp: Compare) {
+    count_sort(n, size);
+    qsort(base, n, size, cmp);
+}
+
+/// # Safety
+/// qsort_r's contract.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_qsort_r(
+    base: *mut c_void,
+    n: usize,
+    size: usize,
+    cmp: CompareWith,
+    arg: *mut c_void,
+) {
+    count_sort(n, size);
+    qsort_r(base, n, size, cmp, arg);
 }
 
 /// Bytes a comparison of `a` and `b` read in each: up to and including the
