@@ -21,6 +21,10 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 const WINDOW_NS: f64 = 50_000.0;
 /// The shortest time over which the counter's rate is measured.
 const MIN_BASELINE_NS: u64 = 1_000_000;
+/// Counter ticks a reading of the real clock may span (tens of µs at any
+/// clock rate; the vDSO takes well under one): a longer one was held up by
+/// the scheduler, and its counter reading is not the clock's instant.
+const MAX_PAIR_TICKS: u64 = 100_000;
 
 /// The kernel keeps time by the counter (so it found it constant and
 /// synchronized across CPUs).
@@ -48,10 +52,29 @@ fn ticks() -> u64 {
 /// Called once, at the runtime's start.
 pub fn init() {
     if cfg!(target_arch = "x86_64") && clock_source_is_tsc() {
-        START_NS.store(sys::now_ns(), Ordering::Relaxed);
-        START_TSC.store(ticks(), Ordering::Relaxed);
-        TSC_USABLE.store(true, Ordering::Release);
+        if let (ns, Some(tsc)) = read_pair() {
+            START_NS.store(ns, Ordering::Relaxed);
+            START_TSC.store(tsc, Ordering::Relaxed);
+            TSC_USABLE.store(true, Ordering::Release);
+        }
     }
+}
+
+/// The real clock, and the counter at the same instant: read on both sides
+/// of the clock, a few tries; none when the thread was held up between the
+/// reads each time. A pair taken across a preemption would put every time
+/// the thread interpolates from it behind by the preemption's length, and
+/// a block freed by another thread right after its allocation before it.
+fn read_pair() -> (u64, Option<u64>) {
+    for _ in 0..3 {
+        let before = ticks();
+        let ns = sys::now_ns();
+        let spanned = ticks().wrapping_sub(before);
+        if spanned < MAX_PAIR_TICKS {
+            return (ns, Some(before + spanned / 2));
+        }
+    }
+    (sys::now_ns(), None)
 }
 
 fn clock_source_is_tsc() -> bool {
@@ -111,12 +134,11 @@ impl Clock {
     /// again over the longer baseline.
     #[cold]
     fn read_both(&mut self) -> u64 {
-        let ns = sys::now_ns();
-        let tsc = ticks();
+        let (ns, tsc) = read_pair();
         self.last = self.last.max(ns);
-        if !TSC_USABLE.load(Ordering::Acquire) {
+        let Some(tsc) = tsc.filter(|_| TSC_USABLE.load(Ordering::Acquire)) else {
             return self.last;
-        }
+        };
         let base_ns = START_NS.load(Ordering::Relaxed);
         let base_tsc = START_TSC.load(Ordering::Relaxed);
         if ns >= base_ns + MIN_BASELINE_NS && tsc > base_tsc {
