@@ -565,10 +565,11 @@ fn a_region_around_parallel_loops_counts_the_whole_team() {
     assert!(text.contains("sweep +team"), "{text}");
 }
 
-/// OMPT: with two threads, every context walked inside a parallel region,
-/// the worker's as the master's, continues from the runtime's microtask
-/// invoker into the function that opened the region (`solve`) and `main`:
-/// access contexts, allocation stacks, and those of a nested region.
+/// OMPT (libomp) and interposed GOMP calls (libgomp): with two threads,
+/// every context walked inside a parallel region, the worker's as the
+/// master's, continues from the OpenMP runtime into the function that
+/// opened the region (`solve`) and `main`: access contexts, allocation
+/// stacks, and those of a nested region.
 #[test]
 fn openmp_contexts_reach_the_function_that_opened_the_region() {
     let dir = tempdir();
@@ -637,6 +638,52 @@ fn openmp_contexts_reach_the_function_that_opened_the_region() {
     assert!(
         frames[nested..].iter().any(|f| f.starts_with("solve ")),
         "{frames:?}"
+    );
+
+    // GCC's libgomp has no OMPT: its team-starting calls are interposed. The
+    // same source built by gcc, every block recorded: each thread's scratch
+    // block is one site whose stack goes from the outlined body straight to
+    // `solve` and `main`, the nested region's inside the outer one's.
+    let gcc_app = dir.path().join("omp_gcc");
+    let built = Command::new("gcc")
+        .args(["-O2", "-g", "-fopenmp"])
+        .arg(root().join("tests/programs/omp_contexts.c"))
+        .arg("-o")
+        .arg(&gcc_app)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let p = dir.path().join("gcc");
+    assert_ran(&record(&p, &["--leaks"], &[gcc_app.to_str().unwrap()]));
+    let r = report_json_with(&p, &["--top", "100"]);
+    let site_frames = |text| {
+        let sites: Vec<&serde_json::Value> = (r["objects_by_allocated"].as_array().unwrap().iter())
+            .filter(|o| o["name"].as_str().unwrap().contains(&line(text)))
+            .collect();
+        assert_eq!(sites.len(), 1, "one site for both threads: {sites:#?}");
+        assert_eq!(sites[0]["allocations"], 16.0, "{:#}", sites[0]);
+        (sites[0]["frames"].as_array().unwrap().iter())
+            .map(|f| f.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let expect = |frames: &[String], order: &[&str]| {
+        for (frame, expected) in frames.iter().zip(order) {
+            assert!(frame.starts_with(expected), "{frames:?}");
+        }
+    };
+    expect(
+        &site_frames("/* SCRATCH */"),
+        &["solve._omp_fn.", "solve ", "main "],
+    );
+    expect(
+        &site_frames("/* INNER */"),
+        &[
+            "nested._omp_fn.",
+            "nested ",
+            "solve._omp_fn.",
+            "solve ",
+            "main ",
+        ],
     );
 }
 

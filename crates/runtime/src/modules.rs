@@ -182,3 +182,39 @@ pub fn instrumented_image() -> bool {
     unsafe { libc::dl_iterate_phdr(Some(visit), &mut found as *mut bool as *mut c_void) };
     found
 }
+
+/// The executable segment of the loaded object holding `addr`: [start, end),
+/// or (0, 0).
+pub fn code_range(addr: u64) -> (u64, u64) {
+    struct Search {
+        addr: u64,
+        found: (u64, u64),
+    }
+    extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> i32 {
+        // SAFETY: the loader passes a valid info; `data` is our Search.
+        unsafe {
+            let info = &*info;
+            let search = &mut *(data as *mut Search);
+            let headers = core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            for h in headers
+                .iter()
+                .filter(|h| h.p_type == libc::PT_LOAD && h.p_flags & libc::PF_X != 0)
+            {
+                let start = info.dlpi_addr + h.p_vaddr;
+                let end = start + h.p_memsz;
+                if (start..end).contains(&search.addr) {
+                    search.found = (start, end);
+                    return 1;
+                }
+            }
+            0
+        }
+    }
+    let mut search = Search {
+        addr,
+        found: (0, 0),
+    };
+    // SAFETY: the callback only reads the loader's data and writes `search`.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut search as *mut Search as *mut c_void) };
+    search.found
+}

@@ -1,5 +1,6 @@
 //! OpenMP calling contexts through OMPT, the tool interface of OpenMP 5 that
-//! LLVM's libomp (and Intel's) offers a tool defining `ompt_start_tool`.
+//! LLVM's libomp (and Intel's) offers a tool defining `ompt_start_tool`, and
+//! through GCC's libgomp's team-starting calls, interposed (below).
 //!
 //! A worker thread's stack ends in the OpenMP runtime's thread start, and the
 //! master's passes through runtime code built without frame pointers: neither
@@ -23,7 +24,7 @@
 
 use crate::guard;
 use crate::thread::ThreadState;
-use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::ffi::{c_char, c_int, c_long, c_uint, c_void, CStr};
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
 use memlens_rawlog::{unwinder, COUNTS, MAX_FRAMES};
@@ -32,19 +33,36 @@ use memlens_rawlog::{unwinder, COUNTS, MAX_FRAMES};
 /// left as walked.
 const DEPTH: usize = 4;
 
-/// A region's calling context (return addresses, innermost first) and the
-/// tally its team's workers add their counts to.
+/// A region's calling context (return addresses, innermost first), the
+/// tally its team's workers add their counts to, and where a walk made in
+/// the region leaves the program's frames for the OpenMP runtime's.
 #[derive(Clone, Copy)]
 pub struct Context {
     len: usize,
     frames: [u64; MAX_FRAMES],
     team: *const [AtomicU64; COUNTS],
+    boundary: Boundary,
+}
+
+/// The OpenMP runtime's code a walk reaches below a region's body: the
+/// frames from the first one in [start, end) on give way to the region's
+/// context, that first one kept or not.
+#[derive(Clone, Copy)]
+struct Boundary {
+    start: u64,
+    end: u64,
+    keep: bool,
 }
 
 const NO_CONTEXT: Context = Context {
     len: 0,
     frames: [0; MAX_FRAMES],
     team: core::ptr::null(),
+    boundary: Boundary {
+        start: 0,
+        end: 0,
+        keep: false,
+    },
 };
 
 /// An implicit task this thread runs: its region's context, and for a
@@ -91,14 +109,14 @@ impl TeamContexts {
     }
 }
 
-/// The code of the runtime's microtask invoker (`__kmp_invoke_microtask`),
-/// which calls a region's outlined body: [start, end), or empty.
+/// The code of libomp's microtask invoker (`__kmp_invoke_microtask`), which
+/// calls a region's outlined body: [start, end), or empty.
 static INVOKER_START: AtomicU64 = AtomicU64::new(0);
 static INVOKER_END: AtomicU64 = AtomicU64::new(0);
 
 /// Completes a walk of `n` frames made inside a parallel region: the frames
-/// past the microtask invoker (the runtime's, which end at a worker's thread
-/// start) give way to the region's context. Returns the new count.
+/// past the region's body (the OpenMP runtime's, which end at a worker's
+/// thread start) give way to the region's context. Returns the new count.
 pub fn complete(st: &ThreadState, frames: &mut [MaybeUninit<u64>], n: usize) -> usize {
     let t = &st.omp;
     let Some(Running { context, .. }) = t.depth.checked_sub(1).and_then(|d| t.running.get(d))
@@ -108,16 +126,13 @@ pub fn complete(st: &ThreadState, frames: &mut [MaybeUninit<u64>], n: usize) -> 
     if context.len == 0 {
         return n;
     }
-    let (start, end) = (
-        INVOKER_START.load(Ordering::Relaxed),
-        INVOKER_END.load(Ordering::Relaxed),
-    );
+    let Boundary { start, end, keep } = context.boundary;
     // SAFETY: the walk wrote the first n entries.
     let walked = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
-    let Some(invoker) = walked.iter().position(|&pc| pc >= start && pc < end) else {
+    let Some(runtime) = walked.iter().position(|&pc| pc >= start && pc < end) else {
         return n;
     };
-    let keep = invoker + 1;
+    let keep = runtime + usize::from(keep);
     let added = context.len.min(frames.len() - keep);
     for (slot, &pc) in frames[keep..keep + added].iter_mut().zip(&context.frames) {
         slot.write(pc);
@@ -240,8 +255,58 @@ unsafe extern "C" fn initialize(lookup: Lookup, _device: c_int, _data: *mut Ompt
 
 unsafe extern "C" fn finalize(_data: *mut OmptData) {}
 
-/// On the encountering thread: its context from the call that forked the
-/// region outwards, kept for the team at its nesting depth.
+/// On the encountering thread, when a region opens: its context from the
+/// fork call's return address `from` outwards (the OpenMP runtime's frames
+/// inside the fork are not the program's; 0: the walk's first frame on),
+/// kept for the team at its nesting depth; null past the kept depth.
+fn open_region(st: &mut ThreadState, from: u64, boundary: Boundary) -> *const Context {
+    let depth = st.omp.depth;
+    if depth >= DEPTH {
+        return core::ptr::null();
+    }
+    let mut frames = [MaybeUninit::<u64>::uninit(); MAX_FRAMES];
+    let mut reads = crate::unwind::memo::Reads::new();
+    let max = crate::init::settings().max_frames as usize;
+    let (n, _) = crate::unwind::capture(st, unwinder::DWARF, 0, &mut frames[..max], &mut reads);
+    let n = complete(st, &mut frames[..max], n);
+    // SAFETY: the walk and its completion wrote the first n entries.
+    let walked = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
+    let from = walked.iter().position(|&pc| pc == from).unwrap_or(0);
+    let t = &mut st.omp;
+    let opened = &mut t.opened[depth];
+    opened.len = n - from;
+    opened.frames[..n - from].copy_from_slice(&walked[from..]);
+    opened.team = &t.forked[depth];
+    opened.boundary = boundary;
+    opened
+}
+
+/// A thread of the team (the encountering one too) begins the region's
+/// implicit task: the region's context is its own until the task ends.
+fn begin_task(st: &mut ThreadState, opened: *const Context, worker: bool) {
+    let depth = st.omp.depth;
+    st.omp.depth += 1;
+    if depth < DEPTH {
+        // SAFETY: the encountering thread keeps the context until the
+        // region ends, after every task of its team has begun.
+        let context = unsafe { opened.as_ref() }.copied().unwrap_or(NO_CONTEXT);
+        let added = counts_with_teams(st);
+        st.omp.running[depth] = Running {
+            context,
+            worker,
+            added,
+        };
+    }
+}
+
+/// The task ends: a worker's counts go to the team's tally (before the
+/// region's closing barrier lets the encountering thread go on).
+fn end_task(st: &mut ThreadState) {
+    add_to_team(st);
+    st.omp.depth = st.omp.depth.saturating_sub(1);
+}
+
+/// OMPT, on the encountering thread.
 unsafe extern "C" fn parallel_begin(
     _task: *mut OmptData,
     _task_frame: *const c_void,
@@ -253,34 +318,18 @@ unsafe extern "C" fn parallel_begin(
     let Some(st) = guard::enter() else {
         return;
     };
-    let depth = st.omp.depth;
-    if depth < DEPTH && !parallel.is_null() {
-        let mut frames = [MaybeUninit::<u64>::uninit(); MAX_FRAMES];
-        let mut reads = crate::unwind::memo::Reads::new();
-        let max = crate::init::settings().max_frames as usize;
-        let (n, _) = crate::unwind::capture(st, unwinder::DWARF, 0, &mut frames[..max], &mut reads);
-        let n = complete(st, &mut frames[..max], n);
-        // SAFETY: the walk and its completion wrote the first n entries.
-        let walked = core::slice::from_raw_parts(frames.as_ptr() as *const u64, n);
-        // From the fork call's return address on: the runtime's frames
-        // inside the fork are not the program's.
-        let from = walked
-            .iter()
-            .position(|&pc| pc == codeptr_ra as u64)
-            .unwrap_or(0);
-        let t = &mut st.omp;
-        let opened = &mut t.opened[depth];
-        opened.len = n - from;
-        opened.frames[..n - from].copy_from_slice(&walked[from..]);
-        opened.team = &t.forked[depth];
-        (*parallel).ptr = opened as *mut Context as *mut c_void;
+    if !parallel.is_null() {
+        let boundary = Boundary {
+            start: INVOKER_START.load(Ordering::Relaxed),
+            end: INVOKER_END.load(Ordering::Relaxed),
+            keep: true,
+        };
+        (*parallel).ptr = open_region(st, codeptr_ra as u64, boundary) as *mut c_void;
     }
     guard::leave(st);
 }
 
-/// On each thread of the team, the master too: the region's context is
-/// this thread's while it runs the implicit task; a worker's counts go to
-/// the team's tally.
+/// OMPT, on each thread of the team.
 unsafe extern "C" fn implicit_task(
     endpoint: c_int,
     parallel: *mut OmptData,
@@ -297,30 +346,13 @@ unsafe extern "C" fn implicit_task(
     };
     match endpoint {
         SCOPE_BEGIN => {
-            let depth = st.omp.depth;
-            if depth < DEPTH {
-                let opened = if parallel.is_null() {
-                    core::ptr::null()
-                } else {
-                    (*parallel).ptr as *const Context
-                };
-                // A region opened past the kept depth has no context.
-                let context = opened.as_ref().copied().unwrap_or(NO_CONTEXT);
-                st.omp.depth += 1;
-                let added = counts_with_teams(st);
-                st.omp.running[depth] = Running {
-                    context,
-                    worker: index != 0,
-                    added,
-                };
-            } else {
-                st.omp.depth += 1;
-            }
+            // A region opened past the kept depth has no context (null).
+            let opened = parallel
+                .as_ref()
+                .map_or(core::ptr::null(), |p| p.ptr as *const Context);
+            begin_task(st, opened, index != 0);
         }
-        SCOPE_END => {
-            add_to_team(st);
-            st.omp.depth = st.omp.depth.saturating_sub(1);
-        }
+        SCOPE_END => end_task(st),
         _ => {}
     }
     guard::leave(st);
@@ -343,4 +375,129 @@ unsafe extern "C" fn sync_region(
         add_to_team(st);
         guard::leave(st);
     }
+}
+
+// GCC's libgomp offers no OMPT: its calls that start a team are interposed
+// instead (the runtime is preloaded ahead of it), and each region's body
+// runs through `run_task` on every thread of the team, which takes the
+// region's context around it. Where libomp serves these calls (its GOMP
+// compatibility layer) OMPT already does this: they pass straight through.
+
+/// A region's outlined body.
+type Body = unsafe extern "C" fn(*mut c_void);
+
+/// What `run_task` gets in place of the body's data: the body, its data,
+/// and the context the team takes.
+struct Fork {
+    body: Body,
+    data: *mut c_void,
+    opened: *const Context,
+    master: u32,
+}
+
+/// The code of the library that serves the GOMP calls: [start, end).
+static GOMP_START: AtomicU64 = AtomicU64::new(0);
+static GOMP_END: AtomicU64 = AtomicU64::new(0);
+
+unsafe extern "C" fn run_task(fork: *mut c_void) {
+    // SAFETY: the encountering thread's `Fork`, alive until its call returns
+    // (after the whole team's tasks).
+    let fork = &*(fork as *const Fork);
+    let began = match guard::enter() {
+        Some(st) => {
+            let worker = st.tid != fork.master;
+            begin_task(st, fork.opened, worker);
+            guard::leave(st);
+            true
+        }
+        None => false,
+    };
+    (fork.body)(fork.data);
+    if let Some(st) = guard::enter().filter(|_| began) {
+        end_task(st);
+        guard::leave(st);
+    }
+}
+
+/// The encountering thread's `Fork` for a region about to start, called
+/// from `caller` (the fork's return address), or none: not recording, or
+/// OMPT (libomp) tells the region already.
+fn fork_here(body: Body, data: *mut c_void, caller: u64, real: usize) -> Option<Fork> {
+    if INVOKER_START.load(Ordering::Relaxed) != 0 {
+        return None;
+    }
+    let st = guard::enter()?;
+    if GOMP_END.load(Ordering::Relaxed) == 0 {
+        let (start, end) = crate::modules::code_range(real as u64);
+        GOMP_START.store(start, Ordering::Relaxed);
+        GOMP_END.store(end, Ordering::Relaxed);
+    }
+    let boundary = Boundary {
+        start: GOMP_START.load(Ordering::Relaxed),
+        end: GOMP_END.load(Ordering::Relaxed),
+        keep: false,
+    };
+    let opened = open_region(st, caller, boundary);
+    let master = st.tid;
+    guard::leave(st);
+    Some(Fork {
+        body,
+        data,
+        opened,
+        master,
+    })
+}
+
+/// The next definition of a GOMP entry point (libgomp's), looked up once.
+fn next_definition(cache: &core::sync::atomic::AtomicUsize, name: &CStr) -> usize {
+    let mut f = cache.load(Ordering::Relaxed);
+    if f == 0 {
+        // SAFETY: dlsym with a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        if f == 0 {
+            // The program called it, so it was linked against a library
+            // defining it: only a broken install gets here.
+            let message =
+                b"memlens: no OpenMP runtime defines a GOMP entry point the program calls\n";
+            // SAFETY: plain libc calls.
+            unsafe {
+                libc::write(2, message.as_ptr().cast(), message.len());
+                libc::abort();
+            }
+        }
+        cache.store(f, Ordering::Relaxed);
+    }
+    f
+}
+
+/// Declares the interposed GOMP entry point `name(body, data, args...)`.
+macro_rules! gomp_fork {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        /// # Safety
+        /// libgomp's contract.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(body: Body, data: *mut c_void, $($arg: $ty),*) {
+            static NEXT: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+            let name = CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes());
+            let real = next_definition(&NEXT, name);
+            let next: unsafe extern "C" fn(Body, *mut c_void, $($ty),*) = core::mem::transmute(real);
+            match fork_here(body, data, crate::unwind::return_address(), real) {
+                Some(fork) => next(run_task, &fork as *const Fork as *mut c_void, $($arg),*),
+                None => next(body, data, $($arg),*),
+            }
+        }
+    )*};
+}
+
+gomp_fork! {
+    GOMP_parallel(threads: c_uint, flags: c_uint);
+    GOMP_parallel_sections(threads: c_uint, count: c_uint, flags: c_uint);
+    GOMP_parallel_loop_static(threads: c_uint, start: c_long, end: c_long, incr: c_long, chunk: c_long, flags: c_uint);
+    GOMP_parallel_loop_dynamic(threads: c_uint, start: c_long, end: c_long, incr: c_long, chunk: c_long, flags: c_uint);
+    GOMP_parallel_loop_guided(threads: c_uint, start: c_long, end: c_long, incr: c_long, chunk: c_long, flags: c_uint);
+    GOMP_parallel_loop_nonmonotonic_dynamic(threads: c_uint, start: c_long, end: c_long, incr: c_long, chunk: c_long, flags: c_uint);
+    GOMP_parallel_loop_nonmonotonic_guided(threads: c_uint, start: c_long, end: c_long, incr: c_long, chunk: c_long, flags: c_uint);
+    GOMP_parallel_loop_runtime(threads: c_uint, start: c_long, end: c_long, incr: c_long, flags: c_uint);
+    GOMP_parallel_loop_nonmonotonic_runtime(threads: c_uint, start: c_long, end: c_long, incr: c_long, flags: c_uint);
+    GOMP_parallel_loop_maybe_nonmonotonic_runtime(threads: c_uint, start: c_long, end: c_long, incr: c_long, flags: c_uint);
 }
