@@ -7,8 +7,9 @@
 //! walk reaches the function that opened the parallel region. So when a
 //! region begins, the encountering thread's own stack is walked once (DWARF:
 //! through the runtime's frames) from the call that forked it, and every
-//! thread of the team puts that context under the runtime's microtask
-//! invoker in each stack it walks while it runs the region's implicit task
+//! thread of the team puts that context in place of the runtime's frames
+//! below the region's body (libomp's microtask invoker is kept) in each
+//! stack it walks while it runs the region's implicit task
 //! (DrCCTProf's calling contexts follow OpenMP threads to their fork point
 //! the same way). Hand-written: the OMPT ABI is a handful of C types.
 //!
