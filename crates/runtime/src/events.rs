@@ -154,7 +154,7 @@ pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32, entry: u6
 /// walked it, for the caller to count.
 pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) -> (u64, usize) {
     // A remembered walk holds no OpenMP region's context.
-    let memo = method == raw::unwinder::DWARF && !st.omp.in_region();
+    let memo = method == raw::unwinder::DWARF && !crate::openmp::in_region(st);
     if memo {
         if let Some(id) = unwind::memo::recall(st, entry) {
             return (id, raw::walked_by::CACHED_RULES);

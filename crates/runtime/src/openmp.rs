@@ -102,12 +102,45 @@ impl TeamContexts {
             depth: 0,
         }
     }
+}
 
-    /// Whether the thread runs a parallel region's implicit task: its walks
-    /// are then completed with the region's context.
-    pub fn in_region(&self) -> bool {
-        self.depth > 0
+/// The thread's OpenMP contexts, if it has met a parallel region.
+fn contexts(st: &ThreadState) -> Option<&TeamContexts> {
+    // SAFETY: null, or this thread's own mapping made by `contexts_mut`.
+    unsafe { st.omp.as_ref() }
+}
+
+/// The thread's OpenMP contexts, mapped at its first parallel region: a
+/// thread that never meets one keeps its state as small as it was (none
+/// when the mapping fails: its stacks are then left as walked).
+fn contexts_mut(st: &mut ThreadState) -> Option<&mut TeamContexts> {
+    if st.omp.is_null() {
+        let size = core::mem::size_of::<TeamContexts>().next_multiple_of(4096);
+        let p = crate::sys::alloc_pages(size) as *mut TeamContexts;
+        if !p.is_null() {
+            // SAFETY: a fresh mapping of the struct's size.
+            unsafe { p.write(TeamContexts::new()) };
+            st.omp = p;
+        }
     }
+    // SAFETY: as in `contexts`.
+    unsafe { st.omp.as_mut() }
+}
+
+/// Unmaps a thread's contexts (its state is going away).
+pub fn release(st: &mut ThreadState) {
+    if !st.omp.is_null() {
+        let size = core::mem::size_of::<TeamContexts>().next_multiple_of(4096);
+        // SAFETY: the mapping `contexts_mut` made, no longer used.
+        unsafe { crate::sys::munmap(st.omp as *mut c_void, size) };
+        st.omp = core::ptr::null_mut();
+    }
+}
+
+/// Whether the thread runs a parallel region's implicit task: its walks
+/// are then completed with the region's context.
+pub fn in_region(st: &ThreadState) -> bool {
+    contexts(st).is_some_and(|t| t.depth > 0)
 }
 
 /// The code of libomp's microtask invoker (`__kmp_invoke_microtask`), which
@@ -119,7 +152,9 @@ static INVOKER_END: AtomicU64 = AtomicU64::new(0);
 /// past the region's body (the OpenMP runtime's, which end at a worker's
 /// thread start) give way to the region's context. Returns the new count.
 pub fn complete(st: &ThreadState, frames: &mut [MaybeUninit<u64>], n: usize) -> usize {
-    let t = &st.omp;
+    let Some(t) = contexts(st) else {
+        return n;
+    };
     let Some(Running { context, .. }) = t.depth.checked_sub(1).and_then(|d| t.running.get(d))
     else {
         return n;
@@ -144,7 +179,7 @@ pub fn complete(st: &ThreadState, frames: &mut [MaybeUninit<u64>], n: usize) -> 
 /// What the workers of the regions the thread opened at its current depth
 /// counted so far.
 pub fn team_counts(st: &ThreadState) -> [u64; COUNTS] {
-    let forked = st.omp.forked.get(st.omp.depth);
+    let forked = contexts(st).and_then(|t| t.forked.get(t.depth));
     core::array::from_fn(|c| forked.map_or(0, |f| f[c].load(Ordering::Acquire)))
 }
 
@@ -161,7 +196,10 @@ pub fn counts_with_teams(st: &ThreadState) -> [u64; COUNTS] {
 /// A worker adds what it counted since its last addition to its team's tally.
 fn add_to_team(st: &mut ThreadState) {
     let now = counts_with_teams(st);
-    let t = &mut st.omp;
+    // SAFETY: as in `contexts`.
+    let Some(t) = (unsafe { st.omp.as_mut() }) else {
+        return;
+    };
     let Some(running) = t.depth.checked_sub(1).and_then(|d| t.running.get_mut(d)) else {
         return;
     };
@@ -261,10 +299,9 @@ unsafe extern "C" fn finalize(_data: *mut OmptData) {}
 /// inside the fork are not the program's; 0: the walk's first frame on),
 /// kept for the team at its nesting depth; null past the kept depth.
 fn open_region(st: &mut ThreadState, from: u64, boundary: Boundary) -> *const Context {
-    let depth = st.omp.depth;
-    if depth >= DEPTH {
+    let Some(depth) = contexts_mut(st).map(|t| t.depth).filter(|&d| d < DEPTH) else {
         return core::ptr::null();
-    }
+    };
     let mut frames = [MaybeUninit::<u64>::uninit(); MAX_FRAMES];
     let mut reads = crate::unwind::memo::Reads::new();
     let max = crate::init::settings().max_frames as usize;
@@ -273,7 +310,9 @@ fn open_region(st: &mut ThreadState, from: u64, boundary: Boundary) -> *const Co
     // SAFETY: the walk and its completion wrote the first n entries.
     let walked = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
     let from = walked.iter().position(|&pc| pc == from).unwrap_or(0);
-    let t = &mut st.omp;
+    let Some(t) = contexts_mut(st) else {
+        return core::ptr::null();
+    };
     let opened = &mut t.opened[depth];
     opened.len = n - from;
     opened.frames[..n - from].copy_from_slice(&walked[from..]);
@@ -285,18 +324,23 @@ fn open_region(st: &mut ThreadState, from: u64, boundary: Boundary) -> *const Co
 /// A thread of the team (the encountering one too) begins the region's
 /// implicit task: the region's context is its own until the task ends.
 fn begin_task(st: &mut ThreadState, opened: *const Context, worker: bool) {
-    let depth = st.omp.depth;
-    st.omp.depth += 1;
+    let Some(t) = contexts_mut(st) else {
+        return;
+    };
+    let depth = t.depth;
+    t.depth += 1;
     if depth < DEPTH {
         // SAFETY: the encountering thread keeps the context until the
         // region ends, after every task of its team has begun.
         let context = unsafe { opened.as_ref() }.copied().unwrap_or(NO_CONTEXT);
         let added = counts_with_teams(st);
-        st.omp.running[depth] = Running {
-            context,
-            worker,
-            added,
-        };
+        if let Some(t) = contexts_mut(st) {
+            t.running[depth] = Running {
+                context,
+                worker,
+                added,
+            };
+        }
     }
 }
 
@@ -304,7 +348,9 @@ fn begin_task(st: &mut ThreadState, opened: *const Context, worker: bool) {
 /// region's closing barrier lets the encountering thread go on).
 fn end_task(st: &mut ThreadState) {
     add_to_team(st);
-    st.omp.depth = st.omp.depth.saturating_sub(1);
+    if let Some(t) = contexts_mut(st) {
+        t.depth = t.depth.saturating_sub(1);
+    }
 }
 
 /// OMPT, on the encountering thread.

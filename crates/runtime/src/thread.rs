@@ -40,8 +40,9 @@ pub struct ThreadState {
     pub clock: crate::clock::Clock,
     /// Allocation stacks walked lately (the cached rules' walks).
     pub memo: crate::unwind::memo::WalkMemo,
-    /// The OpenMP regions this thread opened and runs (their calling contexts).
-    pub omp: crate::openmp::TeamContexts,
+    /// The OpenMP regions this thread opened and runs (their calling
+    /// contexts), mapped at its first one: null before.
+    pub omp: *mut crate::openmp::TeamContexts,
     /// qsort calls and the bytes they sorted (see `libc_calls`).
     pub sorts: [u64; 2],
 }
@@ -178,7 +179,7 @@ pub fn create() -> *mut ThreadState {
             model: crate::model::ThreadModel::off(),
             clock: crate::clock::Clock::new(),
             memo: crate::unwind::memo::WalkMemo::new(),
-            omp: crate::openmp::TeamContexts::new(),
+            omp: core::ptr::null_mut(),
             sorts: [0; 2],
         });
         (*p).countdown = crate::events::next_sample_countdown(&mut *p);
@@ -268,6 +269,7 @@ unsafe extern "C" fn on_thread_exit(value: *mut libc::c_void) {
     retire_slot(&*st);
     (*st).writer.release();
     (*st).model.release();
+    crate::openmp::release(&mut *st);
     tls_set(DEAD);
     let size = core::mem::size_of::<ThreadState>().next_multiple_of(4096);
     sys::munmap(st as *mut libc::c_void, size);
