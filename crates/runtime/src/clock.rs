@@ -21,10 +21,14 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 const WINDOW_NS: f64 = 50_000.0;
 /// The shortest time over which the counter's rate is measured.
 const MIN_BASELINE_NS: u64 = 1_000_000;
-/// Counter ticks a reading of the real clock may span (tens of µs at any
-/// clock rate; the vDSO takes well under one): a longer one was held up by
-/// the scheduler, and its counter reading is not the clock's instant.
-const MAX_PAIR_TICKS: u64 = 100_000;
+/// Counter ticks a reading of the real clock may span: the vDSO's takes
+/// under 200 (0.1 µs at 2.3 GHz), but on this VM 1 in 70,000 spans 10 to
+/// 40 µs (an interrupt, an exit to the hypervisor) and 1 in 300,000 more
+/// (a preemption). Such a pair's counter is not the clock's instant: a
+/// thread interpolating from it would give times up to that far behind,
+/// and another thread's allocation of a block could sort after this one's
+/// free of it. Under 2,000 (about 1 µs), the midpoint errs by half that.
+const MAX_PAIR_TICKS: u64 = 2_000;
 
 /// The kernel keeps time by the counter (so it found it constant and
 /// synchronized across CPUs).
