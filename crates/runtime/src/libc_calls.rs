@@ -1,7 +1,7 @@
 //! The C library's string and memory routines that read or write the
 //! program's data: libc is not instrumented, so `memlens cc` links
-//! instrumented code with `--wrap` for each (as for memcpy) and their calls
-//! land here. Each counts, exactly, the bytes the routine read and wrote as
+//! instrumented code with `--wrap` for each (`WRAPPED_ROUTINES`) and their
+//! calls land here. Each counts, exactly, the bytes the routine read and wrote as
 //! its result defines them (a strcmp reads both strings up to the first
 //! difference or terminator), as bulk traffic sampled onto the objects like
 //! memcpy's. Routines whose traffic the result does not determine are not
@@ -14,6 +14,9 @@ use crate::unwind::return_address;
 use core::ffi::{c_char, c_int, c_void};
 
 extern "C" {
+    fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void;
+    fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void;
+    fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void;
     fn strlen(s: *const c_char) -> usize;
     fn strnlen(s: *const c_char, max: usize) -> usize;
     fn strcmp(a: *const c_char, b: *const c_char) -> c_int;
@@ -113,6 +116,15 @@ macro_rules! wrapped {
         }
     };
 }
+
+wrapped!(fn __wrap_memcpy = memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void,
+    |_r| (&[(s as u64, n as u64)], Some((d as u64, n as u64))));
+
+wrapped!(fn __wrap_memmove = memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void,
+    |_r| (&[(s as u64, n as u64)], Some((d as u64, n as u64))));
+
+wrapped!(fn __wrap_memset = memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void,
+    |_r| (&[], Some((d as u64, n as u64))));
 
 wrapped!(fn __wrap_strlen = strlen(s: *const c_char) -> usize,
     |n| (&[(s as u64, n as u64 + 1)], None));
