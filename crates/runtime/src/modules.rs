@@ -139,82 +139,68 @@ const DT_NULL: i64 = 0;
 const DT_NEEDED: i64 = 1;
 const DT_STRTAB: i64 = 5;
 
-/// Whether an object loaded now needs the runtime by name: a `memlens cc`
-/// build, whose loads and stores are sampled (every sample then needs the
-/// block it landed in). Reads each object's dynamic section: no allocation.
-pub fn instrumented_image() -> bool {
-    extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, found: *mut c_void) -> i32 {
-        // SAFETY: the loader passes a valid info; `found` is our bool.
+/// Calls `visit` with each loaded object's load address and program
+/// headers until it returns true; whether one did. No allocation.
+fn any_object(visit: &mut dyn FnMut(u64, &[libc::Elf64_Phdr]) -> bool) -> bool {
+    extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> i32 {
+        // SAFETY: the loader passes a valid info; `data` is the caller's closure.
         unsafe {
             let info = &*info;
+            let visit = &mut *(data as *mut &mut dyn FnMut(u64, &[libc::Elf64_Phdr]) -> bool);
             let headers = core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
-            let Some(dynamic) = headers.iter().find(|h| h.p_type == libc::PT_DYNAMIC) else {
-                return 0;
-            };
-            let entries = (info.dlpi_addr + dynamic.p_vaddr) as *const DynamicEntry;
-            let (mut strtab, mut i) = (0u64, 0);
-            while (*entries.add(i)).tag != DT_NULL {
-                if (*entries.add(i)).tag == DT_STRTAB {
-                    strtab = (*entries.add(i)).value;
+            i32::from(visit(info.dlpi_addr, headers))
+        }
+    }
+    let mut visit = visit;
+    // SAFETY: the callback only reads the loader's data and calls `visit`.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut visit as *mut _ as *mut c_void) != 0 }
+}
+
+/// Whether an object loaded now needs the runtime by name: a `memlens cc`
+/// build, whose loads and stores are sampled (every sample then needs the
+/// block it landed in). Reads each object's dynamic section.
+pub fn instrumented_image() -> bool {
+    any_object(&mut |base, headers| {
+        let Some(dynamic) = headers.iter().find(|h| h.p_type == libc::PT_DYNAMIC) else {
+            return false;
+        };
+        // SAFETY: the loader maps each object's dynamic section, ended by DT_NULL.
+        unsafe {
+            let entries = (base + dynamic.p_vaddr) as *const DynamicEntry;
+            let (mut strtab, mut n) = (0u64, 0);
+            while (*entries.add(n)).tag != DT_NULL {
+                if (*entries.add(n)).tag == DT_STRTAB {
+                    strtab = (*entries.add(n)).value;
                 }
-                i += 1;
+                n += 1;
             }
             // The loader relocates the address in place, except in objects
             // it maps unrelocated (the vDSO).
-            if strtab != 0 && strtab < info.dlpi_addr {
-                strtab += info.dlpi_addr;
+            if strtab != 0 && strtab < base {
+                strtab += base;
             }
-            for k in 0..i {
-                let e = *entries.add(k);
-                if e.tag == DT_NEEDED && strtab != 0 {
-                    let name = CStr::from_ptr((strtab + e.value) as *const libc::c_char);
-                    if name.to_bytes() == RUNTIME_NEEDED {
-                        *(found as *mut bool) = true;
-                        return 1;
-                    }
-                }
-            }
-            0
+            strtab != 0
+                && (0..n).any(|k| {
+                    let e = *entries.add(k);
+                    e.tag == DT_NEEDED
+                        && CStr::from_ptr((strtab + e.value) as *const libc::c_char).to_bytes()
+                            == RUNTIME_NEEDED
+                })
         }
-    }
-    let mut found = false;
-    // SAFETY: the callback only reads the loader's data and writes `found`.
-    unsafe { libc::dl_iterate_phdr(Some(visit), &mut found as *mut bool as *mut c_void) };
-    found
+    })
 }
 
 /// The executable segment of the loaded object holding `addr`: [start, end),
 /// or (0, 0).
 pub fn code_range(addr: u64) -> (u64, u64) {
-    struct Search {
-        addr: u64,
-        found: (u64, u64),
-    }
-    extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> i32 {
-        // SAFETY: the loader passes a valid info; `data` is our Search.
-        unsafe {
-            let info = &*info;
-            let search = &mut *(data as *mut Search);
-            let headers = core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
-            for h in headers
-                .iter()
-                .filter(|h| h.p_type == libc::PT_LOAD && h.p_flags & libc::PF_X != 0)
-            {
-                let start = info.dlpi_addr + h.p_vaddr;
-                let end = start + h.p_memsz;
-                if (start..end).contains(&search.addr) {
-                    search.found = (start, end);
-                    return 1;
-                }
-            }
-            0
-        }
-    }
-    let mut search = Search {
-        addr,
-        found: (0, 0),
-    };
-    // SAFETY: the callback only reads the loader's data and writes `search`.
-    unsafe { libc::dl_iterate_phdr(Some(visit), &mut search as *mut Search as *mut c_void) };
-    search.found
+    let mut found = (0, 0);
+    any_object(&mut |base, headers| {
+        let code = (headers.iter())
+            .filter(|h| h.p_type == libc::PT_LOAD && h.p_flags & libc::PF_X != 0)
+            .map(|h| (base + h.p_vaddr, base + h.p_vaddr + h.p_memsz))
+            .find(|&(start, end)| (start..end).contains(&addr));
+        found = code.unwrap_or(found);
+        code.is_some()
+    });
+    found
 }
