@@ -269,14 +269,15 @@ fn derived_figures(r: &RegionAccess) -> Vec<String> {
         _ => shown(estimate),
     };
     // A team's bytes are not in the marking thread's samples: no comparison.
-    let exact_rate = |bytes: u64, bw: f64| (bytes > 0 && r.team_bytes == 0).then_some(bw);
+    let comparable = r.team_bytes == 0;
+    let exact_rate = |bytes: u64, bw: f64| (bytes > 0 && comparable).then_some(bw);
     let mut out = Vec::new();
     if let Some(ns) = d.derived_latency_ns {
         out.push(format!(
             "{} per load",
             versus(
                 ns,
-                r.exact_ns_per_load.filter(|_| r.team_bytes == 0),
+                r.exact_ns_per_load.filter(|_| comparable),
                 &|v| format!("{v:.2} ns")
             )
         ));

@@ -8,21 +8,18 @@ use memlens_analysis::Provenance;
 pub fn section(r: &Report) -> Option<Section> {
     let mut s = Section::new("leaks", "Leaks at exit");
     // A process that did not exit left its blocks in use, not leaked.
-    let killed = |pid: u32| {
-        (r.summary.processes.iter())
-            .filter(|p| p.pid == pid && p.exit_code.is_none())
-            .find_map(|p| p.signal)
-    };
+    let mut killed = Vec::new();
     for p in &r.summary.processes {
         if let (None, Some(sig)) = (p.exit_code, p.signal) {
             s = s.note(format!(
                 "pid {} was killed by signal {sig}: its blocks below were live when it died; it never reached exit, so they are not leaks",
                 p.pid
             ));
+            killed.push(p.pid);
         }
     }
     for l in &r.leaks.heap_live_at_exit {
-        let when = if killed(l.pid).is_some() {
+        let when = if killed.contains(&l.pid) {
             "live when it died"
         } else {
             "still live"
