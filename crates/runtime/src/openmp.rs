@@ -104,6 +104,9 @@ impl TeamContexts {
     }
 }
 
+/// Bytes of the mapping a thread's contexts take (whole pages).
+const CONTEXTS_MAPPED: usize = core::mem::size_of::<TeamContexts>().next_multiple_of(4096);
+
 /// The thread's OpenMP contexts, if it has met a parallel region.
 fn contexts(st: &ThreadState) -> Option<&TeamContexts> {
     // SAFETY: null, or this thread's own mapping made by `contexts_mut`.
@@ -115,14 +118,18 @@ fn contexts(st: &ThreadState) -> Option<&TeamContexts> {
 /// when the mapping fails: its stacks are then left as walked).
 fn contexts_mut(st: &mut ThreadState) -> Option<&mut TeamContexts> {
     if st.omp.is_null() {
-        let size = core::mem::size_of::<TeamContexts>().next_multiple_of(4096);
-        let p = crate::sys::alloc_pages(size) as *mut TeamContexts;
+        let p = crate::sys::alloc_pages(CONTEXTS_MAPPED) as *mut TeamContexts;
         if !p.is_null() {
             // SAFETY: a fresh mapping of the struct's size.
             unsafe { p.write(TeamContexts::new()) };
             st.omp = p;
         }
     }
+    contexts_met(st)
+}
+
+/// The thread's OpenMP contexts to change, if it has met a parallel region.
+fn contexts_met(st: &mut ThreadState) -> Option<&mut TeamContexts> {
     // SAFETY: as in `contexts`.
     unsafe { st.omp.as_mut() }
 }
@@ -130,9 +137,8 @@ fn contexts_mut(st: &mut ThreadState) -> Option<&mut TeamContexts> {
 /// Unmaps a thread's contexts (its state is going away).
 pub fn release(st: &mut ThreadState) {
     if !st.omp.is_null() {
-        let size = core::mem::size_of::<TeamContexts>().next_multiple_of(4096);
         // SAFETY: the mapping `contexts_mut` made, no longer used.
-        unsafe { crate::sys::munmap(st.omp as *mut c_void, size) };
+        unsafe { crate::sys::munmap(st.omp as *mut c_void, CONTEXTS_MAPPED) };
         st.omp = core::ptr::null_mut();
     }
 }
@@ -196,15 +202,14 @@ pub fn counts_with_teams(st: &ThreadState) -> [u64; COUNTS] {
 /// A worker adds what it counted since its last addition to its team's tally.
 fn add_to_team(st: &mut ThreadState) {
     let now = counts_with_teams(st);
-    // SAFETY: as in `contexts`.
-    let Some(t) = (unsafe { st.omp.as_mut() }) else {
+    let Some(t) = contexts_met(st) else {
         return;
     };
     let Some(running) = t.depth.checked_sub(1).and_then(|d| t.running.get_mut(d)) else {
         return;
     };
-    // SAFETY: the tally lives in the encountering thread's state, which
-    // outlives the region (it is released only after that thread exits).
+    // SAFETY: the tally lives in the encountering thread's contexts, which
+    // outlive the region (they are unmapped only when that thread exits).
     let Some(team) = (unsafe { running.context.team.as_ref() }) else {
         return;
     };
@@ -348,7 +353,7 @@ fn begin_task(st: &mut ThreadState, opened: *const Context, worker: bool) {
 /// region's closing barrier lets the encountering thread go on).
 fn end_task(st: &mut ThreadState) {
     add_to_team(st);
-    if let Some(t) = contexts_mut(st) {
+    if let Some(t) = contexts_met(st) {
         t.depth = t.depth.saturating_sub(1);
     }
 }
