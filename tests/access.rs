@@ -525,6 +525,39 @@ fn string_routines_count_the_bytes_they_touch_exactly() {
     }
 }
 
+/// Samples on memory no object covers say what it is: the program's ELF
+/// header (its image outside its symbols), a chunk header between two
+/// blocks it writes (heap memory outside the live blocks), and a mapping
+/// made by a raw system call (nothing memlens saw), 2^20 accesses each.
+#[test]
+fn samples_on_no_object_say_what_memory_they_hit() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "unknown_memory.c", &["-O2"]);
+    let report = same_behaviour(&[app.to_str().unwrap()]);
+    let a = &report["access"];
+    let kinds: Vec<(&str, u64)> = (a["unattributed_memory"].as_array().unwrap().iter())
+        .map(|m| (m["what"].as_str().unwrap(), m["samples"].as_u64().unwrap()))
+        .collect();
+    let expected = (1u64 << 20) / a["period"].as_u64().unwrap();
+    for what in [
+        "unknown_memory's image outside its symbols",
+        "heap memory outside the blocks live then",
+        "memory no recorded block, mapping or image covers",
+    ] {
+        let n = (kinds.iter().find(|(k, _)| k.starts_with(what)))
+            .unwrap_or_else(|| panic!("no {what:?} in {kinds:?}"))
+            .1;
+        assert!(
+            n.abs_diff(expected) * 5 < expected,
+            "{what}: {n} of {expected}"
+        );
+    }
+    assert_eq!(
+        kinds.iter().map(|k| k.1).sum::<u64>(),
+        a["unattributed"].as_u64().unwrap()
+    );
+}
+
 /// OMPT: a region the master marks around parallel loops counts both
 /// threads' accesses exactly (its own and, through the team's tally, the
 /// worker's); regions each thread marks inside a parallel region count

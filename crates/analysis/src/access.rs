@@ -162,6 +162,90 @@ pub struct LevelRow {
     pub mean_latency: Option<f64>,
 }
 
+/// Samples that no object covers, by what the profile says their memory is.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct UnknownMemory {
+    pub what: String,
+    pub samples: u64,
+}
+
+/// Tells what memory an address no object covers is: a loaded image's bytes
+/// outside its symbols, memory a block or mapping held at another time (the
+/// allocator's free chunks and headers), or memory memlens saw no call map.
+struct MemoryMap {
+    /// (pid, start) -> (end, file name) of each loaded image.
+    images: BTreeMap<(u32, u64), (u64, String)>,
+    /// (pid, start) -> end of the merged extents any allocation row held.
+    held: BTreeMap<(u32, u64), u64>,
+    every_block: bool,
+}
+
+/// Bytes between two blocks that are still the allocator's (glibc's chunk
+/// header is 16, jemalloc and mimalloc have none).
+const HEADER_GAP: u64 = 32;
+
+impl MemoryMap {
+    fn new(p: &Profile) -> Self {
+        let images = (p.modules.iter())
+            .map(|m| {
+                let name = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
+                ((m.pid, m.start), (m.end, name))
+            })
+            .collect();
+        let mut extents: Vec<(u32, u64, u64)> = (p.allocations.iter())
+            .map(|a| {
+                (
+                    a.pid,
+                    a.address,
+                    a.address.saturating_add(a.usable_size.max(a.size)),
+                )
+            })
+            .collect();
+        extents.sort_unstable();
+        let mut held = BTreeMap::new();
+        let mut last: Option<(u32, u64, u64)> = None;
+        for (pid, start, end) in extents {
+            match &mut last {
+                Some((p, _, e)) if *p == pid && start <= e.saturating_add(HEADER_GAP) => {
+                    *e = (*e).max(end)
+                }
+                _ => {
+                    if let Some((p, s, e)) = last.replace((pid, start, end)) {
+                        held.insert((p, s), e);
+                    }
+                }
+            }
+        }
+        if let Some((p, s, e)) = last {
+            held.insert((p, s), e);
+        }
+        MemoryMap {
+            images,
+            held,
+            every_block: p.meta.settings.sample_rate == 1,
+        }
+    }
+
+    fn what(&self, pid: u32, addr: u64) -> String {
+        let image = (self.images.range(..=(pid, addr)).next_back())
+            .filter(|(&(p, _), (end, _))| p == pid && *end > addr);
+        if let Some((_, (_, name))) = image {
+            return format!(
+                "{name}'s image outside its symbols (relocations, a stripped library's data)"
+            );
+        }
+        let held = (self.held.range(..=(pid, addr)).next_back())
+            .is_some_and(|(&(p, _), &end)| p == pid && end > addr);
+        if held {
+            "heap memory outside the blocks live then (the allocator's chunk headers and free chunks, or a block touched after its free)".to_string()
+        } else if self.every_block {
+            "memory no recorded block, mapping or image covers (mapped before memlens started, by a raw system call, or by the kernel)".to_string()
+        } else {
+            "memory no recorded block, mapping or image covers (heap blocks the byte sampler skipped: `--leaks` records every block)".to_string()
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct AccessReport {
     /// False when the profile has no access samples.
@@ -201,6 +285,8 @@ pub struct AccessReport {
     pub accuracy: Option<f64>,
     /// Samples that fell in no known object.
     pub unattributed: u64,
+    /// What the memory under those samples is, most sampled first.
+    pub unattributed_memory: Vec<UnknownMemory>,
     pub objects: Vec<ObjectAccess>,
     pub regions: Vec<RegionAccess>,
 }
@@ -450,9 +536,14 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     // bandwidth), and the spans of the loads the counters count (for time
     // per load: a bulk call's samples are of bytes).
     let mut spans: FxHashMap<usize, [Span; 3]> = FxHashMap::default();
+    let memory = MemoryMap::new(p);
+    let mut unknown: HashMap<String, u64> = HashMap::new();
     attribute(p, objects, |i, hit, regions| {
         let s = &p.samples[i];
         let object = hit.map(|h| h.object);
+        if object.is_none() {
+            *unknown.entry(memory.what(s.pid, s.address)).or_default() += 1;
+        }
         let e = per_object.entry(object).or_default();
         if s.is_store {
             e.stores += 1;
@@ -479,6 +570,10 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         }
     });
     out.unattributed = per_object.get(&None).map_or(0, |e| e.loads + e.stores);
+    out.unattributed_memory = (unknown.into_iter())
+        .map(|(what, samples)| UnknownMemory { what, samples })
+        .collect();
+    (out.unattributed_memory).sort_by(|a, b| b.samples.cmp(&a.samples).then(a.what.cmp(&b.what)));
     let scaled = |n: u64| n as f64 * period as f64;
     let mut list: Vec<ObjectAccess> = per_object
         .into_iter()
@@ -938,6 +1033,40 @@ mod tests {
             r.objects.iter().map(|(_, n)| n).sum::<u64>()
         };
         assert_eq!((touched("work [process]"), touched("work")), (20, 10));
+    }
+
+    /// What a sample on no object hit: an image's bytes without a symbol,
+    /// the 16 bytes between two blocks (a chunk header), a freed block's
+    /// bytes, or memory nothing recorded covers.
+    #[test]
+    fn memory_no_object_covers_is_named_by_what_holds_it() {
+        let mut p = Profile::default();
+        p.meta.settings.sample_rate = 1;
+        p.modules = vec![memlens_profile::Module {
+            pid: 1,
+            path: "/usr/lib/libx.so".into(),
+            start: 0x1000,
+            end: 0x5000,
+            ..Default::default()
+        }];
+        let block = |address, free_ns| Allocation {
+            pid: 1,
+            address,
+            size: 48,
+            usable_size: 48,
+            free_ns,
+            ..Default::default()
+        };
+        p.allocations = vec![block(0x10000, None), block(0x10040, Some(10))];
+        let map = super::MemoryMap::new(&p);
+        let what = |addr| map.what(1, addr);
+        assert!(what(0x2000).starts_with("libx.so's image"));
+        assert!(what(0x10038).starts_with("heap memory outside"));
+        assert!(what(0x10050).starts_with("heap memory outside"));
+        assert!(what(0x20000).starts_with("memory no recorded block"));
+        assert!(what(0x10000 + 48 + 16 + 48 + 33).starts_with("memory no recorded block"));
+        // Another process's memory is not this one's.
+        assert!(map.what(2, 0x2000).starts_with("memory no recorded block"));
     }
 
     /// A 4 KiB heap block at 0x10000 live from 1 us to 1 ms, and 30 samples

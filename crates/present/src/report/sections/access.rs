@@ -164,7 +164,14 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
         t.push(row);
     }
     if a.unattributed > 0 {
-        t = t.footer(format!("({} samples hit no recorded object: small unsampled heap blocks, or code outside memlens' view)", a.unattributed));
+        let what: Vec<String> = (a.unattributed_memory.iter())
+            .map(|m| format!("{} in {}", m.samples, m.what))
+            .collect();
+        t = t.footer(format!(
+            "({} hit no recorded object: {})",
+            counted(a.unattributed, "sample"),
+            what.join("; ")
+        ));
     }
     t
 }
