@@ -263,6 +263,74 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
     );
 }
 
+/// heaptrack's temporary allocations (a block whose free is the next event
+/// after an allocation of its site and size) on real programs: sort, an
+/// SQL query in sqlite3 (whose string builder reallocates as it grows) and
+/// CPython, recorded with `--leaks`, against heaptrack on the same command.
+/// heaptrack's count includes one of its own (its libstdc++'s constructor,
+/// measured on `true`); the C library's locale loading differs by an
+/// allocation or two under heaptrack's launcher.
+#[test]
+fn temporaries_are_heaptracks_on_real_programs() {
+    let dir = tempdir();
+    let heaptrack_temporaries = |name: &str, command: &[&str]| -> u64 {
+        let trace = dir.path().join(name);
+        let out = Command::new("heaptrack")
+            .arg("-o")
+            .arg(&trace)
+            .args(command)
+            .output()
+            .expect("heaptrack is installed (.ci/run installs it)");
+        assert!(out.status.success(), "heaptrack {command:?}");
+        let printed = Command::new("heaptrack_print")
+            .arg(dir.path().join(format!("{name}.zst")))
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&printed.stdout);
+        let line = (printed.lines())
+            .find_map(|l| l.strip_prefix("temporary memory allocations: "))
+            .unwrap_or_else(|| panic!("{printed}"));
+        line.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let own = heaptrack_temporaries("true", &["/bin/true"]);
+    let lines = dir.path().join("lines");
+    let text: String = (0..100_000u64)
+        .map(|i| format!("{}\n", i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % 1_000_003))
+        .collect();
+    std::fs::write(&lines, text).unwrap();
+    let sql = "create table t(a, b); with recursive c(x) as (select 1 union all \
+               select x + 1 from c where x < 20000) insert into t select x, \
+               printf('%08d-abc', x * 7) from c; select count(*), max(b) from t \
+               group by a % 10 order by 2 limit 3;";
+    let programs: [(&str, Vec<&str>); 3] = [
+        (
+            "sort",
+            vec!["/usr/bin/sort", "--parallel=1", lines.to_str().unwrap()],
+        ),
+        ("sqlite3", vec!["/usr/bin/sqlite3", ":memory:", sql]),
+        (
+            "python3",
+            vec![
+                "/usr/bin/python3",
+                "-c",
+                "import json; print(len(json.loads(json.dumps([{'a': i} for i in range(20000)]))))",
+            ],
+        ),
+    ];
+    for (name, command) in programs {
+        let p = dir.path().join(format!("{name}.memlens"));
+        assert_ran(&record(&p, &["--leaks"], &command));
+        let sites: Vec<HeapSite> = memlens_profile::read_table(&p).unwrap();
+        let ours: u64 = sites.iter().filter_map(|s| s.temporary).sum();
+        let theirs = heaptrack_temporaries(name, &command) - own;
+        assert!(
+            ours.abs_diff(theirs) <= 2,
+            "{name}: {ours} temporaries, heaptrack {theirs}"
+        );
+        assert!(ours > 10, "{name}: {ours}");
+    }
+}
+
 /// The sites' figures that do not depend on where the profile's clock
 /// starts, by stack.
 fn site_figures(p: &Path) -> Vec<(u64, [f64; 7], Option<u64>)> {
@@ -308,12 +376,11 @@ fn replayed_during_the_run_as_after_it(command: &[&str]) {
     let (churned, handed) = (site_in(&p, &sites, "churn"), site_in(&p, &sites, "produce"));
     assert_eq!((churned.allocations, churned.leaked), (1_000_000.0, 0.0));
     assert_eq!((handed.allocations, handed.leaked), (200_000.0, 200.0));
-    // Freed before the thread's next allocation: all the main thread's
-    // blocks but every thousandth, none of the producer's.
-    assert_eq!(
-        (churned.temporary, handed.temporary),
-        (Some(999_000), Some(0))
-    );
+    // Freed right after their allocation: all the main thread's blocks but
+    // every thousandth; of the producer's, those the consumer freed before
+    // the producer's next allocation (as the threads' timing has it).
+    assert_eq!(churned.temporary, Some(999_000));
+    assert!(handed.temporary.is_some_and(|n| n < 199_800));
     let during = site_figures(&p);
     std::fs::remove_file(p.join("meta.json")).unwrap();
     let out = Command::new(memlens())

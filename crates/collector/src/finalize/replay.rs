@@ -422,7 +422,7 @@ impl<'a> Replay<'a> {
             // could record it): it ended when its address was reused.
             self.block_ended(sinks, a.ptr, old, None, at);
         }
-        self.heap_sites.allocated(a.ptr, &block);
+        self.heap_sites.allocated(&block);
         let live = self.heap_sites.live();
         for (_, peak) in self.region_heap.values_mut() {
             *peak = peak.max(live);
@@ -487,7 +487,7 @@ impl<'a> Replay<'a> {
         tid: Option<u32>,
         at: u64,
     ) {
-        self.heap_sites.freed(ptr, &b, tid, at);
+        self.heap_sites.freed(&b, tid, at);
         let summed = match sinks.rows {
             BlockRows::Large => true,
             BlockRows::LargeAndHit => !b.hit,

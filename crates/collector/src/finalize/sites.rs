@@ -104,10 +104,10 @@ pub(super) struct HeapSites {
     peak: Peak,
     /// Numbers the process peaks: a site's snapshot of an earlier one is stale.
     peaks: u64,
-    /// Each thread's last allocation, to tell temporaries: the thread that
-    /// allocated last, and the others'.
-    last_alloc: Option<(u32, u64)>,
-    others_last_alloc: FxHashMap<u32, u64>,
+    /// The site and size of the process's last allocation, if no free came
+    /// after it: heaptrack's temporary allocation is a block whose free is
+    /// the next event after an allocation of its site and size.
+    last_allocation: Option<(u32, u64)>,
     /// Every block was recorded: temporaries can be told.
     every_block: bool,
     tick_ns: u64,
@@ -125,8 +125,7 @@ impl HeapSites {
             live_usable: 0.0,
             peak: Peak::default(),
             peaks: 0,
-            last_alloc: None,
-            others_last_alloc: FxHashMap::default(),
+            last_allocation: None,
             every_block,
             tick_ns: tick_ns.max(1),
             next_tick: tick_ns.max(1),
@@ -175,7 +174,7 @@ impl HeapSites {
         self.live
     }
 
-    pub fn allocated(&mut self, ptr: u64, b: &LiveBlock) {
+    pub fn allocated(&mut self, b: &LiveBlock) {
         self.before_change(b.site);
         let s = &mut self.sites[b.site as usize];
         s.allocations += b.est_count();
@@ -200,21 +199,19 @@ impl HeapSites {
                 time_ns: b.alloc_ns,
             };
         }
-        if let Some((tid, ptr)) = self.last_alloc.filter(|last| last.0 != b.tid) {
-            self.others_last_alloc.insert(tid, ptr);
-        }
-        self.last_alloc = Some((b.tid, ptr));
+        self.last_allocation = Some((b.site, b.size));
     }
 
     /// A block freed by thread `tid` at `at` (or found ended by its
     /// address's reuse: `tid` None).
-    pub fn freed(&mut self, ptr: u64, b: &LiveBlock, tid: Option<u32>, at: u64) {
+    pub fn freed(&mut self, b: &LiveBlock, tid: Option<u32>, at: u64) {
         self.before_change(b.site);
-        let last = match self.last_alloc {
-            Some((tid, ptr)) if tid == b.tid => Some(ptr),
-            _ => self.others_last_alloc.get(&b.tid).copied(),
-        };
-        let temporary = tid == Some(b.tid) && last == Some(ptr);
+        // A free the log did not hold (the block's address reused) is no
+        // event in heaptrack's stream either.
+        let temporary = tid.is_some() && self.last_allocation == Some((b.site, b.size));
+        if tid.is_some() {
+            self.last_allocation = None;
+        }
         let s = &mut self.sites[b.site as usize];
         s.temporary += u64::from(temporary);
         s.live = (s.live - b.est_bytes()).max(0.0);
@@ -341,9 +338,9 @@ mod tests {
         let mut live: Vec<(u64, LiveBlock)> = Vec::new();
         let (mut best, mut at_best, mut peaks) = (0.0, [0.0f64; 5], [0.0f64; 5]);
         let mut temporaries = [0u64; 5];
-        // Three threads: a temporary is freed by the thread that allocated
-        // it, with no allocation of that thread in between.
-        let mut last_alloc = [None; 3];
+        // Three threads, one stream of events: a temporary's free comes
+        // right after an allocation of its site and size (heaptrack's).
+        let mut last_allocation = None;
         for t in 0..20_000u64 {
             if live.is_empty() || next() % 3 != 0 {
                 let site_index = next() % 5;
@@ -362,15 +359,21 @@ mod tests {
                     site,
                 };
                 sites.advance(t, &mut out, |_| None);
-                sites.allocated(t, &block);
+                sites.allocated(&block);
                 live.push((t, block));
-                last_alloc[thread as usize] = Some(t);
+                last_allocation = Some((site, size));
             } else {
-                let (ptr, block) = live.swap_remove((next() % live.len() as u64) as usize);
+                // Half the frees are of the newest block: temporaries when
+                // no free came between.
+                let (_, block) = if next() % 2 == 0 {
+                    live.pop().unwrap()
+                } else {
+                    live.swap_remove((next() % live.len() as u64) as usize)
+                };
                 sites.advance(t, &mut out, |_| None);
                 let freer = 7 + (next() % 3) as u32;
-                sites.freed(ptr, &block, Some(freer), t);
-                if freer == block.tid && last_alloc[(block.tid - 7) as usize] == Some(ptr) {
+                sites.freed(&block, Some(freer), t);
+                if last_allocation.take() == Some((block.site, block.size)) {
                     temporaries[block.site as usize] += 1;
                 }
             }
@@ -395,6 +398,7 @@ mod tests {
             assert_eq!(row.bytes_at_peak, at_best[site], "site {i}");
             assert_eq!(row.peak_bytes, peaks[site], "site {i}");
             assert_eq!(row.temporary, Some(temporaries[site]), "site {i}");
+            assert!(temporaries[site] > 100, "site {i}");
         }
         assert_eq!(rows.iter().map(|r| r.bytes_at_peak).sum::<f64>(), best);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -425,16 +429,16 @@ mod tests {
         let mut t = 0;
         for i in 0..100u64 {
             let b = block(serial, t, i == 50);
-            sites.allocated(i, &b);
+            sites.allocated(&b);
             t += 1;
-            sites.freed(i, &b, Some(7), t);
+            sites.freed(&b, Some(7), t);
         }
         let leaked = block(serial, t, true);
-        sites.allocated(1000, &leaked);
+        sites.allocated(&leaked);
         let many = sites.site_of(2, 0);
         let held: Vec<LiveBlock> = (0..40).map(|i| block(many, t + i, true)).collect();
-        for (i, b) in held.iter().enumerate() {
-            sites.allocated(2000 + i as u64, b);
+        for b in &held {
+            sites.allocated(b);
         }
         let live: Vec<LiveBlock> = std::iter::once(leaked).chain(held).collect();
         let (rows, _) = sites.finish(t + 100, live.iter(), &mut out, |_| None);
