@@ -402,6 +402,51 @@ fn preloaded_allocators_keep_working_and_their_heap_is_counted() {
 }
 
 #[test]
+fn a_non_pie_programs_own_plt_entry_for_malloc_is_no_loss() {
+    // The case itself: malloc undefined in the executable, with an address.
+    let symbols = std::process::Command::new("readelf")
+        .args(["-W", "--dyn-syms"])
+        .arg(program("non_pie_malloc"))
+        .output()
+        .unwrap();
+    let symbols = String::from_utf8_lossy(&symbols.stdout);
+    let malloc: Vec<&str> = (symbols.lines())
+        .find(|l| {
+            l.split_whitespace()
+                .nth(7)
+                .is_some_and(|n| n.starts_with("malloc"))
+        })
+        .unwrap_or_else(|| panic!("{symbols}"))
+        .split_whitespace()
+        .collect();
+    assert!(
+        malloc[6] == "UND" && !malloc[1].trim_start_matches('0').is_empty(),
+        "{malloc:?}"
+    );
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--leaks"], &[&program("non_pie_malloc")]));
+    let r = report_json(&p);
+    assert_eq!(r["losses"]["heap_not_hooked"], 0, "{}", r["losses"]);
+    let site = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .find(|o| o["site"]["function"] == "main")
+        .unwrap_or_else(|| panic!("{}", r["objects_by_allocated"]));
+    assert_eq!(site["allocations"].as_f64(), Some(100.0));
+    assert_eq!(site["leaked_bytes"].as_f64(), Some(50_000.0));
+    // With another allocator ahead of the runtime it is a loss again.
+    let preload = format!("{}:{}", ALLOCATORS[0], runtime().display());
+    let p = dir.path().join("q");
+    let out = output_within(
+        std::process::Command::new(program("non_pie_malloc"))
+            .env("LD_PRELOAD", preload)
+            .env("MEMLENS_DIR", &p),
+    );
+    assert_ran(&out);
+    assert_eq!(report_json(&p)["losses"]["heap_not_hooked"], 1);
+}
+
+#[test]
 fn allocator_placed_before_the_runtime_is_reported() {
     // Transparent mode with jemalloc first in LD_PRELOAD: malloc never reaches
     // the runtime, and the report must say so rather than show an empty heap.

@@ -59,6 +59,16 @@ pub fn programs() -> &'static Path {
             "-ldl",
             "-lpthread",
         ]);
+        cc(&[
+            "gcc",
+            "-O1",
+            "-g",
+            "-fno-pie",
+            "-no-pie",
+            &s("non_pie_malloc.c"),
+            "-o",
+            &o("non_pie_malloc"),
+        ]);
         // No dynamic loader runs for it: the runtime cannot enter.
         cc(&[
             "gcc",

@@ -218,6 +218,34 @@ pub(crate) fn object_of(addr: usize) -> usize {
     }
 }
 
+/// Whether the program's malloc calls reach the loaded object at `base`:
+/// the global scope's first definition of malloc is its. `dlsym` gives a
+/// non-PIE executable's canonical PLT entry for malloc instead (an undefined
+/// symbol with an address, there for function pointers to compare equal),
+/// whose calls go on to the first definition after the executable: then
+/// `base` must be the first object loaded after it.
+pub(crate) fn malloc_reaches(base: usize) -> bool {
+    // SAFETY: dlsym with a NUL-terminated name; dladdr1 fills locals and
+    // points `symbol` at the loader's symbol table entry.
+    unsafe {
+        let first = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
+        if object_of(first as usize) == base {
+            return true;
+        }
+        let mut info: libc::Dl_info = core::mem::zeroed();
+        let mut symbol: *const libc::Elf64_Sym = core::ptr::null();
+        const RTLD_DL_SYMENT: i32 = 1;
+        let found = libc::dladdr1(
+            first,
+            &mut info,
+            &mut symbol as *mut _ as *mut *mut c_void,
+            RTLD_DL_SYMENT,
+        );
+        let canonical_plt = found != 0 && !symbol.is_null() && (*symbol).st_shndx == 0;
+        canonical_plt && crate::modules::first_after_executable() == base as u64
+    }
+}
+
 /// Whether the exact heap counters can be kept (see `SIZES_KNOWN`).
 pub fn sizes_known() -> bool {
     resolve();

@@ -223,9 +223,7 @@ unsafe fn own_private_dir(path: *const c_char, create: bool) -> bool {
 /// before the runtime in symbol lookup (its malloc is not ours), or the one in
 /// use cannot tell block sizes.
 pub(crate) fn record_allocator_faults() {
-    // SAFETY: dlsym with a NUL-terminated name.
-    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
-    if allocator::object_of(first) != allocator::object_of(init as *const () as usize) {
+    if !allocator::malloc_reaches(allocator::object_of(init as *const () as usize)) {
         log::set_fault(raw::fault::HEAP_NOT_HOOKED);
     }
     if !allocator::sizes_known() {

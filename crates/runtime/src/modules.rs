@@ -190,6 +190,22 @@ pub fn instrumented_image() -> bool {
     })
 }
 
+/// The load address of the first object loaded after the executable (the
+/// vDSO aside): the first of LD_PRELOAD's.
+pub fn first_after_executable() -> u64 {
+    // SAFETY: getauxval reads the auxiliary vector.
+    let vdso = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    let (mut seen, mut found) = (0, 0);
+    any_object(&mut |base, _| {
+        seen += 1;
+        if seen > 1 && base != vdso {
+            found = base;
+        }
+        found != 0
+    });
+    found
+}
+
 /// The executable segment of the loaded object holding `addr`: [start, end),
 /// or (0, 0).
 pub fn code_range(addr: u64) -> (u64, u64) {
