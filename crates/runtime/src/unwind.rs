@@ -38,7 +38,7 @@ pub fn capture(
     method: u32,
     entry: u64,
     out: &mut [MaybeUninit<u64>],
-    reads: &mut memo::Reads,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))] reads: &mut memo::Reads,
 ) -> (usize, usize) {
     let (n, by) = match method {
         #[cfg(target_arch = "x86_64")]
@@ -62,6 +62,8 @@ pub fn capture(
 pub fn forget_unloaded_code() {
     #[cfg(target_arch = "x86_64")]
     rules::forget();
+    #[cfg(not(target_arch = "x86_64"))]
+    memo::forget();
 }
 
 /// The current function's frame (its saved frame pointer and return address).
