@@ -118,6 +118,21 @@ fn key_of(a: &memlens_profile::Allocation) -> ObjectKey {
     }
 }
 
+/// Scaled up from its sampled blocks, a heap object's leak can exceed what
+/// its process held at exit in all (its exact counter): never above it,
+/// its blocks in proportion.
+fn cap_sampled_leaks(objects: &mut [DataObject], at_exit: &[(u32, u64)]) {
+    for o in objects.iter_mut() {
+        let exact = at_exit.iter().find(|e| e.0 == o.pid).map(|e| e.1 as f64);
+        if let Some(cap) =
+            exact.filter(|&c| o.provenance == Provenance::SampledScaled && o.leaked_bytes > c)
+        {
+            o.leaked_blocks = (o.leaked_blocks * cap / o.leaked_bytes).ceil().max(1.0);
+            o.leaked_bytes = cap;
+        }
+    }
+}
+
 /// All data objects of the profile, the live-bytes series of the dynamic ones, and
 /// which object each allocation row, tag and static symbol belongs to.
 pub struct Objects {
@@ -360,6 +375,7 @@ pub fn data_objects(p: &Profile) -> Objects {
         };
         series.push(ObjectSeries { object: i, points });
     }
+    cap_sampled_leaks(&mut objects, &crate::heap_at_exit(p));
     name_wrappers_by_callers(p, &mut objects);
     // Tags and statics have one fixed size for their whole life.
     let fixed = |pid, name, kind, size: u64, address, first_ns, last_ns, provenance| DataObject {
@@ -613,4 +629,41 @@ pub fn top_by(objects: &[DataObject], n: usize, key: impl Fn(&DataObject) -> f64
     });
     idx.truncate(n);
     idx
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Profile;
+    use memlens_profile::{HeapSite, TimelinePoint};
+
+    /// A sampled site whose 40 live sampled blocks scale to 500 000 leaked
+    /// bytes in a process that held 13 736 at exit: its leak is shown as
+    /// 13 736 bytes and its blocks in proportion; an exact site is as it is.
+    #[test]
+    fn a_sampled_leak_is_never_above_the_exact_live_heap() {
+        let mut p = Profile::default();
+        let site = |stack_id, leaked, leaked_bytes, sampled| HeapSite {
+            pid: 1,
+            stack_id,
+            allocations: leaked,
+            bytes: leaked_bytes,
+            leaked,
+            leaked_bytes,
+            sampled,
+            ..Default::default()
+        };
+        p.sites = vec![site(1, 400.0, 500_000.0, true), site(2, 2.0, 200.0, false)];
+        p.timeline = vec![TimelinePoint {
+            pid: 1,
+            heap_live: 13_736,
+            ..Default::default()
+        }];
+        let objects = crate::data_objects(&p).list;
+        let leak = |bytes: f64| {
+            let o = objects.iter().find(|o| o.allocated_bytes == bytes).unwrap();
+            (o.leaked_bytes, o.leaked_blocks)
+        };
+        assert_eq!(leak(500_000.0), (13_736.0, 11.0));
+        assert_eq!(leak(200.0), (200.0, 2.0));
+    }
 }

@@ -57,9 +57,9 @@ table! {
         bytes: f64,
         /// Bytes the allocator reserved for them (malloc_usable_size).
         usable_bytes: f64,
-        /// Blocks freed by their thread before it allocated anything else
-        /// (heaptrack's temporary allocations); null unless every block was
-        /// recorded.
+        /// Blocks whose free is the process's next heap event after an
+        /// allocation of their site and size (heaptrack's temporary
+        /// allocations); null unless every block was recorded.
         temporary: Option<u64>,
         /// The most bytes of this site live at once.
         peak_bytes: f64,

@@ -30,11 +30,6 @@ pub fn section(r: &Report) -> Option<Section> {
             human_bytes(l.bytes as f64)
         ));
     }
-    let exact_total = |pid: u32| {
-        (r.leaks.heap_live_at_exit.iter())
-            .find(|l| l.pid == pid)
-            .map(|l| l.bytes as f64)
-    };
     let mut table = Table::new(vec![
         Column::number("leaked"),
         Column::number("blocks"),
@@ -43,14 +38,11 @@ pub fn section(r: &Report) -> Option<Section> {
     ]);
     let mut sampled = false;
     for o in &r.leaks.sites {
-        let (est, bytes) = if o.provenance == Provenance::SampledScaled {
+        let est = if o.provenance == Provenance::SampledScaled {
             sampled = true;
-            // Scaled up from a few sampled blocks, a site's estimate can
-            // exceed what the process held in all: never shown above it.
-            let cap = exact_total(o.pid).unwrap_or(f64::INFINITY);
-            ("~", o.leaked_bytes.min(cap))
+            "~"
         } else {
-            ("", o.leaked_bytes)
+            ""
         };
         let pid = if o.pid != 0 {
             format!("  [pid {}]", o.pid)
@@ -58,7 +50,7 @@ pub fn section(r: &Report) -> Option<Section> {
             String::new()
         };
         let row = vec![
-            format!("{est}{}", human_bytes(bytes)),
+            format!("{est}{}", human_bytes(o.leaked_bytes)),
             format!("{est}{:.0}", o.leaked_blocks),
             format!("{est}{:.0}", o.allocations),
             format!("{}{pid}", o.name),
