@@ -6,7 +6,9 @@ use crate::report::Report;
 use memlens_analysis::Provenance;
 
 pub fn section(r: &Report) -> Option<Section> {
-    let mut s = Section::new("leaks", "Leaks at exit");
+    let mut s = Section::new("leaks", "Leaks at exit").note(
+        "leaks: blocks live at exit (heaptrack's sense), reachable or not; memlens does not scan for pointers: valgrind --leak-check=full tells the unreachable ones",
+    );
     // A process that did not exit left its blocks in use, not leaked.
     let mut killed = Vec::new();
     for p in &r.summary.processes {
