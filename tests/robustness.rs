@@ -300,6 +300,29 @@ fn died_with_data(mode: &str, signal: i64) {
     );
 }
 
+/// A grandchild killed by SIGKILL (a shell's background job): memlens sees
+/// neither an exit nor the signal, and says so, in LOSSES and where the
+/// leaks are listed, its 100 held blocks marked as live when it died.
+#[test]
+fn a_grandchild_killed_unseen_has_no_leaks_and_a_loss() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let script = format!(
+        "{} hold & sleep 0.1; kill -9 $!; wait; exit 0",
+        program("torture")
+    );
+    assert_ran(&record(&p, &[], &["sh", "-c", &script]));
+    let r = report_json(&p);
+    assert_eq!(r["losses"]["unseen_ends"], 1, "{}", r["losses"]);
+    let text = report_text(&p);
+    assert!(text.contains("ended without memlens seeing how"), "{text}");
+    let held = (text.lines())
+        .skip_while(|l| *l != "LEAKS AT EXIT")
+        .find(|l| l.contains("hold (torture.c:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(held.ends_with(", live when it died]"), "{held}");
+}
+
 #[test]
 fn crashing_target_leaves_a_readable_profile() {
     died_with_data("crash", 11);

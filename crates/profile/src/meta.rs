@@ -97,6 +97,19 @@ pub struct Process {
     pub heap_peak: Option<HeapPeak>,
 }
 
+impl Process {
+    /// Whether this image's end went unseen among the run's `images`: no
+    /// exit status, no signal and no later exec of its pid (a process
+    /// memlens attached to or could not enter has none to see).
+    pub fn end_unseen(&self, images: &[Process]) -> bool {
+        !(self.exit_code.is_some()
+            || self.signal.is_some()
+            || self.attached
+            || self.untracked
+            || (images.iter()).any(|q| q.pid == self.pid && q.exec_seq > self.exec_seq))
+    }
+}
+
 /// The most heap a process held at once, as its blocks' events replay it.
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize, PartialEq)]
 pub struct HeapPeak {
@@ -176,11 +189,16 @@ pub struct Losses {
     /// programs' own logs, is whole).
     #[serde(default)]
     pub unsampled_ms: u64,
+    /// Processes whose end was not seen (a signal memlens could not
+    /// observe, such as SIGKILL of a grandchild, or still running when
+    /// recording stopped): what they held then was not leaked.
+    #[serde(default)]
+    pub unseen_ends: u64,
 }
 
 impl Losses {
     /// Every count, in field order (for adding and totalling them).
-    fn counts_mut(&mut self) -> [&mut u64; 17] {
+    fn counts_mut(&mut self) -> [&mut u64; 18] {
         [
             &mut self.dropped_events,
             &mut self.untracked_allocs,
@@ -199,6 +217,7 @@ impl Losses {
             &mut self.disk_full,
             &mut self.untracked_processes,
             &mut self.unsampled_ms,
+            &mut self.unseen_ends,
         ]
     }
 

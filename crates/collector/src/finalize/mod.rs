@@ -707,6 +707,9 @@ pub fn finalize(
         run.attached_ended,
     ));
     losses.untracked_processes += collector.untracked.len() as u64;
+    losses.unseen_ends += (processes.iter())
+        .filter(|p| p.end_unseen(&processes))
+        .count() as u64;
     // The images' replays are done with it.
     let mut samples = (sinks.samples.take()).expect("the finalizer's sinks have the samples table");
     let perf = perf_samples(&raw_dir, t0, &mut samples);

@@ -11,14 +11,18 @@ pub fn section(r: &Report) -> Option<Section> {
     );
     // A process that did not exit left its blocks in use, not leaked.
     let mut killed = Vec::new();
-    for p in &r.summary.processes {
-        if let (None, Some(sig)) = (p.exit_code, p.signal) {
-            s = s.note(format!(
-                "pid {} was killed by signal {sig}: its blocks below were live when it died; it never reached exit, so they are not leaks",
-                p.pid
-            ));
-            killed.push(p.pid);
-        }
+    let images = &r.summary.processes;
+    for p in images {
+        let how = match (p.exit_code, p.signal) {
+            (None, Some(sig)) => format!("was killed by signal {sig}"),
+            _ if p.end_unseen(images) => "ended without memlens seeing how (a signal it could not observe, such as SIGKILL of a process not its child)".to_string(),
+            _ => continue,
+        };
+        s = s.note(format!(
+            "pid {} {how}: its blocks below were live when it died; it never reached exit, so they are not leaks",
+            p.pid
+        ));
+        killed.push(p.pid);
     }
     for l in &r.leaks.heap_live_at_exit {
         let when = if killed.contains(&l.pid) {
@@ -46,7 +50,9 @@ pub fn section(r: &Report) -> Option<Section> {
         } else {
             ""
         };
-        let pid = if o.pid != 0 {
+        let pid = if killed.contains(&o.pid) {
+            format!("  [pid {}, live when it died]", o.pid)
+        } else if o.pid != 0 {
             format!("  [pid {}]", o.pid)
         } else {
             String::new()

@@ -21,7 +21,7 @@ pub fn for_losses(losses: &Losses) -> Option<Section> {
 }
 
 /// Every kind of loss with its count.
-pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 17] {
+pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 18] {
     [
         ("events dropped (log full)", l.dropped_events),
         ("tracked blocks not followed", l.untracked_allocs),
@@ -57,6 +57,10 @@ pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 17] {
         (
             "ms of the run after memlens was killed (resident memory, processes and counters not sampled; the heap is whole)",
             l.unsampled_ms,
+        ),
+        (
+            "processes whose end was not seen (a signal memlens could not observe, such as SIGKILL of a grandchild, or still running): what they held then is not leaked",
+            l.unseen_ends,
         ),
     ]
 }
