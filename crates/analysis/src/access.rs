@@ -171,7 +171,7 @@ pub struct UnknownMemory {
 
 /// Tells what memory an address no object covers is: a loaded image's bytes
 /// outside its symbols, memory a block or mapping held at another time (the
-/// allocator's free chunks and headers), or memory memlens saw no call map.
+/// allocator's free chunks and headers), or memory memlens saw nothing map.
 struct MemoryMap {
     /// (pid, start) -> (end, file name) of each loaded image.
     images: BTreeMap<(u32, u64), (u64, String)>,
