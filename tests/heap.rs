@@ -331,6 +331,36 @@ fn temporaries_are_heaptracks_on_real_programs() {
     }
 }
 
+/// Three sites in one line of one function (a map's nodes, the key strings
+/// and the temporaries they are built from, all inlined from the standard
+/// library's headers) share their site and callers: each is named by the
+/// frame below the site that tells it apart, as heaptrack shows them.
+#[test]
+fn sites_of_one_line_are_told_apart_by_the_frames_below_it() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--leaks"], &[&program("mapstr")]));
+    let r = report_json(&p);
+    let line = source_line("mapstr.cpp", "m[std::string");
+    let built: Vec<String> = objects(&r, "objects_by_allocated")
+        .into_iter()
+        .filter(|o| o["allocations"].as_f64() == Some(100_000.0))
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(built.len(), 3, "{built:?}");
+    let site = format!(" ← build (mapstr.cpp:{line})");
+    for name in &built {
+        let (below, _) = name.split_once(&site).unwrap_or_else(|| panic!("{name}"));
+        assert!(!below.is_empty(), "{name}");
+        assert_eq!(
+            built.iter().filter(|n| n.starts_with(below)).count(),
+            1,
+            "{built:?}"
+        );
+    }
+    assert!(built.iter().any(|n| n.contains("operator[]")), "{built:?}");
+}
+
 /// The sites' figures that do not depend on where the profile's clock
 /// starts, by stack.
 fn site_figures(p: &Path) -> Vec<(u64, [f64; 7], Option<u64>)> {

@@ -194,6 +194,7 @@ pub fn programs() -> &'static Path {
             "-o",
             &o("exceptions"),
         ]);
+        cc(&["g++", "-O2", "-g", &s("mapstr.cpp"), "-o", &o("mapstr")]);
         cc(&[
             "gcc",
             "-O2",

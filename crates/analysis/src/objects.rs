@@ -2,6 +2,7 @@
 //! and static variables, each with its size, peak, counts and lifetime.
 
 use crate::{Profile, Site};
+use memlens_profile::Frame;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -470,18 +471,28 @@ const MAX_CALLERS: usize = 8;
 /// Heap objects and mappings whose sites have the same name (a wrapper such
 /// as `xmalloc` allocating for many callers) are named with the caller that
 /// tells each apart, the nearest that does: "xmalloc (x.c:7) ← parse (p.c:40)",
-/// or "… ←" over the callers they share.
+/// or "… ←" over the callers they share. Sites whose callers are the same
+/// too (a library routine allocating for one call in several places below
+/// it: `setlocale`'s, or a C++ container's inlined allocator frames) are
+/// named with the nearest frame below the site that tells them apart:
+/// "_nl_find_locale (findlocale.c:204) ← … ← main (m.c:3)".
 fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
-    let mut by_name: FxHashMap<(u32, ObjectKind, String), Vec<usize>> = FxHashMap::default();
-    for (i, o) in objects.iter().enumerate() {
-        if matches!(o.kind, ObjectKind::Heap | ObjectKind::Mmap) && o.site.is_some() {
-            by_name
-                .entry((o.pid, o.kind, o.name.clone()))
-                .or_default()
-                .push(i);
+    let same_names = |objects: &[DataObject]| {
+        let mut by_name: FxHashMap<(u32, ObjectKind, String), Vec<usize>> = FxHashMap::default();
+        for (i, o) in objects.iter().enumerate() {
+            if matches!(o.kind, ObjectKind::Heap | ObjectKind::Mmap) && o.site.is_some() {
+                by_name
+                    .entry((o.pid, o.kind, o.name.clone()))
+                    .or_default()
+                    .push(i);
+            }
         }
-    }
-    for same in by_name.into_values().filter(|v| v.len() > 1) {
+        by_name
+            .into_values()
+            .filter(|v| v.len() > 1)
+            .collect::<Vec<_>>()
+    };
+    for same in same_names(objects) {
         let chains: Vec<Vec<String>> = (same.iter())
             .map(|&i| site_callers(p, objects[i].pid, objects[i].stack_id))
             .collect();
@@ -489,35 +500,75 @@ fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
             objects[i].name.push_str(&suffix);
         }
     }
+    for same in same_names(objects) {
+        let chains: Vec<Vec<String>> = (same.iter())
+            .map(|&i| site_callees(p, objects[i].pid, objects[i].stack_id))
+            .collect();
+        for (&i, shown) in same.iter().zip(telling_apart(&chains)) {
+            let prefix: String = shown.iter().rev().map(|f| format!("{f} ← ")).collect();
+            objects[i].name.insert_str(0, &prefix);
+        }
+    }
+}
+
+/// A stack's frames and its allocation site (the first frame not skipped).
+fn frames_and_site(p: &Profile, pid: u32, stack_id: u64) -> Option<(&[Frame], &Frame)> {
+    let frames = p.stacks.get(&(pid, stack_id))?;
+    Some((frames, p.skip_frames.site(frames)?))
 }
 
 /// The callers of an allocation site (the stack's first frame not skipped),
 /// nearest first, at most [`MAX_CALLERS`], labelled.
 pub(crate) fn site_callers(p: &Profile, pid: u32, stack_id: u64) -> Vec<String> {
-    let Some(frames) = p.stacks.get(&(pid, stack_id)) else {
-        return Vec::new();
-    };
-    let Some(site) = p.skip_frames.site(frames) else {
+    let Some((frames, site)) = frames_and_site(p, pid, stack_id) else {
         return Vec::new();
     };
     (frames.iter())
         .skip_while(|f| !std::ptr::eq(*f, site))
         .skip(1)
         .take(MAX_CALLERS)
-        .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
+        .map(label)
         .collect()
 }
 
+/// The frames below an allocation site (those skipped, the allocation's
+/// own first), nearest the site first, at most [`MAX_CALLERS`], labelled.
+fn site_callees(p: &Profile, pid: u32, stack_id: u64) -> Vec<String> {
+    let Some((frames, site)) = frames_and_site(p, pid, stack_id) else {
+        return Vec::new();
+    };
+    let below = frames.iter().take_while(|f| !std::ptr::eq(*f, site));
+    let below: Vec<&Frame> = below.collect();
+    below
+        .into_iter()
+        .rev()
+        .take(MAX_CALLERS)
+        .map(label)
+        .collect()
+}
+
+fn label(f: &Frame) -> String {
+    crate::code_label(&f.function, &f.file, f.line, &f.module)
+}
+
 /// For sites of one name with these caller chains, the suffix that tells
-/// each apart: the nearest caller no other chain shares at that depth
-/// (" ← parse (p.c:40)", or " ← … ← main (m.c:3)"); every caller up to it
-/// where two chains would end at the same one.
+/// each apart (" ← parse (p.c:40)", or " ← … ← main (m.c:3)").
 pub(crate) fn caller_suffixes(chains: &[Vec<String>]) -> Vec<String> {
+    (telling_apart(chains).iter())
+        .map(|shown| shown.iter().map(|f| format!(" ← {f}")).collect())
+        .collect()
+}
+
+/// For chains of frames (nearest first), the frames that tell each apart:
+/// the nearest one no other chain shares at that depth, after "…" over
+/// those they share; every frame up to it where two chains would end at
+/// the same one (the whole chain where none tells it apart).
+fn telling_apart(chains: &[Vec<String>]) -> Vec<Vec<String>> {
     let prefix = |c: &[String], d: usize| c[..d.min(c.len())].to_vec();
-    let names: Vec<String> = chains
+    let shown: Vec<Vec<String>> = chains
         .iter()
         .map(|chain| {
-            // The fewest callers no other site of the name shares.
+            // The fewest frames no other chain shares.
             let depth = (1..=chain.len())
                 .find(|&d| {
                     let mine = prefix(chain, d);
@@ -525,20 +576,20 @@ pub(crate) fn caller_suffixes(chains: &[Vec<String>]) -> Vec<String> {
                 })
                 .unwrap_or(chain.len());
             match depth {
-                0 => String::new(),
-                1 => format!(" ← {}", chain[0]),
-                d => format!(" ← … ← {}", chain[d - 1]),
+                0 => Vec::new(),
+                1 => vec![chain[0].clone()],
+                d => vec!["…".to_string(), chain[d - 1].clone()],
             }
         })
         .collect();
-    (chains.iter().zip(&names))
-        .map(|(chain, suffix)| {
-            // Two sites told apart at different depths can end at the same
-            // caller: they show every caller up to it.
-            if names.iter().filter(|n| *n == suffix).count() > 1 {
-                chain.iter().map(|c| format!(" ← {c}")).collect::<String>()
+    (chains.iter().zip(&shown))
+        .map(|(chain, mine)| {
+            // Two chains told apart at different depths can end at the
+            // same frame: they show every frame up to it.
+            if shown.iter().filter(|s| *s == mine).count() > 1 {
+                chain.clone()
             } else {
-                suffix.clone()
+                mine.clone()
             }
         })
         .collect()
