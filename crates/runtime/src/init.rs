@@ -61,6 +61,7 @@ extern "C" fn init() {
         return;
     }
     let saved_errno = errno();
+    crate::early::STARTING.store(true, Ordering::Relaxed);
     // SAFETY: single-threaded during constructors; statics written before READY.
     unsafe {
         if env(raw::env::DISABLE).is_some_and(|v| v == b"1") || !configure() {
@@ -85,6 +86,11 @@ extern "C" fn init() {
             (h.heap_before_start).store((m.uordblks + m.hblkhd) as u64, Ordering::Relaxed);
         }
         set_state(READY);
+        let early = crate::malloc::record_early_blocks();
+        if let Some(h) = log::header() {
+            let before = h.heap_before_start.load(Ordering::Relaxed);
+            (h.heap_before_start).store(before.saturating_sub(early), Ordering::Relaxed);
+        }
         record_allocator_faults();
         record_modules_from_here();
         // Also under a collector: if it is killed, the log still tells the command.

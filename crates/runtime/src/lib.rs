@@ -14,6 +14,7 @@ mod access;
 mod allocator;
 mod annotate;
 mod clock;
+mod early;
 mod events;
 mod guard;
 mod init;

@@ -127,6 +127,7 @@ fn record_free(st: &mut ThreadState, ptr: u64) {
 #[cold]
 #[inline(never)]
 fn unhooked_free(p: *mut c_void) {
+    crate::early::freed(p as u64);
     if is_dead_thread() {
         on_free_dead(p);
     }
@@ -152,8 +153,9 @@ fn on_free_dead(ptr: *mut c_void) {
 /// a thread past its exit), out of the hooks' fast path.
 #[cold]
 #[inline(never)]
-fn unhooked_alloc(alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
+fn unhooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let p = alloc();
+    crate::early::allocated(p as u64, size as u64, kind);
     if !p.is_null() && is_dead_thread() {
         count_dead(allocator::usable_size(p) as u64, 0);
     }
@@ -182,7 +184,7 @@ fn hooked_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *
 #[inline(always)]
 fn generic_alloc(size: usize, kind: u8, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let Some(st) = state() else {
-        return unhooked_alloc(alloc);
+        return unhooked_alloc(size, kind, alloc);
     };
     // glibc's allocator calls no hook; another may (jemalloc's mmap, say),
     // and what it calls for itself must not be recorded as the program's.
@@ -216,6 +218,35 @@ fn on_new_block(st: &mut ThreadState, p: *mut c_void, size: usize, kind: u8, gli
         let usable = allocator::usable_size_in(glibc, p) as u64;
         on_alloc(st, p, size, usable, kind, false);
     }
+}
+
+/// The group of the blocks allocated before the runtime started.
+const EARLY_GROUP: &core::ffi::CStr =
+    c"allocated before memlens started (the loader, library constructors)";
+
+/// Records the blocks allocated before the runtime started, as the group
+/// [`EARLY_GROUP`] (allocated now, as far as the log tells); returns their
+/// usable bytes, which the C library's count of the heap before the start
+/// holds.
+pub(crate) fn record_early_blocks() -> u64 {
+    let (mut bytes, mut grouped) = (0, false);
+    crate::early::take_live(|ptr, size, kind| {
+        if !grouped {
+            // SAFETY: a NUL-terminated name.
+            unsafe { crate::annotate::memlens_group_begin(EARLY_GROUP.as_ptr()) };
+            grouped = true;
+        }
+        if let Some(st) = crate::guard::state() {
+            let usable = allocator::usable_size(ptr as *mut c_void) as u64;
+            on_alloc(st, ptr as *mut c_void, size as usize, usable, kind, true);
+            bytes += usable;
+        }
+    });
+    if grouped {
+        // SAFETY: ends the group begun above.
+        unsafe { crate::annotate::memlens_group_end() };
+    }
+    bytes
 }
 
 /// # Safety
@@ -291,7 +322,12 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     }
     let Some(st) = enter() else {
         if !is_dead_thread() {
-            return allocator::realloc(p, size);
+            let q = allocator::realloc(p, size);
+            if !q.is_null() || size == 0 {
+                crate::early::freed(p as u64);
+                crate::early::allocated(q as u64, size as u64, alloc_kind::REALLOC);
+            }
+            return q;
         }
         let old = allocator::usable_size(p) as u64;
         let q = allocator::realloc(p, size);
