@@ -504,9 +504,14 @@ fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
         let chains: Vec<Vec<String>> = (same.iter())
             .map(|&i| site_callees(p, objects[i].pid, objects[i].stack_id))
             .collect();
-        for (&i, shown) in same.iter().zip(telling_apart(&chains)) {
-            let prefix: String = shown.iter().rev().map(|f| format!("{f} ← ")).collect();
-            objects[i].name.insert_str(0, &prefix);
+        let prefixes: Vec<String> = (telling_apart(&chains).iter())
+            .map(|shown| shown.iter().rev().map(|f| format!("{f} ← ")).collect())
+            .collect();
+        // Only a prefix no other site of the name has tells it apart.
+        for (&i, prefix) in same.iter().zip(&prefixes) {
+            if prefixes.iter().filter(|p| *p == prefix).count() == 1 {
+                objects[i].name.insert_str(0, prefix);
+            }
         }
     }
 }
@@ -532,18 +537,24 @@ pub(crate) fn site_callers(p: &Profile, pid: u32, stack_id: u64) -> Vec<String> 
 }
 
 /// The frames below an allocation site (those skipped, the allocation's
-/// own first), nearest the site first, at most [`MAX_CALLERS`], labelled.
+/// own first), nearest the site first, at most [`MAX_CALLERS`], labelled;
+/// a language runtime's allocator frames by function alone (which of its
+/// lines made a block tells the user nothing).
 fn site_callees(p: &Profile, pid: u32, stack_id: u64) -> Vec<String> {
     let Some((frames, site)) = frames_and_site(p, pid, stack_id) else {
         return Vec::new();
     };
-    let below = frames.iter().take_while(|f| !std::ptr::eq(*f, site));
-    let below: Vec<&Frame> = below.collect();
-    below
-        .into_iter()
-        .rev()
-        .take(MAX_CALLERS)
-        .map(label)
+    let below: Vec<&Frame> = frames
+        .iter()
+        .take_while(|f| !std::ptr::eq(*f, site))
+        .collect();
+    (below.into_iter().rev().take(MAX_CALLERS))
+        .map(
+            |f| match memlens_profile::SkipFrames::is_allocation_layer(f) {
+                true => crate::code_label(&f.function, "", 0, &f.module),
+                false => label(f),
+            },
+        )
         .collect()
 }
 

@@ -882,15 +882,21 @@ impl SkipFrames {
 
     /// The frame allocates for its caller: not a site.
     pub fn skips(&self, f: &Frame) -> bool {
-        let function = f.function.trim_start_matches('<');
         Self::is_runtime(f)
             // Code inlined from system headers (std::vector internals).
             || f.file.starts_with("/usr/include")
             || f.file.starts_with("/usr/lib")
-            || (ALLOCATION_LAYERS.iter())
-                .any(|(module, prefix)| f.module.contains(module) && function.starts_with(prefix))
+            || Self::is_allocation_layer(f)
             || (self.patterns.iter())
                 .any(|p| p.matches(&f.function) || p.matches(&base_name(&f.function)))
+    }
+
+    /// A frame of a language runtime's allocator (CPython's pymalloc,
+    /// Rust's alloc): where within it a block was made is its own business.
+    pub fn is_allocation_layer(f: &Frame) -> bool {
+        let function = f.function.trim_start_matches('<');
+        (ALLOCATION_LAYERS.iter())
+            .any(|(module, prefix)| f.module.contains(module) && function.starts_with(prefix))
     }
 
     /// Where a stack (innermost frame first) allocated: the first frame not
