@@ -575,29 +575,39 @@ pub(crate) fn caller_suffixes(chains: &[Vec<String>]) -> Vec<String> {
 /// those they share; every frame up to it where two chains would end at
 /// the same one (the whole chain where none tells it apart).
 fn telling_apart(chains: &[Vec<String>]) -> Vec<Vec<String>> {
-    let prefix = |c: &[String], d: usize| c[..d.min(c.len())].to_vec();
-    let shown: Vec<Vec<String>> = chains
-        .iter()
-        .map(|chain| {
-            // The fewest frames no other chain shares.
-            let depth = (1..=chain.len())
-                .find(|&d| {
-                    let mine = prefix(chain, d);
-                    chains.iter().filter(|c| prefix(c, d) == mine).count() == 1
-                })
-                .unwrap_or(chain.len());
-            match depth {
-                0 => Vec::new(),
-                1 => vec![chain[0].clone()],
-                d => vec!["…".to_string(), chain[d - 1].clone()],
+    // The fewest frames no other chain shares, each depth's prefixes
+    // counted once: a wrapper can have thousands of sites.
+    let mut depth: Vec<Option<usize>> = chains.iter().map(|c| c.is_empty().then_some(0)).collect();
+    fn prefix(c: &[String], d: usize) -> &[String] {
+        &c[..d.min(c.len())]
+    }
+    for d in 1..=chains.iter().map(Vec::len).max().unwrap_or(0) {
+        let mut counts: FxHashMap<&[String], usize> = FxHashMap::default();
+        for c in chains {
+            *counts.entry(prefix(c, d)).or_default() += 1;
+        }
+        for (c, found) in chains.iter().zip(&mut depth) {
+            if found.is_none() && d <= c.len() && counts[prefix(c, d)] == 1 {
+                *found = Some(d);
             }
+        }
+    }
+    let shown: Vec<Vec<String>> = (chains.iter().zip(depth))
+        .map(|(chain, d)| match d.unwrap_or(chain.len()) {
+            0 => Vec::new(),
+            1 => vec![chain[0].clone()],
+            d => vec!["…".to_string(), chain[d - 1].clone()],
         })
         .collect();
+    let mut times: FxHashMap<&[String], usize> = FxHashMap::default();
+    for s in &shown {
+        *times.entry(s).or_default() += 1;
+    }
     (chains.iter().zip(&shown))
         .map(|(chain, mine)| {
             // Two chains told apart at different depths can end at the
             // same frame: they show every frame up to it.
-            if shown.iter().filter(|s| *s == mine).count() > 1 {
+            if times[mine.as_slice()] > 1 {
                 chain.clone()
             } else {
                 mine.clone()
@@ -697,6 +707,36 @@ pub fn top_by(objects: &[DataObject], n: usize, key: impl Fn(&DataObject) -> f64
 mod tests {
     use crate::Profile;
     use memlens_profile::{HeapSite, TimelinePoint};
+
+    /// The frames that tell chains apart: the nearest no other chain
+    /// shares, "…" over those shared, whole chains where they collide.
+    #[test]
+    fn chains_are_told_apart_by_their_nearest_own_frame() {
+        let chain = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let apart = |chains: &[&[&str]]| {
+            let chains: Vec<Vec<String>> = chains.iter().map(|c| chain(c)).collect();
+            super::telling_apart(&chains)
+        };
+        assert_eq!(apart(&[&["x"], &["y"]]), [chain(&["x"]), chain(&["y"])]);
+        assert_eq!(
+            apart(&[&["a", "b"], &["a", "c"]]),
+            [chain(&["…", "b"]), chain(&["…", "c"])]
+        );
+        assert_eq!(
+            apart(&[&["a"], &["a", "b"]]),
+            [chain(&["a"]), chain(&["…", "b"])]
+        );
+        // Told apart at depths 2 and 3, both ending at "z": every frame.
+        assert_eq!(
+            apart(&[&["a", "z"], &["a", "b", "z"], &["a", "b", "y"]]),
+            [
+                chain(&["a", "z"]),
+                chain(&["a", "b", "z"]),
+                chain(&["…", "y"])
+            ]
+        );
+        assert_eq!(apart(&[&["a"], &["a"]]), [chain(&["a"]), chain(&["a"])]);
+    }
 
     /// A sampled site whose 40 live sampled blocks scale to 500 000 leaked
     /// bytes in a process that held 13 736 at exit: its leak is shown as
