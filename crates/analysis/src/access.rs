@@ -173,7 +173,7 @@ pub struct UnknownMemory {
 /// outside its symbols, memory a block or mapping held at another time (the
 /// allocator's free chunks and headers), or memory memlens saw nothing map.
 struct MemoryMap {
-    /// (pid, start) -> (end, file name) of each loaded image.
+    /// (pid, start) -> (end, what its bytes are) of each loaded image.
     images: BTreeMap<(u32, u64), (u64, String)>,
     /// (pid, start) -> end of the merged extents any allocation row held.
     held: BTreeMap<(u32, u64), u64>,
@@ -188,8 +188,11 @@ impl MemoryMap {
     fn new(p: &Profile) -> Self {
         let images = (p.modules.iter())
             .map(|m| {
-                let name = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
-                ((m.pid, m.start), (m.end, name))
+                let name = m.path.rsplit('/').next().unwrap_or(&m.path);
+                let what = format!(
+                    "{name}'s image outside its symbols (relocations, a stripped library's data)"
+                );
+                ((m.pid, m.start), (m.end, what))
             })
             .collect();
         let mut extents: Vec<(u32, u64, u64)> = (p.allocations.iter())
@@ -226,22 +229,21 @@ impl MemoryMap {
         }
     }
 
-    fn what(&self, pid: u32, addr: u64) -> String {
+    /// Looked up for every sample on no object: described once per image.
+    fn what(&self, pid: u32, addr: u64) -> &str {
         let image = (self.images.range(..=(pid, addr)).next_back())
             .filter(|(&(p, _), (end, _))| p == pid && *end > addr);
-        if let Some((_, (_, name))) = image {
-            return format!(
-                "{name}'s image outside its symbols (relocations, a stripped library's data)"
-            );
+        if let Some((_, (_, what))) = image {
+            return what;
         }
         let held = (self.held.range(..=(pid, addr)).next_back())
             .is_some_and(|(&(p, _), &end)| p == pid && end > addr);
         if held {
-            "heap memory outside the blocks live then (the allocator's chunk headers and free chunks, or a block touched after its free)".to_string()
+            "heap memory outside the blocks live then (the allocator's chunk headers and free chunks, or a block touched after its free)"
         } else if self.every_block {
-            "memory no recorded block, mapping or image covers (mapped before memlens started, by a raw system call, or by the kernel)".to_string()
+            "memory no recorded block, mapping or image covers (mapped before memlens started, by a raw system call, or by the kernel)"
         } else {
-            "memory no recorded block, mapping or image covers (heap blocks the byte sampler skipped: `--leaks` records every block)".to_string()
+            "memory no recorded block, mapping or image covers (heap blocks the byte sampler skipped: `--leaks` records every block)"
         }
     }
 }
@@ -537,7 +539,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     // per load: a bulk call's samples are of bytes).
     let mut spans: FxHashMap<usize, [Span; 3]> = FxHashMap::default();
     let memory = MemoryMap::new(p);
-    let mut unknown: HashMap<String, u64> = HashMap::new();
+    let mut unknown: FxHashMap<&str, u64> = FxHashMap::default();
     attribute(p, objects, |i, hit, regions| {
         let s = &p.samples[i];
         let object = hit.map(|h| h.object);
@@ -571,7 +573,10 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     });
     out.unattributed = per_object.get(&None).map_or(0, |e| e.loads + e.stores);
     out.unattributed_memory = (unknown.into_iter())
-        .map(|(what, samples)| UnknownMemory { what, samples })
+        .map(|(what, samples)| UnknownMemory {
+            what: what.to_string(),
+            samples,
+        })
         .collect();
     (out.unattributed_memory).sort_by(|a, b| b.samples.cmp(&a.samples).then(a.what.cmp(&b.what)));
     let scaled = |n: u64| n as f64 * period as f64;
