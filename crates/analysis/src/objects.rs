@@ -508,8 +508,12 @@ fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
             .map(|shown| shown.iter().rev().map(|f| format!("{f} ← ")).collect())
             .collect();
         // Only a prefix no other site of the name has tells it apart.
+        let mut times: FxHashMap<&str, usize> = FxHashMap::default();
+        for prefix in &prefixes {
+            *times.entry(prefix).or_default() += 1;
+        }
         for (&i, prefix) in same.iter().zip(&prefixes) {
-            if prefixes.iter().filter(|p| *p == prefix).count() == 1 {
+            if times[prefix.as_str()] == 1 {
                 objects[i].name.insert_str(0, prefix);
             }
         }
