@@ -79,17 +79,17 @@ extern "C" fn init() {
             set_errno(saved_errno);
             return;
         }
-        if let (true, Some(h)) = (allocator::is_glibc(), log::header()) {
-            // What the loader and constructors before us allocated: their
-            // frees are counted, their allocations were not.
+        // What the loader and constructors before us allocated, read before
+        // any allocation is counted: their frees are counted, their
+        // allocations were not, but for the blocks kept and recorded now.
+        let before_start = allocator::is_glibc().then(|| {
             let m = libc::mallinfo2();
-            (h.heap_before_start).store((m.uordblks + m.hblkhd) as u64, Ordering::Relaxed);
-        }
+            (m.uordblks + m.hblkhd) as u64
+        });
         set_state(READY);
         let early = crate::malloc::record_early_blocks();
-        if let Some(h) = log::header() {
-            let before = h.heap_before_start.load(Ordering::Relaxed);
-            (h.heap_before_start).store(before.saturating_sub(early), Ordering::Relaxed);
+        if let (Some(total), Some(h)) = (before_start, log::header()) {
+            (h.heap_before_start).store(total.saturating_sub(early), Ordering::Relaxed);
         }
         record_allocator_faults();
         record_modules_from_here();
