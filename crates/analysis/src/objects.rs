@@ -165,25 +165,35 @@ fn site_key(s: &memlens_profile::HeapSite) -> ObjectKey {
 
 /// The dynamic objects as they are found, with their rows' live-bytes events.
 #[derive(Default)]
-struct Found {
+struct Found<'p> {
     index: FxHashMap<ObjectKey, usize>,
     objects: Vec<DataObject>,
     events: Vec<Vec<(u64, f64)>>,
     /// Each stack's first stack of the same source frames.
     canonical: FxHashMap<(u32, u64), u64>,
-    by_frames: FxHashMap<(u32, Vec<String>), u64>,
+    by_frames: FxHashMap<(u32, Vec<SourceFrame<'p>>), u64>,
 }
 
-impl Found {
+/// A frame as its label names it ([`crate::code_label`]): function, file
+/// name without its directories, line, and the module when no file is
+/// known. Compared as borrowed parts, not as labels formatted for every
+/// frame of every stack.
+type SourceFrame<'p> = (&'p str, &'p str, u32, &'p str);
+
+impl<'p> Found<'p> {
     /// One object per call path as the source names it: stacks whose
     /// return addresses differ within the same lines (an unrolled loop's
     /// calls) are the same site.
-    fn canonical_stack(&mut self, p: &Profile, pid: u32, stack_id: u64) -> u64 {
+    fn canonical_stack(&mut self, p: &'p Profile, pid: u32, stack_id: u64) -> u64 {
         if let Some(&c) = self.canonical.get(&(pid, stack_id)) {
             return c;
         }
-        let frames: Vec<String> = (p.stacks.get(&(pid, stack_id)).into_iter().flatten())
-            .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
+        let frames: Vec<SourceFrame> = (p.stacks.get(&(pid, stack_id)).into_iter().flatten())
+            .map(|f| {
+                let file = f.file.rsplit('/').next().unwrap_or(&f.file);
+                let module = if file.is_empty() { f.module.as_str() } else { "" };
+                (f.function.as_str(), file, f.line, module)
+            })
             .collect();
         let c = if frames.is_empty() {
             stack_id
@@ -195,7 +205,7 @@ impl Found {
     }
 
     /// A key with its stack made canonical.
-    fn canonical_key(&mut self, p: &Profile, mut key: ObjectKey) -> ObjectKey {
+    fn canonical_key(&mut self, p: &'p Profile, mut key: ObjectKey) -> ObjectKey {
         if matches!(key.1, ObjectKind::Heap | ObjectKind::Mmap) {
             key.3 = self.canonical_stack(p, key.0, key.3);
         }
