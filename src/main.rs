@@ -869,7 +869,11 @@ fn print_summary(
     };
     eprintln!("  peak       {} resident, {heap}", h(peak.rss_bytes as f64));
     match top.first() {
-        Some(o) => eprintln!("  top object {} ({} peak)", o.name, h(o.peak_bytes)),
+        Some(o) => eprintln!(
+            "  top object {} ({} peak)",
+            o.name,
+            memlens_present::object_peak(o)
+        ),
         None => eprintln!("  top object none recorded"),
     }
     let sources = memlens_analysis::sample_sources(&p.meta);

@@ -69,6 +69,15 @@ pub fn programs() -> &'static Path {
             "-o",
             &o("non_pie_malloc"),
         ]);
+        // Its loops unrolled: one source line, several call stacks.
+        cc(&[
+            "gcc",
+            "-O2",
+            "-g",
+            &s("unrolled_sites.c"),
+            "-o",
+            &o("unrolled_sites"),
+        ]);
         // No dynamic loader runs for it: the runtime cannot enter.
         cc(&[
             "gcc",

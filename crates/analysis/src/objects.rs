@@ -66,6 +66,10 @@ pub struct DataObject {
     pub site: Option<Site>,
     /// The object's size: the largest number of bytes live at once.
     pub peak_bytes: f64,
+    /// Set when the peak is known only to lie between `peak_bytes` and this:
+    /// sites of one source line merged whose blocks peaked between the same
+    /// timeline ticks (the exact peak is kept per call stack).
+    pub peak_bytes_at_most: Option<f64>,
     /// Total bytes allocated over the run (for a static or tag: its size).
     pub allocated_bytes: f64,
     pub allocations: f64,
@@ -191,7 +195,11 @@ impl<'p> Found<'p> {
         let frames: Vec<SourceFrame> = (p.stacks.get(&(pid, stack_id)).into_iter().flatten())
             .map(|f| {
                 let file = f.file.rsplit('/').next().unwrap_or(&f.file);
-                let module = if file.is_empty() { f.module.as_str() } else { "" };
+                let module = if file.is_empty() {
+                    f.module.as_str()
+                } else {
+                    ""
+                };
                 (f.function.as_str(), file, f.line, module)
             })
             .collect();
@@ -233,6 +241,7 @@ impl<'p> Found<'p> {
             kind: key.1,
             site,
             peak_bytes: 0.0,
+            peak_bytes_at_most: None,
             allocated_bytes: 0.0,
             allocations: 0.0,
             leaked_bytes: 0.0,
@@ -375,13 +384,21 @@ pub fn data_objects(p: &Profile) -> Objects {
             }
             points
         } else {
-            let single = match sites_of[i][..] {
-                [only] => Some(p.sites[only].peak_bytes),
-                _ => None,
-            };
             let points = std::mem::take(&mut site_points[i]);
-            let (points, peak) = site_series(points, sites_of[i].len(), single);
-            objects[i].peak_bytes = peak;
+            let (points, bounds) = site_series(points, sites_of[i].len());
+            let o = &mut objects[i];
+            if let [only] = sites_of[i][..] {
+                // One site: its peak, kept exactly while replaying.
+                o.peak_bytes = p.sites[only].peak_bytes;
+            } else {
+                // Sites of one source line (an unrolled loop's calls): the
+                // bytes at the process's peak are live at once too.
+                let at_least = bounds.at_least.max(o.bytes_at_peak.unwrap_or(0.0));
+                let sites_peaks = sites_of[i].iter().map(|&k| p.sites[k].peak_bytes).sum();
+                let at_most = bounds.at_most.min(sites_peaks).max(at_least);
+                o.peak_bytes = at_least;
+                o.peak_bytes_at_most = (at_most > at_least).then_some(at_most);
+            }
             points
         };
         series.push(ObjectSeries { object: i, points });
@@ -395,6 +412,7 @@ pub fn data_objects(p: &Profile) -> Objects {
         kind,
         site: None,
         peak_bytes: size as f64,
+        peak_bytes_at_most: None,
         allocated_bytes: size as f64,
         allocations: 1.0,
         leaked_bytes: 0.0,
@@ -450,29 +468,42 @@ pub fn data_objects(p: &Profile) -> Objects {
 
 /// The live bytes over time of an object made of heap sites, from its
 /// sites' timeline points (time, which of its sites, live bytes, most since
-/// the site's previous point), and its peak: the highest sum of one site's
-/// most since its previous point and the others' live bytes (a single site:
-/// its exact peak, `single_peak`).
+/// the site's previous point), and bounds on its peak. A site without a
+/// point at a tick held its bytes unchanged since its last one; one with a
+/// point held at most `most` between the ticks, and when the others' most
+/// fell within the same ticks is not known. So the peak is at least each
+/// tick's live bytes and each changed site's most with the unchanged sites'
+/// bytes, and at most every site's most together.
 fn site_series(
     mut points: Vec<(u64, usize, f64, f64)>,
     sites: usize,
-    single_peak: Option<f64>,
-) -> (Vec<(u64, f64)>, f64) {
+) -> (Vec<(u64, f64)>, PeakBounds) {
     points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut live = vec![0.0f64; sites];
-    let mut peak = 0.0f64;
+    let mut total = 0.0f64;
+    let mut peak = PeakBounds::default();
     let mut out: Vec<(u64, f64)> = Vec::with_capacity(points.len());
-    for (t, k, now, most) in points {
-        let others: f64 = live.iter().sum::<f64>() - live[k];
-        peak = peak.max(others + most);
-        live[k] = now;
-        let total = others + now;
-        match out.last_mut() {
-            Some(last) if last.0 == t => last.1 = total,
-            _ => out.push((t, total)),
+    for tick in points.chunk_by(|a, b| a.0 == b.0) {
+        let changed: f64 = tick.iter().map(|&(_, k, _, _)| live[k]).sum();
+        let unchanged = total - changed;
+        for &(_, k, now, most) in tick {
+            peak.at_least = peak.at_least.max(unchanged + most);
+            total += now - live[k];
+            live[k] = now;
         }
+        let most_together: f64 = tick.iter().map(|p| p.3).sum();
+        peak.at_most = peak.at_most.max(unchanged + most_together);
+        peak.at_least = peak.at_least.max(total);
+        out.push((tick[0].0, total));
     }
-    (out, single_peak.unwrap_or(peak))
+    (out, peak)
+}
+
+/// What an object's peak is known to lie between.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct PeakBounds {
+    at_least: f64,
+    at_most: f64,
 }
 
 /// Callers looked through at most to tell apart the sites of one function.
@@ -721,6 +752,31 @@ pub fn top_by(objects: &[DataObject], n: usize, key: impl Fn(&DataObject) -> f64
 mod tests {
     use crate::Profile;
     use memlens_profile::{HeapSite, TimelinePoint};
+
+    /// Sites' timeline points bound their object's peak: a site freed
+    /// early between two ticks and one allocated late are never counted
+    /// together as at least, only as at most; an unchanged site's bytes
+    /// count with every changed site's most.
+    #[test]
+    fn a_merged_peak_lies_between_what_the_ticks_tell() {
+        use super::{site_series, PeakBounds};
+        // Tick 10: site 0 holds 100. Tick 20: site 0 freed, site 1 peaked
+        // at 100 and holds it; each's most 100. Tick 30: site 2 peaked at
+        // 50 and freed it, the others unchanged.
+        let points = vec![
+            (10, 0, 100.0, 100.0),
+            (20, 1, 100.0, 100.0),
+            (20, 0, 0.0, 100.0),
+            (30, 2, 0.0, 50.0),
+        ];
+        let (series, bounds) = site_series(points, 3);
+        assert_eq!(series, vec![(10, 100.0), (20, 100.0), (30, 100.0)]);
+        let expected = PeakBounds {
+            at_least: 150.0,
+            at_most: 200.0,
+        };
+        assert_eq!(bounds, expected);
+    }
 
     /// The frames that tell chains apart: the nearest no other chain
     /// shares, "…" over those shared, whole chains where they collide.

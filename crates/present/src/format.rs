@@ -1,6 +1,26 @@
 //! How figures are written in every output: sizes, times, counts, rates.
 
 /// 1536 -> "1.5 KiB".
+/// An object's peak as the report prints it: `~` before a sampled and
+/// scaled figure, `≥` before one known only to be at least this.
+pub fn object_peak(o: &memlens_analysis::DataObject) -> String {
+    let bound = if o.peak_bytes_at_most.is_some() {
+        "≥"
+    } else {
+        ""
+    };
+    format!("{}{bound}{}", estimate_mark(o), human_bytes(o.peak_bytes))
+}
+
+/// `~` for an object whose figures are sampled and scaled.
+pub fn estimate_mark(o: &memlens_analysis::DataObject) -> &'static str {
+    if o.provenance == memlens_analysis::Provenance::SampledScaled {
+        "~"
+    } else {
+        ""
+    }
+}
+
 pub fn human_bytes(b: f64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = b;

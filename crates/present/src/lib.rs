@@ -20,7 +20,7 @@ pub use diff::{diff, render_diff, Diff, DIFF_ROWS};
 pub use export::{collapsed, speedscope};
 pub use firefox::{firefox, FirefoxCounts};
 pub use flame::{plot_flame, Flame};
-pub use format::{human_bytes, seconds};
+pub use format::{human_bytes, object_peak, seconds};
 pub use live::render_live;
 pub use plot::{
     plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_rank_band,

@@ -1,9 +1,8 @@
 //! Heap still live when each process ended, and the sites that left it.
 
-use crate::format::human_bytes;
+use crate::format::{estimate_mark, human_bytes};
 use crate::report::model::{Column, Section, Table};
 use crate::report::Report;
-use memlens_analysis::Provenance;
 
 pub fn section(r: &Report) -> Option<Section> {
     let mut s = Section::new("leaks", "Leaks at exit").note(
@@ -44,12 +43,8 @@ pub fn section(r: &Report) -> Option<Section> {
     ]);
     let mut sampled = false;
     for o in &r.leaks.sites {
-        let est = if o.provenance == Provenance::SampledScaled {
-            sampled = true;
-            "~"
-        } else {
-            ""
-        };
+        let est = estimate_mark(o);
+        sampled |= !est.is_empty();
         let pid = if killed.contains(&o.pid) {
             format!("  [pid {}, live when it died]", o.pid)
         } else if o.pid != 0 {

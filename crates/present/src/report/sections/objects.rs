@@ -1,19 +1,19 @@
 //! The largest data objects: by peak live bytes and by bytes allocated.
 
-use crate::format::human_bytes;
+use crate::format::{estimate_mark, human_bytes, object_peak};
 use crate::report::model::{Column, Row, Section, Table};
 use crate::report::Report;
-use memlens_analysis::{DataObject, Provenance};
+use memlens_analysis::DataObject;
 
 pub fn by_peak(r: &Report) -> Option<Section> {
-    let table = table(r, &r.objects_by_peak, |o| o.peak_bytes, "peak").footer(format!(
+    let table = table(r, &r.objects_by_peak, object_peak, "peak").footer(format!(
         "+ {} thread stacks, {} reserved",
         r.thread_stacks.threads,
         human_bytes(r.thread_stacks.reserved_bytes)
     ));
     Some(
         Section::new("objects", "Top data objects by peak bytes")
-            .note("heap blocks by allocation site, mappings, statics, tags and groups; ~ marks sampled figures: scaled up from a site's byte-sampled blocks once 16 of them are live at once, before that the sampled blocks' own bytes (a lower bound)")
+            .note("heap blocks by allocation site, mappings, statics, tags and groups; ~ marks sampled figures: scaled up from a site's byte-sampled blocks once 16 of them are live at once, before that the sampled blocks' own bytes (a lower bound); ≥ marks a peak known only as at least this: the call stacks of one source line (an unrolled loop's calls) peaked between the same ticks of the timeline")
             .table(table),
     )
 }
@@ -22,7 +22,7 @@ pub fn by_allocated(r: &Report) -> Option<Section> {
     let table = table(
         r,
         &r.objects_by_allocated,
-        |o| o.allocated_bytes,
+        |o| format!("{}{}", estimate_mark(o), human_bytes(o.allocated_bytes)),
         "allocated",
     )
     .or_else("none recorded: no mapping, group or heap block carried an event (small blocks are sampled at the defaults; record with --leaks for every block)");
@@ -36,7 +36,7 @@ pub fn by_allocated(r: &Report) -> Option<Section> {
 pub(super) fn table(
     r: &Report,
     objects: &[DataObject],
-    value: impl Fn(&DataObject) -> f64,
+    figure: impl Fn(&DataObject) -> String,
     what: &str,
 ) -> Table {
     let block_by_block = objects.iter().any(|o| o.temporary.is_some());
@@ -55,18 +55,14 @@ pub(super) fn table(
     ]);
     let mut t = Table::new(columns);
     for o in objects {
-        let est = if o.provenance == Provenance::SampledScaled {
-            "~"
-        } else {
-            ""
-        };
+        let est = estimate_mark(o);
         let pid = if o.pid != 0 {
             format!("  [pid {}]", o.pid)
         } else {
             String::new()
         };
         let mut row = vec![
-            format!("{est}{}", human_bytes(value(o))),
+            figure(o),
             o.kind.name().to_string(),
             format!("{est}{:.0}", o.allocations),
         ];
