@@ -396,14 +396,22 @@ fn the_call_stacks_of_one_source_line_are_one_object_whose_peak_is_bounded() {
     let p = dir.path().join("p");
     assert_ran(&record(&p, &["--leaks"], &[&program("unrolled_sites")]));
     // Eight and two call stacks, one source line each.
-    let stacks = sql_json(&p, "select count(*) as n from sites where allocations = 1000");
+    let stacks = sql_json(
+        &p,
+        "select count(*) as n from sites where allocations = 1000",
+    );
     assert_eq!(stacks[0]["n"], 10, "{stacks:?}");
     let r = report_json(&p);
     let object = |comment: &str| {
         let line = source_line("unrolled_sites.c", comment);
         let objects = objects(&r, "objects_by_peak");
         let o = (objects.iter())
-            .find(|o| o["name"].as_str().unwrap().contains(&format!("unrolled_sites.c:{line})")))
+            .find(|o| {
+                o["name"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("unrolled_sites.c:{line})"))
+            })
             .unwrap_or_else(|| panic!("no object of line {line}: {objects:#?}"));
         let peak = o["peak_bytes"].as_f64().unwrap();
         let at_most = o["peak_bytes_at_most"].as_f64().unwrap_or(peak);
@@ -413,7 +421,10 @@ fn the_call_stacks_of_one_source_line_are_one_object_whose_peak_is_bounded() {
     // Eight blocks of 100 to 107 bytes live together: 828 at most at once.
     let (allocations, at_least, at_most) = object("the kept blocks");
     assert_eq!(allocations, 8000.0);
-    assert!(at_least <= 828.0 && 828.0 <= at_most, "{at_least} {at_most}");
+    assert!(
+        at_least <= 828.0 && 828.0 <= at_most,
+        "{at_least} {at_most}"
+    );
     assert!(at_least >= 107.0, "{at_least}");
     // One 1000-byte block at a time, from two places.
     let (allocations, at_least, at_most) = object("the churned blocks");
