@@ -832,7 +832,7 @@ fn print_summary(
     // the data objects twice, and every section).
     let peak = memlens_analysis::peak(&p);
     let top = memlens_present::objects_by_peak(&p, &memlens_analysis::data_objects(&p), 1);
-    let command = p.meta.command.join(" ");
+    let command = memlens_present::printable(&p.meta.command.join(" ")).into_owned();
     let duration = memlens_present::seconds(p.meta.clock.duration_ns);
     let processes = match p.meta.processes.len() {
         1 => "1 process".to_string(),
@@ -840,7 +840,10 @@ fn print_summary(
     };
     let lost = p.meta.losses.total();
     let h = memlens_present::human_bytes;
-    eprintln!("memlens: profile written to {}", outcome.dir.display());
+    eprintln!(
+        "memlens: profile written to {}",
+        memlens_present::printable(&outcome.dir.to_string_lossy())
+    );
     match outcome.exit {
         memlens_collector::TargetExit::Attached { ended } => eprintln!(
             "  attached   {command} (process {}) for {duration}; {}",
@@ -871,7 +874,7 @@ fn print_summary(
     match top.first() {
         Some(o) => eprintln!(
             "  top object {} ({} peak)",
-            o.name,
+            memlens_present::printable(&o.name),
             memlens_present::object_peak(o)
         ),
         None => eprintln!("  top object none recorded"),

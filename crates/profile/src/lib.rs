@@ -771,6 +771,37 @@ macro_rules! table {
     };
 }
 
+/// A string from the profiled program (a name given through the annotation
+/// API, a symbol, a path, a command line) as it may be shown: control
+/// characters (C0, DEL, C1) and the bidirectional controls that reorder a
+/// line written escaped (`\e`, `\a`, `\n`, `\x7f`, `\u{202e}`), so that it
+/// can neither drive a terminal nor break a line, a table or an XML file.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\x1b' => out.push_str("\\e"),
+            '\x07' => out.push_str("\\a"),
+            '\x08' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\0' => out.push_str("\\0"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `function (file:line)`, or `function [module]` without line information:
 /// how every site and code location is named. Line 0 is an instruction the
 /// compiler made from several source lines (a load sunk out of the branches

@@ -98,7 +98,9 @@ impl Sink for TextTable {
     }
 
     fn finish(mut self: Box<Self>) -> Result<()> {
-        let mut batches = std::mem::take(&mut self.kept);
+        let mut batches = (self.kept.iter())
+            .map(printable_strings)
+            .collect::<Result<Vec<_>>>()?;
         if batches.is_empty() {
             // The header alone, so an empty result still names its columns.
             batches.push(RecordBatch::new_empty(self.schema.clone()));
@@ -118,6 +120,39 @@ impl Sink for TextTable {
             .and_then(|()| self.out.flush())
             .map_err(output_error)
     }
+}
+
+/// A batch whose strings (names and paths from the profiled program) are
+/// shown with their control characters escaped, for a terminal.
+fn printable_strings(batch: &RecordBatch) -> Result<RecordBatch> {
+    use datafusion::arrow::array::{Array, ArrayRef, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let is_string =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    let mut fields = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        if !is_string(field.data_type()) {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+            continue;
+        }
+        let strings =
+            datafusion::arrow::compute::cast(column, &DataType::Utf8).map_err(output_error)?;
+        let strings = (strings.as_any().downcast_ref::<StringArray>())
+            .expect("a cast to Utf8 gives a StringArray");
+        let shown: StringArray = (strings.iter())
+            .map(|v| v.map(|v| memlens_profile::printable(v).into_owned()))
+            .collect();
+        fields.push(Field::new(
+            field.name(),
+            DataType::Utf8,
+            field.is_nullable(),
+        ));
+        columns.push(Arc::new(shown));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(output_error)
 }
 
 struct Csv(datafusion::arrow::csv::Writer<Box<dyn Write + Send>>);

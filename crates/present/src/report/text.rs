@@ -1,10 +1,13 @@
 //! The report as text for a terminal: a section title in capitals, its notes,
-//! and its tables with columns fitted to their content.
+//! and its tables with columns fitted to their content. Every string is
+//! written through [`printable`]: names from the program cannot drive the
+//! terminal.
 
 use super::model::{Align, Section, Table};
 use super::sections::sections;
 use super::Report;
 use crate::format::shorten;
+use memlens_profile::printable;
 use std::fmt::Write;
 
 pub fn render_text(r: &Report) -> String {
@@ -13,7 +16,7 @@ pub fn render_text(r: &Report) -> String {
 
 /// The text of a report's sections, under a line naming its profile.
 pub(super) fn page(profile: &str, sections: &[Section]) -> String {
-    let mut out = format!("memlens report: {profile}\n");
+    let mut out = format!("memlens report: {}\n", printable(profile));
     for s in sections {
         section(&mut out, s);
     }
@@ -21,9 +24,9 @@ pub(super) fn page(profile: &str, sections: &[Section]) -> String {
 }
 
 fn section(out: &mut String, s: &Section) {
-    let _ = writeln!(out, "\n{}", s.title.to_uppercase());
+    let _ = writeln!(out, "\n{}", printable(&s.title.to_uppercase()));
     for note in &s.notes {
-        let _ = writeln!(out, "  {note}");
+        let _ = writeln!(out, "  {}", printable(note));
     }
     for t in &s.tables {
         table(out, t);
@@ -37,10 +40,14 @@ const MAX_CELL: usize = 512;
 fn table(out: &mut String, t: &Table) {
     if let Some(title) = &t.title {
         let note = t.note.as_ref().map_or(String::new(), |n| format!(" ({n})"));
-        let _ = writeln!(out, "\n  {}{note}", title.to_uppercase());
+        let _ = writeln!(
+            out,
+            "\n  {}",
+            printable(&format!("{}{note}", title.to_uppercase()))
+        );
     }
     if let (true, Some(empty)) = (t.rows.is_empty(), &t.empty) {
-        let _ = writeln!(out, "  {empty}");
+        let _ = writeln!(out, "  {}", printable(empty));
         return;
     }
     let cells: Vec<Vec<String>> = t
@@ -50,7 +57,12 @@ fn table(out: &mut String, t: &Table) {
             row.cells
                 .iter()
                 .zip(&t.columns)
-                .map(|(cell, c)| shorten(cell, c.max_width.unwrap_or(MAX_CELL).min(MAX_CELL)))
+                .map(|(cell, c)| {
+                    shorten(
+                        &printable(cell),
+                        c.max_width.unwrap_or(MAX_CELL).min(MAX_CELL),
+                    )
+                })
                 .collect()
         })
         .collect();
@@ -82,6 +94,7 @@ fn table(out: &mut String, t: &Table) {
         let _ = writeln!(out, "{}", text.trim_end());
     };
     if t.header {
+        // The column names are memlens' own.
         line(out, &mut t.columns.iter().map(|c| c.name.as_str()));
     }
     // A row's details go under its first label, indented: under the object
@@ -96,11 +109,11 @@ fn table(out: &mut String, t: &Table) {
     for (row, cells) in t.rows.iter().zip(&cells) {
         line(out, &mut cells.iter().map(String::as_str));
         for detail in &row.details {
-            let _ = writeln!(out, "{}{detail}", " ".repeat(indent));
+            let _ = writeln!(out, "{}{}", " ".repeat(indent), printable(detail));
         }
     }
     if let Some(footer) = &t.footer {
-        let _ = writeln!(out, "  {footer}");
+        let _ = writeln!(out, "  {}", printable(footer));
     }
 }
 
