@@ -1056,3 +1056,63 @@ fn export_writes_tables_and_query_results_readable_back() {
         "{err}"
     );
 }
+
+/// Characters that must never reach a terminal or an XML file raw.
+fn raw_controls(text: &str) -> Vec<char> {
+    (text.chars())
+        .filter(|&c| {
+            (c.is_control() && c != '\n')
+                || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
+        .collect()
+}
+
+#[test]
+fn names_from_the_program_are_escaped_in_every_text_and_image() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    let out = record(&p, &["--leaks"], &[&program("hostile_names")]);
+    assert_ran(&out);
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(raw_controls(&summary), Vec::<char>::new(), "{summary}");
+    assert!(
+        summary.contains(r"top object group\e[2J\r\n\x7f"),
+        "{summary}"
+    );
+
+    let report = report_text(&p);
+    assert_eq!(raw_controls(&report), Vec::<char>::new());
+    for shown in [
+        r"region\e]0;retitled\a\e[31m",
+        r"group\e[2J\r\n\x7f",
+        // C1 CSI, and an invalid byte read as U+FFFD.
+        "tag\\e]0;retitled\\a\\u{9b}1m\u{fffd}",
+        // The leaked block's site: a symbol with ESC and a right-to-left override.
+        r"alloc\e[2J\u{202e}evil",
+    ] {
+        assert!(report.contains(shown), "{shown} not in {report}");
+    }
+
+    let sql = Command::new(memlens())
+        .args(["sql", p.to_str().unwrap(), "select name from tags"])
+        .output()
+        .unwrap();
+    let sql = String::from_utf8(sql.stdout).unwrap();
+    assert_eq!(raw_controls(&sql), Vec::<char>::new(), "{sql}");
+    assert!(sql.contains(r"tag\e]0;retitled"), "{sql}");
+
+    for kind in ["capacity", "counters", "flame"] {
+        let svg = dir.path().join(format!("{kind}.svg"));
+        assert_ran(&plot(kind, &p, &svg));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert_eq!(raw_controls(&text), Vec::<char>::new(), "{kind}");
+        // inferno's flame graph declares the SVG DTD.
+        let options = roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..Default::default()
+        };
+        if let Err(e) = roxmltree::Document::parse_with_options(&text, options) {
+            panic!("{kind}: not well-formed XML: {e}");
+        }
+    }
+}

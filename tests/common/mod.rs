@@ -78,6 +78,17 @@ pub fn programs() -> &'static Path {
             "-o",
             &o("unrolled_sites"),
         ]);
+        // Names with control characters: clang's assembler takes them in a
+        // symbol's name, GNU as does not.
+        cc(&[
+            "clang-16",
+            "-O1",
+            "-g",
+            &i,
+            &s("hostile_names.c"),
+            "-o",
+            &o("hostile_names"),
+        ]);
         // No dynamic loader runs for it: the runtime cannot enter.
         cc(&[
             "gcc",

@@ -777,8 +777,19 @@ macro_rules! table {
 /// line written escaped (`\e`, `\a`, `\n`, `\x7f`, `\u{202e}`), so that it
 /// can neither drive a terminal nor break a line, a table or an XML file.
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    escape_unsafe(s, false)
+}
+
+/// A whole document written for a viewer (an SVG image) through
+/// [`printable`], its line breaks kept: the program's strings in it cannot
+/// make it ill-formed XML or reorder its text.
+pub fn printable_document(s: &str) -> std::borrow::Cow<'_, str> {
+    escape_unsafe(s, true)
+}
+
+fn escape_unsafe(s: &str, keep_lines: bool) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| {
-        c.is_control()
+        (c.is_control() && !(keep_lines && c == '\n'))
             || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
     };
     if !s.chars().any(unsafe_char) {
@@ -787,6 +798,7 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
+            c if !unsafe_char(c) => out.push(c),
             '\x1b' => out.push_str("\\e"),
             '\x07' => out.push_str("\\a"),
             '\x08' => out.push_str("\\b"),
@@ -795,8 +807,7 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
             '\r' => out.push_str("\\r"),
             '\0' => out.push_str("\\0"),
             c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
         }
     }
     std::borrow::Cow::Owned(out)
@@ -950,6 +961,25 @@ pub fn site_frame(frames: &[Frame]) -> Option<&Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn program_strings_are_shown_with_their_controls_escaped() {
+        use super::{printable, printable_document};
+        assert!(matches!(
+            printable("main (a.c:3)"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            printable("a\x1b[2J\x07\r\n\t\0\x7f"),
+            r"a\e[2J\a\r\n\t\0\x7f"
+        );
+        assert_eq!(
+            printable("\u{9b}1m \u{202e}cba \u{2066}"),
+            r"\u{9b}1m \u{202e}cba \u{2066}"
+        );
+        assert_eq!(printable("naïve → ok"), "naïve → ok");
+        assert_eq!(printable_document("<a>\x1b</a>\n"), "<a>\\e</a>\n");
+    }
 
     #[test]
     fn skip_patterns_match_whole_names_not_substrings() {

@@ -106,7 +106,7 @@ where
             poly.extend([(t1, y), (t0, y)]);
         }
         let color = PALETTE[i % PALETTE.len()];
-        let short = crate::format::shorten(&o.name, 60);
+        let short = crate::format::shorten(&memlens_profile::printable(&o.name), 60);
         chart
             .draw_series(std::iter::once(Polygon::new(
                 poly,

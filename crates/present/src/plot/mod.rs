@@ -90,6 +90,9 @@ macro_rules! render {
         let size = (1200, 700);
         let svg = |buf: &mut String| -> Result<(), PlotError> {
             $draw(SVGBackend::with_string(buf, size).into_drawing_area(), $($arg),*)?;
+            if let std::borrow::Cow::Owned(shown) = memlens_profile::printable_document(buf) {
+                *buf = shown;
+            }
             ($finish)(buf);
             Ok(())
         };
@@ -290,7 +293,13 @@ fn top_level_regions(p: &Profile) -> Vec<(String, u64, u64)> {
     p.regions
         .iter()
         .filter(|r| r.depth == 0)
-        .map(|r| (r.name.clone(), r.begin_ns, r.end_ns.unwrap_or(end)))
+        .map(|r| {
+            (
+                memlens_profile::printable(&r.name).into_owned(),
+                r.begin_ns,
+                r.end_ns.unwrap_or(end),
+            )
+        })
         .collect()
 }
 
