@@ -451,7 +451,11 @@ fn main() {
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("memlens: {e:#}");
+            // A path or command line in it may hold control characters.
+            eprintln!(
+                "memlens: {}",
+                memlens_present::printable_document(&format!("{e:#}"))
+            );
             exit::of(&e)
         }
     };

@@ -1101,6 +1101,13 @@ fn names_from_the_program_are_escaped_in_every_text_and_image() {
     assert_eq!(raw_controls(&sql), Vec::<char>::new(), "{sql}");
     assert!(sql.contains(r"tag\e]0;retitled"), "{sql}");
 
+    // An error naming a program given with ESC in its path.
+    let missing = record(&dir.path().join("q"), &[], &["/no\x1b[31mwhere"]);
+    let error = String::from_utf8_lossy(&missing.stderr).into_owned();
+    assert!(!missing.status.success());
+    assert_eq!(raw_controls(&error), Vec::<char>::new(), "{error}");
+    assert!(error.contains(r"/no\e[31mwhere"), "{error}");
+
     for kind in ["capacity", "counters", "flame"] {
         let svg = dir.path().join(format!("{kind}.svg"));
         assert_ran(&plot(kind, &p, &svg));

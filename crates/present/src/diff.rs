@@ -514,5 +514,6 @@ pub fn render_diff(d: &Diff) -> String {
             });
         }
     }
-    out
+    // Names and paths from the programs, escaped for the terminal.
+    memlens_profile::printable_document(&out).into_owned()
 }

@@ -22,7 +22,7 @@ pub use firefox::{firefox, FirefoxCounts};
 pub use flame::{plot_flame, Flame};
 pub use format::{human_bytes, object_peak, seconds};
 pub use live::render_live;
-pub use memlens_profile::printable;
+pub use memlens_profile::{printable, printable_document};
 pub use plot::{
     plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_rank_band,
     plot_rank_map, plot_scatter, Image, PlotError, RankMeasure,

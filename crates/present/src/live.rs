@@ -38,7 +38,7 @@ pub fn render_live(view: &LiveView) -> Vec<String> {
             human_bytes(site.bytes),
             site.blocks,
             site.kind,
-            site.label
+            memlens_profile::printable(&site.label)
         ));
     }
     lines
