@@ -12,7 +12,8 @@ pub fn collapsed(stacks: &Stacks, measure: Measure) -> Vec<String> {
     let mut weights: BTreeMap<String, u64> = BTreeMap::new();
     for row in &stacks.rows {
         let key = (row.stack.iter())
-            .map(|n| n.label().replace(';', ","))
+            // One line a stack, whatever the program named its frames.
+            .map(|n| memlens_profile::printable(&n.label()).replace(';', ","))
             .collect::<Vec<_>>()
             .join(";");
         *weights.entry(key).or_default() += row.values[at].round() as u64;

@@ -47,13 +47,8 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
     let file = memlens_profile::create_private_file(out).map_err(|e| PlotError(e.to_string()))?;
     inferno::flamegraph::from_lines(
         &mut options,
-        // Frames named by the program, escaped: the SVG stays well-formed.
-        lines
-            .iter()
-            .map(|l| memlens_profile::printable(l))
-            .collect::<Vec<_>>()
-            .iter()
-            .map(|l| l.as_ref()),
+        // Frames escaped by `collapsed`: the SVG stays well-formed.
+        lines.iter().map(String::as_str),
         std::io::BufWriter::new(file),
     )
     .map_err(|e| PlotError(format!("drawing the flame graph failed: {e}")))
