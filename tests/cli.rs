@@ -1050,3 +1050,70 @@ fn live_view_follows_the_top_allocation_sites_as_they_change() {
     let terminal = String::from_utf8_lossy(&out.stdout);
     assert!(terminal.contains("\u{1b}[2F\r\u{1b}[J"), "{terminal:?}");
 }
+
+/// Common mistakes, each told in one line of words: what is wrong and what
+/// to do, never a Rust error's Debug text or an OS error number.
+#[test]
+fn mistakes_are_told_in_one_line_of_words() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&program("churn")]));
+    let profile = p.to_str().unwrap();
+    let missing = dir.path().join("no/such/dir");
+    let into = |name: &str| missing.join(name).to_string_lossy().into_owned();
+    let mistakes: Vec<Vec<String>> = vec![
+        vec![
+            "plot".into(),
+            "capacity".into(),
+            profile.into(),
+            "-o".into(),
+            into("x.png"),
+        ],
+        vec![
+            "plot".into(),
+            "capacity".into(),
+            profile.into(),
+            "-o".into(),
+            into("x.svg"),
+        ],
+        vec![
+            "plot".into(),
+            "flame".into(),
+            profile.into(),
+            "-o".into(),
+            into("f.svg"),
+        ],
+        vec![
+            "report".into(),
+            profile.into(),
+            "--html".into(),
+            into("r.html"),
+        ],
+        vec![
+            "export".into(),
+            profile.into(),
+            "--format".into(),
+            "pprof".into(),
+            "-o".into(),
+            into("x.pb.gz"),
+        ],
+        vec!["sql".into(), profile.into(), "SELEC 1".into()],
+        vec![
+            "sql".into(),
+            profile.into(),
+            "select nope from sites".into(),
+        ],
+        vec!["report".into(), into("profile")],
+        vec!["record".into(), "--".into(), into("program")],
+    ];
+    for args in &mistakes {
+        let out = Command::new(memlens()).args(args).output().unwrap();
+        let error = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(error.lines().count(), 1, "{args:?}: {error}");
+        for debug_text in ["Os {", "Error(", "os error", "{ ", "kind:"] {
+            assert!(!error.contains(debug_text), "{args:?}: {error}");
+        }
+        assert!(error.starts_with("memlens"), "{args:?}: {error}");
+    }
+}

@@ -30,6 +30,13 @@ pub enum ProfileError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A file made from a profile (a report, plot or export) not written.
+    /// (Its cause is told in words: not a `source` for a chain to repeat.)
+    #[error("cannot write {path}: {}; choose a path in a directory you can write", io_words(.cause))]
+    Output {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
     #[error("{path}: not a readable Parquet table ({detail}); re-run `memlens record` or restore the file")]
     Parquet { path: PathBuf, detail: String },
     #[error("{path}: {detail}")]
@@ -329,10 +336,31 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     create_private_file(path)?
         .write_all(bytes)
-        .map_err(|source| ProfileError::Io {
+        .map_err(|cause| ProfileError::Output {
             path: path.to_path_buf(),
-            source,
+            cause,
         })
+}
+
+/// What went wrong with a file, in words (the system's message without its
+/// error number).
+pub fn io_words(e: &std::io::Error) -> String {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        NotFound => "its directory does not exist".into(),
+        PermissionDenied => "permission denied".into(),
+        StorageFull => "the disk is full".into(),
+        ReadOnlyFilesystem => "the file system is read-only".into(),
+        IsADirectory => "it is a directory".into(),
+        NotADirectory => "a part of its path is not a directory".into(),
+        _ => {
+            let text = e.to_string();
+            match text.split_once(" (os error") {
+                Some((words, _)) => words.to_lowercase(),
+                None => text,
+            }
+        }
+    }
 }
 
 /// Creates (or truncates) a file of the profile, readable by its user only;
@@ -346,9 +374,9 @@ pub fn create_private_file(path: &Path) -> Result<File> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .map_err(|source| ProfileError::Io {
+        .map_err(|cause| ProfileError::Output {
             path: path.to_path_buf(),
-            source,
+            cause,
         })
 }
 

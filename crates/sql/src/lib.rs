@@ -315,6 +315,11 @@ fn query_error(e: datafusion::error::DataFusionError) -> SqlError {
                 .map_or(what.as_str(), |l| l.trim().trim_start_matches("Error: "))
                 .to_string(),
         ),
+        // Its Display is the parser's Debug text (`ParserError("…")`).
+        datafusion::error::DataFusionError::SQL(parse, _) => SqlError::Query(format!(
+            "the statement does not parse: {}",
+            parse.to_string().trim_start_matches("sql parser error: ")
+        )),
         _ => SqlError::Query(text),
     }
 }
