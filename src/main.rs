@@ -92,8 +92,15 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff: `memlens man > memlens.1; man ./memlens.1`).
-    Man,
+    /// Print the manual page (roff: `memlens man > memlens.1; man ./memlens.1`),
+    /// or write it and one page per subcommand with its options
+    /// (memlens-record.1, memlens-report.1, ...) into a directory.
+    Man {
+        /// Write memlens.1 and every subcommand's page here (e.g.
+        /// ~/.local/share/man/man1) instead of printing memlens.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Measure load latency by working-set size (pointer chase, as lat_mem_rd)
     /// and streaming bandwidth (as bw_mem): the per-level latencies the cache
     /// model uses.
@@ -683,9 +690,21 @@ fn run(cli: Cli) -> Result<i32> {
             clap_complete::generate(shell, &mut cli, "memlens", &mut std::io::stdout());
             Ok(0)
         }
-        Command::Man => {
+        Command::Man { dir } => {
             let cli = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(cli).render(&mut std::io::stdout())?;
+            match dir {
+                Some(dir) => {
+                    clap_mangen::generate_to(cli, &dir).map_err(|e| {
+                        anyhow::anyhow!(
+                            "cannot write the manual pages into {}: {}; give --dir a directory you can write",
+                            dir.display(),
+                            memlens_profile::io_words(&e)
+                        )
+                    })?;
+                    eprintln!("memlens: wrote the manual pages into {}", dir.display());
+                }
+                None => clap_mangen::Man::new(cli).render(&mut std::io::stdout())?,
+            }
             Ok(0)
         }
         Command::Calibrate {

@@ -1117,3 +1117,31 @@ fn mistakes_are_told_in_one_line_of_words() {
         assert!(error.starts_with("memlens"), "{args:?}: {error}");
     }
 }
+
+/// `memlens man --dir` writes the page memlens.1 refers to for every
+/// subcommand, each with its options.
+#[test]
+fn every_subcommand_has_the_manual_page_the_main_page_names() {
+    let dir = tempdir();
+    let out = Command::new(memlens())
+        .args(["man", "--dir", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let main_page = std::fs::read_to_string(dir.path().join("memlens.1")).unwrap();
+    let named: Vec<&str> = (main_page.split("memlens\\-").skip(1))
+        .filter_map(|rest| rest.split_once("(1)").map(|(name, _)| name))
+        .filter(|name| !name.contains(char::is_whitespace))
+        .collect();
+    assert!(named.len() >= 15, "{named:?}");
+    for name in named {
+        let page = dir
+            .path()
+            .join(format!("memlens-{}.1", name.replace("\\-", "-")));
+        assert!(page.exists(), "{} is named but not written", page.display());
+    }
+    let record = std::fs::read_to_string(dir.path().join("memlens-record.1")).unwrap();
+    for option in ["\\-\\-leaks", "\\-\\-sample\\-rate", "\\-\\-output"] {
+        assert!(record.contains(option), "memlens-record.1 lacks {option}");
+    }
+}

@@ -397,7 +397,8 @@ pub fn data_objects(p: &Profile) -> Objects {
                 let sites_peaks = sites_of[i].iter().map(|&k| p.sites[k].peak_bytes).sum();
                 let at_most = bounds.at_most.min(sites_peaks).max(at_least);
                 o.peak_bytes = at_least;
-                o.peak_bytes_at_most = (at_most > at_least).then_some(at_most);
+                // Sampled sites' scaled figures differ by rounding alone.
+                o.peak_bytes_at_most = (at_most >= at_least + 1.0).then_some(at_most);
             }
             points
         };
