@@ -36,6 +36,7 @@ enum Command {
     /// Run a program under memlens and write a profile directory.
     Record(RecordArgs),
     /// Print the capacity and data-object report of a profile.
+    #[command(override_usage = "memlens report [OPTIONS] <DIR>\n       memlens report --schema")]
     Report(ReportArgs),
     /// Draw a figure from a profile.
     Plot {
@@ -145,9 +146,9 @@ enum Command {
     /// stacks, regions, samples, locations, tags, threads, timeline, counters,
     /// modules, statics.
     Sql(sql::SqlArgs),
-    /// Write a profile's tables, or a query's result, as CSV, JSON or Parquet
-    /// (or its samples as Arm spe-parser's CSV, or its stacks as collapsed
-    /// stacks or a speedscope file).
+    /// Write a profile's tables, or a query's result, as CSV, JSON or Parquet;
+    /// its samples as Arm spe-parser's CSV; its stacks as collapsed stacks,
+    /// speedscope, pprof or Firefox Profiler files.
     Export(sql::ExportArgs),
 }
 

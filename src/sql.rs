@@ -1,6 +1,7 @@
 //! `memlens sql` and `memlens export`: the profile's tables through the
 //! embedded SQL engine, to the terminal or to CSV, JSON and Parquet files;
-//! its stacks as collapsed stacks or a speedscope file.
+//! its stacks as collapsed stacks, speedscope, pprof or Firefox Profiler
+//! files.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -67,7 +68,8 @@ pub struct ExportArgs {
     /// a directory for several tables (one file each).
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// What the stacks of `collapsed` and `speedscope` weigh.
+    /// What the stacks of `collapsed` and `speedscope` weigh, and `pprof`'s
+    /// default sample type (`firefox` writes every measure).
     #[arg(long, value_enum, default_value_t = Weight::AllocSpace)]
     weight: Weight,
     #[command(flatten)]
@@ -178,9 +180,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
             None => stdout(),
         };
         let rows = engine.run(&query, |schema| format.sink(schema, out))?;
-        if let Some(path) = &args.output {
-            eprintln!("memlens: wrote {rows} rows to {}", path.display());
-        }
+        tell_written(args.output.as_deref(), rows as usize, "row", "");
         return Ok(0);
     }
     let Some(dir) = &args.output else {
@@ -200,10 +200,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
         let path = dir.join(format!("{table}.{}", format.extension()));
         let out = create(&path)?;
         let rows = engine.run(&select_all(table), |schema| format.sink(schema, out))?;
-        eprintln!(
-            "memlens: wrote {rows} rows of {table} to {}",
-            path.display()
-        );
+        tell_written(Some(&path), rows as usize, "row", &format!(" of {table}"));
     }
     Ok(0)
 }
@@ -221,9 +218,7 @@ fn export_spe_parser(args: &ExportArgs, parts: &[PathBuf]) -> Result<i32> {
     };
     let rows = memlens_import::export_csv(part, &mut out)?;
     out.flush().context("writing the samples")?;
-    if let Some(path) = &args.output {
-        eprintln!("memlens: wrote {rows} samples to {}", path.display());
-    }
+    tell_written(args.output.as_deref(), rows as usize, "sample", "");
     Ok(0)
 }
 
@@ -278,9 +273,7 @@ fn export_stacks(args: &ExportArgs) -> Result<i32> {
         }
     };
     out.flush().context("writing the stacks")?;
-    if let Some(path) = &args.output {
-        eprintln!("memlens: wrote {written} stacks to {}", path.display());
-    }
+    tell_written(args.output.as_deref(), written, "stack", "");
     Ok(0)
 }
 
@@ -332,6 +325,19 @@ fn export_firefox(args: &ExportArgs) -> Result<i32> {
 }
 
 /// The file `path`, or standard output for `-`.
+/// Tells what was written where, unless it went to standard output (`-o -`,
+/// or no -o): "wrote 1 row to x.csv", "wrote 2 stacks to y.txt".
+fn tell_written(output: Option<&Path>, count: usize, noun: &str, rest: &str) {
+    let Some(path) = output.filter(|p| *p != Path::new("-")) else {
+        return;
+    };
+    let plural = if count == 1 { "" } else { "s" };
+    eprintln!(
+        "memlens: wrote {count} {noun}{plural}{rest} to {}",
+        memlens_present::printable(&path.to_string_lossy())
+    );
+}
+
 fn create(path: &Path) -> Result<Box<dyn Write + Send>> {
     if path == Path::new("-") {
         return Ok(stdout());

@@ -1145,3 +1145,26 @@ fn every_subcommand_has_the_manual_page_the_main_page_names() {
         assert!(record.contains(option), "memlens-record.1 lacks {option}");
     }
 }
+
+/// What export tells it wrote: counted in words, and nothing about a file
+/// when it wrote to standard output.
+#[test]
+fn export_tells_what_it_wrote_where() {
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&program("churn")]));
+    let export = |args: &[&str]| {
+        let out = Command::new(memlens())
+            .arg("export")
+            .arg(&p)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_ran(&out);
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let one = dir.path().join("one.csv");
+    let told = export(&["--sql", "select 1 as x", "-o", one.to_str().unwrap()]);
+    assert_eq!(told, format!("memlens: wrote 1 row to {}\n", one.display()));
+    assert_eq!(export(&["--format", "collapsed", "-o", "-"]), "");
+}
