@@ -310,6 +310,43 @@ mod tempdir {
     }
 }
 
+/// `memlens cc`, `c++` or `fc` (`wrapper`): the compiler run with the
+/// instrumentation; with `--help`, what memlens adds comes before the
+/// compiler's own options.
+pub fn wrapper(wrapper: &str, args: Vec<OsString>) -> Result<i32> {
+    if args.iter().any(|a| a == "--help" || a == "-help") {
+        let (compiler, use_as, variable) = match wrapper {
+            "c++" => ("clang++", "CXX", "MEMLENS_CLANGXX"),
+            "fc" => ("flang", "FC", "MEMLENS_FLANG"),
+            _ => ("clang", "CC", "MEMLENS_CLANG"),
+        };
+        println!(
+            "memlens {wrapper}: {compiler} with memlens' access instrumentation (use as {use_as}=\"memlens {wrapper}\")
+
+Every load and store of the code it compiles is counted exactly per thread and
+region, and sampled for the access profile; every heap block of the program is
+recorded. Its arguments are the compiler's, passed on; it adds the
+instrumentation, -gline-tables-only without -g, -flto with lld-16 (the
+runtime's fast path inlined) and, at link, the memlens runtime. The program
+runs as usual outside `memlens record -- ./program`.
+
+Environment:
+  {variable:<16} the compiler to run (default: found on PATH)
+  MEMLENS_RUNTIME  the runtime library to link (default: the one built into memlens)
+  MEMLENS_LTO=0    no -flto (every access calls into the runtime: slower)
+
+See docs/access-profiling.md. The compiler's own options follow.
+"
+        );
+        std::io::Write::flush(&mut std::io::stdout())?;
+    }
+    let runtime = crate::runtime::path()?;
+    match wrapper {
+        "fc" => compile_fortran(args, &runtime),
+        cxx => compile(cxx == "c++", args, &runtime),
+    }
+}
+
 pub fn compile(cxx: bool, args: Vec<OsString>, runtime: &Path) -> Result<i32> {
     compile_with(find_clang(cxx)?, args, runtime, &[])
 }

@@ -649,9 +649,9 @@ fn run(cli: Cli) -> Result<i32> {
             eprintln!("memlens: wrote {}", output.display());
             Ok(0)
         }
-        Command::Cc { args } => compile::compile(false, args, &runtime::path()?),
-        Command::Cxx { args } => compile::compile(true, args, &runtime::path()?),
-        Command::Fc { args } => compile::compile_fortran(args, &runtime::path()?),
+        Command::Cc { args } => compile::wrapper("cc", args),
+        Command::Cxx { args } => compile::wrapper("c++", args),
+        Command::Fc { args } => compile::wrapper("fc", args),
         Command::Rustflags => {
             println!("{}", compile::rustflags(&runtime::path()?)?);
             Ok(0)

@@ -1168,3 +1168,23 @@ fn export_tells_what_it_wrote_where() {
     assert_eq!(told, format!("memlens: wrote 1 row to {}\n", one.display()));
     assert_eq!(export(&["--format", "collapsed", "-o", "-"]), "");
 }
+
+/// `memlens cc --help` leads with what memlens adds, then clang's options.
+#[test]
+fn a_wrappers_help_leads_with_memlens_own() {
+    let out = Command::new(memlens())
+        .args(["cc", "--help"])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.starts_with("memlens cc: clang with memlens' access instrumentation"),
+        "{help}"
+    );
+    let ours = help.find("MEMLENS_RUNTIME").unwrap();
+    let clangs = help
+        .find("OVERVIEW: clang")
+        .expect("clang's own help follows");
+    assert!(ours < clangs);
+}
