@@ -415,7 +415,9 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         ));
     };
     let program_path = resolve_program(program)?;
-    let plan = choose_backend(cfg, &program_path)?;
+    // Built by `memlens cc`: its accesses are sampled by the runtime.
+    let instrumented = memlens_convert::symbols::is_instrumented(&program_path);
+    let plan = choose_backend(cfg, instrumented)?;
     if !cfg.runtime.is_file() {
         return Err(Error::Usage(format!(
             "runtime library not found at {}: point MEMLENS_RUNTIME at an existing file, or unset it to use the runtime built into memlens",
@@ -537,7 +539,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         sampler.samples = Some(LiveSamples::create(&cfg.out_dir, start_ns)?);
         // A run that samples accesses keeps a row per block (the finalizer
         // decides), which the replay begun during the run does not write.
-        let sampled = plan.is_some() || memlens_convert::symbols::is_instrumented(&program_path);
+        let sampled = plan.is_some() || instrumented;
         if cfg.sample_rate == Some(1) && !sampled && !cfg.keep_blocks {
             let tick_ns = cfg.interval_ms.max(1) * 1_000_000;
             sampler.replay = Some(ReplayAhead::create(&cfg.out_dir, start_ns, tick_ns)?);
@@ -677,8 +679,9 @@ pub(crate) fn claim_profile_dir(cfg: &RecordConfig) -> Result<(memlens_profile::
     Ok((lock, raw_dir))
 }
 
-/// The perf backend to open, if any; an explicit choice that cannot run is an error.
-fn choose_backend(cfg: &RecordConfig, program: &Path) -> Result<Option<Plan>> {
+/// The perf backend to open, if any (none by default for an instrumented
+/// program); an explicit choice that cannot run is an error.
+fn choose_backend(cfg: &RecordConfig, instrumented: bool) -> Result<Option<Plan>> {
     let options = backends::Options {
         period: cfg.period.unwrap_or(0),
         min_latency: cfg.min_latency,
@@ -697,7 +700,7 @@ fn choose_backend(cfg: &RecordConfig, program: &Path) -> Result<Option<Plan>> {
                 u.fix
             ))
         }),
-        SamplerChoice::Auto if memlens_convert::symbols::is_instrumented(program) => Ok(None),
+        SamplerChoice::Auto if instrumented => Ok(None),
         SamplerChoice::Auto => Ok(Kind::HARDWARE
             .into_iter()
             .find_map(|k| backends::plan(k, &options).ok())),
