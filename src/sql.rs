@@ -180,7 +180,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
             None => stdout(),
         };
         let rows = engine.run(&query, |schema| format.sink(schema, out))?;
-        tell_written(args.output.as_deref(), rows as usize, "row", "");
+        tell_written(args.output.as_deref(), rows, "row", "");
         return Ok(0);
     }
     let Some(dir) = &args.output else {
@@ -200,7 +200,7 @@ pub fn export(args: ExportArgs) -> Result<i32> {
         let path = dir.join(format!("{table}.{}", format.extension()));
         let out = create(&path)?;
         let rows = engine.run(&select_all(table), |schema| format.sink(schema, out))?;
-        tell_written(Some(&path), rows as usize, "row", &format!(" of {table}"));
+        tell_written(Some(&path), rows, "row", &format!(" of {table}"));
     }
     Ok(0)
 }
@@ -218,7 +218,7 @@ fn export_spe_parser(args: &ExportArgs, parts: &[PathBuf]) -> Result<i32> {
     };
     let rows = memlens_import::export_csv(part, &mut out)?;
     out.flush().context("writing the samples")?;
-    tell_written(args.output.as_deref(), rows as usize, "sample", "");
+    tell_written(args.output.as_deref(), rows, "sample", "");
     Ok(0)
 }
 
@@ -273,7 +273,7 @@ fn export_stacks(args: &ExportArgs) -> Result<i32> {
         }
     };
     out.flush().context("writing the stacks")?;
-    tell_written(args.output.as_deref(), written, "stack", "");
+    tell_written(args.output.as_deref(), written as u64, "stack", "");
     Ok(0)
 }
 
@@ -327,7 +327,7 @@ fn export_firefox(args: &ExportArgs) -> Result<i32> {
 /// The file `path`, or standard output for `-`.
 /// Tells what was written where, unless it went to standard output (`-o -`,
 /// or no -o): "wrote 1 row to x.csv", "wrote 2 stacks to y.txt".
-fn tell_written(output: Option<&Path>, count: usize, noun: &str, rest: &str) {
+fn tell_written(output: Option<&Path>, count: u64, noun: &str, rest: &str) {
     let Some(path) = output.filter(|p| *p != Path::new("-")) else {
         return;
     };
