@@ -89,7 +89,25 @@ fn the_main_job_runs_and_shows_what_the_readme_says() {
         .trim_end_matches('%')
         .parse()
         .unwrap();
-    assert!(percent >= 99.9, "{accuracy}");
+    // The counted accesses are a sum of intervals drawn uniformly from the
+    // period +-1/8 (std period/(8 sqrt 3) each): over n samples the relative
+    // standard deviation is 1/(8 sqrt(3n)), 0.035% for this run's ~42,000
+    // samples of counted accesses. Six of them fail a correct sampler about
+    // once in 10^9 runs, and one that loses a sample in 500.
+    let leading_number = |line: &str, after: &str| -> f64 {
+        line.split_once(after)
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let counted_samples = leading_number(&row(stream, " samples, 1 per "), "")
+        - leading_number(&row(stream, "samples of memcpy"), "; ");
+    let six_sigma = 6.0 / (8.0 * (3.0 * counted_samples).sqrt());
+    assert!(percent >= 100.0 * (1.0 - six_sigma), "{accuracy}");
     assert!(row(stream, "process ").ends_with(", exit 0"));
     // The raw logs are gone once each profile is written (removed beside the
     // summary, joined before record exits).
