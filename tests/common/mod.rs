@@ -666,3 +666,34 @@ pub fn recorded_stream(
     assert_ran(&out);
     (dir, p)
 }
+
+/// The most `samples x period` may differ from the exact count it estimates:
+/// each sample's interval is the period plus a uniform jitter of +-period/8
+/// (variance ((2j+1)^2 - 1) / 12), so over n samples the sum strays by 4
+/// standard deviations at most (one chance in 15 000); each stream (thread and
+/// access class) that starts or stops between two samples adds up to a period.
+pub fn sampling_error_bound(samples: u64, period: u64, streams: u64) -> f64 {
+    let j = (period / 8) as f64;
+    let sd = (((2.0 * j + 1.0).powi(2) - 1.0) / 12.0 * samples as f64).sqrt();
+    4.0 * sd + (streams * period) as f64
+}
+
+/// NMO eq. 1, `1 - |counted - samples x period| / counted`, within the
+/// sampler's bound for `threads` threads, each with its 10 access classes.
+pub fn assert_accuracy(counted: u64, samples: u64, period: u64, threads: u64) -> f64 {
+    let error = counted.abs_diff(samples * period) as f64;
+    let bound = sampling_error_bound(samples, period, threads * 10);
+    let accuracy = 1.0 - error / counted as f64;
+    eprintln!(
+        "accuracy {accuracy:.5} ({samples} samples at period {period} for {counted} accesses; \
+         allowed >= {:.5})",
+        1.0 - bound / counted as f64
+    );
+    assert!(
+        error <= bound,
+        "accuracy {accuracy}: {samples} samples at period {period} for {counted} accesses \
+         (allowed: {})",
+        1.0 - bound / counted as f64
+    );
+    accuracy
+}
