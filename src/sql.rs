@@ -251,8 +251,11 @@ fn export_stacks(args: &ExportArgs) -> Result<i32> {
             .chain(stacks.measures.iter().map(|&m| how(m)))
             .collect();
             let duration = profile.meta.clock.duration_ns as i64;
+            let modules: Vec<&str> = (profile.meta.processes.iter().map(|p| p.exe.as_str()))
+                .chain(profile.modules.iter().map(|m| m.path.as_str()))
+                .collect();
             out.write_all(&memlens_present::pprof(
-                &stacks, measure, duration, &comments,
+                &stacks, measure, duration, &comments, &modules,
             )?)?;
             stacks.rows.len()
         }

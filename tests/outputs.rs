@@ -646,9 +646,16 @@ fn stacks_export_as_pprof_read_by_go_tool_pprof() {
                 .arg(&file),
         );
         assert_ran(&out);
+        // Nothing to complain of: the main binary is named (its mapping).
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     };
     let traces = pprof(&["-traces"]);
+    assert!(traces.starts_with("File: heap_measures\n"), "{traces}");
     assert!(traces.contains("Type: leaked_space"), "{traces}");
     // Each trace: its value and leaf on the first line, callers below.
     let leak = |caller: &str| -> Option<String> {
@@ -694,10 +701,12 @@ fn firefox_profile_with_allocations_samples_and_region_markers() {
     let addresses: Vec<i64> = json_column(allocations, "memoryAddress");
     let stacks = allocations["stack"].as_array().unwrap();
     let rows: Vec<memlens_profile::Allocation> = memlens_profile::read_table(&p).unwrap();
-    let freed = rows.iter().filter(|a| a.free_ns.is_some()).count();
-    assert_eq!(weights.len(), rows.len() + freed);
+    let blocks: Vec<&memlens_profile::Allocation> =
+        rows.iter().filter(|a| a.kind != "stack").collect();
+    let freed = blocks.iter().filter(|a| a.free_ns.is_some()).count();
+    assert_eq!(weights.len(), blocks.len() + freed);
     let allocated: i64 = weights.iter().filter(|&&w| w > 0).sum();
-    let row_bytes: f64 = rows.iter().map(|a| a.est_bytes).sum();
+    let row_bytes: f64 = blocks.iter().map(|a| a.est_bytes).sum();
     assert_eq!(allocated, row_bytes.round() as i64);
     // Retained: allocations whose address was not freed after them.
     let mut live: std::collections::HashMap<i64, usize> = Default::default();
@@ -724,6 +733,15 @@ fn firefox_profile_with_allocations_samples_and_region_markers() {
         ["leak_a", "leak_b", "leak_c"].map(retained_through),
         [300, 500, 700]
     );
+    // All that is retained is what the program allocated and never freed:
+    // not the main thread's stack, which the profile has as an object.
+    assert!(rows.iter().any(|a| a.kind == "stack"));
+    let never_freed: f64 = (blocks.iter())
+        .filter(|a| a.free_ns.is_none())
+        .map(|a| a.est_bytes.round())
+        .sum();
+    let retained: i64 = live.values().map(|&i| weights[i]).sum();
+    assert_eq!(retained, never_freed as i64);
     // Without --keep-blocks, freed small blocks have no row: said.
     let q = dir.path().join("q");
     assert_ran(&record(&q, &["--leaks"], &[&program("heap_measures")]));
@@ -769,6 +787,19 @@ fn firefox_profile_with_allocations_samples_and_region_markers() {
         );
     }
     assert!(fx["counters"].as_array().unwrap().len() >= 2);
+
+    // A program not built with memlens: its regions' traffic was not
+    // measured, and no marker field says it was 0.
+    let phases = dir.path().join("phases");
+    assert_ran(&record(&phases, &[], &[&program("phases")]));
+    let (fx, _) = firefox_export(&phases);
+    let markers = &fx["threads"][0]["markers"];
+    let data = markers["data"].as_array().unwrap();
+    assert!(!data.is_empty(), "{markers}");
+    for d in data {
+        assert_eq!(d["type"], "MemlensRegion", "{d}");
+        assert!(d.get("bytesRead").is_none(), "{d}");
+    }
 }
 
 /// `memlens export --format firefox` of a profile: the file and the messages.

@@ -49,8 +49,11 @@ pub fn firefox(p: &Profile, started: SystemTime) -> (Fx, FirefoxCounts) {
     };
 
     // Allocation samples, in time order (the format wants them sorted).
+    // Threads' stacks are no allocation the code made (the main thread's is
+    // the kernel's, its size a limit, never freed): the profiler would count
+    // them as retained memory.
     let mut events: Vec<(u64, ThreadHandle, Option<StackHandle>, u64, i64)> = Vec::new();
-    for a in &p.allocations {
+    for a in p.allocations.iter().filter(|a| a.kind != "stack") {
         let Some(&t) = thread(a.pid, a.tid) else {
             continue;
         };
@@ -90,17 +93,29 @@ pub fn firefox(p: &Profile, started: SystemTime) -> (Fx, FirefoxCounts) {
             Some(end) => MarkerTiming::Interval(at(r.begin_ns), at(end)),
             None => MarkerTiming::IntervalStart(at(r.begin_ns)),
         };
-        let marker = RegionMarker {
-            name: fx.intern_string(&r.name),
-            scope: fx.intern_string(if r.process_wide {
-                "process (every thread)"
-            } else {
-                "thread"
-            }),
-            traffic: [r.bytes_read, r.bytes_written, r.loads, r.stores]
-                .map(|v| v.map(|v| v as f64)),
+        let name = fx.intern_string(&r.name);
+        let scope = fx.intern_string(if r.process_wide {
+            "process (every thread)"
+        } else {
+            "thread"
+        });
+        // Unmeasured traffic (code not built with memlens) is no field at
+        // all: the format has no empty number, and 0 would read as measured.
+        match (r.bytes_read, r.bytes_written, r.loads, r.stores) {
+            (Some(read), Some(written), Some(loads), Some(stores)) => {
+                let traffic = [read, written, loads, stores].map(|v| v as f64);
+                fx.add_marker(
+                    t,
+                    timing,
+                    MeasuredRegionMarker {
+                        name,
+                        scope,
+                        traffic,
+                    },
+                )
+            }
+            _ => fx.add_marker(t, timing, RegionMarker { name, scope }),
         };
-        fx.add_marker(t, timing, marker);
         counts.markers += 1;
     }
 
@@ -224,24 +239,56 @@ fn add_memory_counters(p: &Profile, fx: &mut Fx, processes: &BTreeMap<u32, Proce
     }
 }
 
-/// A region instance: its name, scope, and exact traffic when instrumented.
+/// A region instance of a program not built with memlens: its name and scope.
 struct RegionMarker {
     name: StringHandle,
     scope: StringHandle,
-    /// Bytes read, bytes written, loads, stores: exact, absent (shown as 0)
-    /// when the program was not instrumented.
-    traffic: [Option<f64>; 4],
 }
+
+const SCOPE: StaticSchemaMarkerField = field("scope", "Scope", MarkerFieldFormat::String);
 
 impl StaticSchemaMarker for RegionMarker {
     const UNIQUE_MARKER_TYPE_NAME: &'static str = "MemlensRegion";
+    const DESCRIPTION: Option<&'static str> =
+        Some("An annotated region (memlens_region_begin/end or a phase)");
+    const CHART_LABEL: Option<&'static str> = Some("{marker.name}");
+    const TABLE_LABEL: Option<&'static str> = Some("{marker.name}");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[SCOPE];
+
+    fn name(&self, _: &mut Fx) -> StringHandle {
+        self.name
+    }
+
+    fn category(&self, _: &mut Fx) -> CategoryHandle {
+        CategoryHandle::OTHER
+    }
+
+    fn string_field_value(&self, _field: u32) -> StringHandle {
+        self.scope
+    }
+
+    fn number_field_value(&self, _field: u32) -> f64 {
+        unreachable!("a region marker has no number field")
+    }
+}
+
+/// A region instance of instrumented code: its name, scope and exact
+/// traffic (bytes read, bytes written, loads, stores).
+struct MeasuredRegionMarker {
+    name: StringHandle,
+    scope: StringHandle,
+    traffic: [f64; 4],
+}
+
+impl StaticSchemaMarker for MeasuredRegionMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "MemlensMeasuredRegion";
     const DESCRIPTION: Option<&'static str> =
         Some("An annotated region (memlens_region_begin/end or a phase), with its exact traffic");
     const CHART_LABEL: Option<&'static str> = Some("{marker.name}");
     const TABLE_LABEL: Option<&'static str> =
         Some("{marker.name}: {marker.data.bytesRead} read, {marker.data.bytesWritten} written");
     const FIELDS: &'static [StaticSchemaMarkerField] = &[
-        field("scope", "Scope", MarkerFieldFormat::String),
+        SCOPE,
         field("bytesRead", "Bytes read (exact)", MarkerFieldFormat::Bytes),
         field(
             "bytesWritten",
@@ -265,7 +312,7 @@ impl StaticSchemaMarker for RegionMarker {
     }
 
     fn number_field_value(&self, field: u32) -> f64 {
-        self.traffic[field as usize - 1].unwrap_or(0.0)
+        self.traffic[field as usize - 1]
     }
 }
 

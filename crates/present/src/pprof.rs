@@ -18,6 +18,8 @@ struct Profile {
     sample_type: Vec<ValueType>,
     #[prost(message, repeated, tag = "2")]
     sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    mapping: Vec<Mapping>,
     #[prost(message, repeated, tag = "4")]
     location: Vec<Location>,
     #[prost(message, repeated, tag = "5")]
@@ -49,10 +51,32 @@ struct Sample {
     value: Vec<i64>,
 }
 
+/// A module code was found in. pprof names the profile after the first
+/// (the main binary); the frames come symbolized, so the flags tell it not to
+/// look for the files.
+#[derive(Clone, PartialEq, Message)]
+struct Mapping {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(int64, tag = "5")]
+    filename: i64,
+    #[prost(bool, tag = "7")]
+    has_functions: bool,
+    #[prost(bool, tag = "8")]
+    has_filenames: bool,
+    #[prost(bool, tag = "9")]
+    has_line_numbers: bool,
+    #[prost(bool, tag = "10")]
+    has_inline_frames: bool,
+}
+
 #[derive(Clone, PartialEq, Message)]
 struct Location {
     #[prost(uint64, tag = "1")]
     id: u64,
+    /// 0 for the nodes memlens adds (objects, access kinds).
+    #[prost(uint64, tag = "2")]
+    mapping_id: u64,
     #[prost(message, repeated, tag = "4")]
     line: Vec<Line>,
 }
@@ -102,15 +126,58 @@ impl Strings {
     }
 }
 
+/// The modules of a profile by the names its frames give them (file names),
+/// the main binary first.
+struct Mappings {
+    list: Vec<Mapping>,
+    by_name: HashMap<String, u64>,
+}
+
+impl Mappings {
+    fn new(main_binary: &str, strings: &mut Strings) -> Mappings {
+        let mut mappings = Mappings {
+            list: Vec::new(),
+            by_name: HashMap::new(),
+        };
+        mappings.id(main_binary, strings);
+        mappings
+    }
+
+    /// The mapping of module `path` (a frame's file name or a full path).
+    fn id(&mut self, path: &str, strings: &mut Strings) -> u64 {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        self.list.push(Mapping {
+            id: self.list.len() as u64 + 1,
+            filename: strings.id(path),
+            has_functions: true,
+            has_filenames: true,
+            has_line_numbers: true,
+            has_inline_frames: true,
+        });
+        let id = self.list.len() as u64;
+        self.by_name.insert(name.to_string(), id);
+        id
+    }
+}
+
 /// The gzipped profile.proto of `stacks`, `measure` its default sample type;
-/// `comments` say how the values were obtained.
+/// `comments` say how the values were obtained. `modules` are the paths of
+/// the code's modules, the profiled program's first.
 pub fn pprof(
     stacks: &Stacks,
     measure: Measure,
     duration_ns: i64,
     comments: &[String],
+    modules: &[&str],
 ) -> std::io::Result<Vec<u8>> {
     let mut strings = Strings::new();
+    let mut mappings = Mappings::new(modules.first().copied().unwrap_or_default(), &mut strings);
+    let paths: HashMap<&str, &str> = (modules.iter())
+        .map(|&path| (path.rsplit('/').next().unwrap_or(path), path))
+        .collect();
     let sample_type = (stacks.measures.iter())
         .map(|m| {
             let (kind, unit) = m.name_and_unit();
@@ -147,8 +214,13 @@ pub fn pprof(
                     });
                     function.len() as u64
                 });
+                let mapping_id = match node.module.as_str() {
+                    "" => 0,
+                    name => mappings.id(paths.get(name).copied().unwrap_or(name), &mut strings),
+                };
                 location.push(Location {
                     id: location.len() as u64 + 1,
+                    mapping_id,
                     line: vec![Line {
                         function_id,
                         line: node.line as i64,
@@ -167,6 +239,7 @@ pub fn pprof(
     let profile = Profile {
         sample_type,
         sample,
+        mapping: mappings.list,
         location,
         function,
         string_table: strings.table,
