@@ -45,13 +45,8 @@ pub fn section(r: &Report) -> Option<Section> {
     for o in &r.leaks.sites {
         let est = estimate_mark(o);
         sampled |= !est.is_empty();
-        let pid = if killed.contains(&o.pid) {
-            format!("  [pid {}, live when it died]", o.pid)
-        } else if o.pid != 0 {
-            format!("  [pid {}]", o.pid)
-        } else {
-            String::new()
-        };
+        let died = killed.contains(&o.pid).then_some("live when it died");
+        let pid = super::process_tag(r, o.pid, died);
         let row = vec![
             format!("{est}{}", human_bytes(o.leaked_bytes)),
             format!("{est}{:.0}", o.leaked_blocks),

@@ -48,3 +48,16 @@ pub(crate) use regions::NO_REGIONS;
 pub fn sections(r: &Report) -> Vec<Section> {
     SECTIONS.iter().filter_map(|build| build(r)).collect()
 }
+
+/// The tag telling an object's process apart, `  [pid N, what]`: only
+/// where the report covers several processes (pid 0: objects of the whole
+/// job), and then `what` alone when there is something to say.
+fn process_tag(r: &Report, pid: u32, what: Option<&str>) -> String {
+    let several = r.summary.processes.len() > 1 && pid != 0;
+    match (several, what) {
+        (true, Some(what)) => format!("  [pid {pid}, {what}]"),
+        (true, None) => format!("  [pid {pid}]"),
+        (false, Some(what)) => format!("  [{what}]"),
+        (false, None) => String::new(),
+    }
+}

@@ -6,14 +6,17 @@ use crate::report::Report;
 use memlens_analysis::DataObject;
 
 pub fn by_peak(r: &Report) -> Option<Section> {
+    let stacks = match r.thread_stacks.threads {
+        1 => "1 thread stack".to_string(),
+        n => format!("{n} thread stacks"),
+    };
     let table = table(r, &r.objects_by_peak, object_peak, "peak").footer(format!(
-        "+ {} thread stacks, {} reserved",
-        r.thread_stacks.threads,
+        "+ {stacks}, {} reserved",
         human_bytes(r.thread_stacks.reserved_bytes)
     ));
     Some(
         Section::new("objects", "Top data objects by peak bytes")
-            .note("heap blocks by allocation site, mappings, statics, tags and groups; ~ marks sampled figures: scaled up from a site's byte-sampled blocks once 16 of them are live at once, before that the sampled blocks' own bytes (a lower bound); ≥ marks a peak known only as at least this: the call stacks of one source line (an unrolled loop's calls) peaked between the same ticks of the timeline")
+            .note("heap blocks by allocation site, mappings, statics, tags and groups; ~ marks sampled figures: scaled up from a site's byte-sampled blocks once 16 of them are live at once, before that the sampled blocks' own bytes (a lower bound); ≥ marks a peak known only as at least this: the call stacks of one source line (an unrolled loop's calls) peaked between the same ticks of the timeline; the program's objects first, then system libraries' variables, a row per library")
             .table(table),
     )
 }
@@ -56,11 +59,7 @@ pub(super) fn table(
     let mut t = Table::new(columns);
     for o in objects {
         let est = estimate_mark(o);
-        let pid = if o.pid != 0 {
-            format!("  [pid {}]", o.pid)
-        } else {
-            String::new()
-        };
+        let pid = super::process_tag(r, o.pid, None);
         let mut row = vec![
             figure(o),
             o.kind.name().to_string(),

@@ -53,7 +53,7 @@ pub fn section(r: &Report) -> Option<Section> {
     for o in &reuse.objects {
         let h = &o.histogram;
         objects.push(vec![
-            format!("{} [pid {}]", o.name, o.pid),
+            format!("{}{}", o.name, super::process_tag(r, o.pid, None)),
             count(h.accesses),
             count(h.reuses),
             or_dash(h.mean_distance, |m| format!("{m:.1}")),
