@@ -55,7 +55,7 @@ fn the_main_job_runs_and_shows_what_the_readme_says() {
         phases.contains("1.0 MiB of heap still live (exact, usable bytes)"),
         "{phases}"
     );
-    // stream.c: exact bytes per region (N = 2 M doubles, 10 runs of each
+    // stream.c: exact bytes per region (N = 4 M doubles, 10 runs of each
     // kernel: 16 B per element for copy and scale, 24 B for add and triad),
     // the arrays each kernel touches, and the sampling accuracy.
     let access_regions = stream.split_once("REGIONS (bytes exact").unwrap().1;
@@ -119,6 +119,19 @@ fn the_main_job_runs_and_shows_what_the_readme_says() {
         let png = image::Png::read(&dir.path().join(format!("{plot}.png")));
         assert_eq!((png.width, png.height), (1200, 700), "{plot}");
     }
+}
+
+/// The README's quick start, run as written in a directory holding the
+/// checkout's `examples/` and `include/`: every command prints what the
+/// README shows (any figures; `...` for what it leaves out).
+#[test]
+fn the_readme_quick_start_prints_what_it_shows() {
+    let block = documented_block("README.md", "$ gcc");
+    let dir = tempdir();
+    for part in ["examples", "include"] {
+        std::os::unix::fs::symlink(root().join(part), dir.path().join(part)).unwrap();
+    }
+    assert_documented_session(&block, dir.path());
 }
 
 #[test]

@@ -925,6 +925,12 @@ fn sql_over_the_profile_gives_the_reports_numbers() {
         assert_eq!(row["bytes_read"], r["bytes_read"], "{row}");
         assert_eq!(row["instances"], r["instances"], "{row}");
     }
+    // docs/profile.md's session, run on this profile.
+    let session = documented_block("docs/profile.md", "$ memlens sql p ");
+    let dir = tempdir();
+    std::os::unix::fs::symlink(&p, dir.path().join("p")).unwrap();
+    assert_documented_session(&session, dir.path());
+
     let counted = sql_json(&p, "SELECT count(*) AS n FROM samples");
     assert_eq!(counted[0]["n"], report["access"]["samples"]);
 

@@ -697,3 +697,154 @@ pub fn assert_accuracy(counted: u64, samples: u64, period: u64, threads: u64) ->
     );
     accuracy
 }
+
+/// A line as documentation shows it: numbers (decimal, hex) as `N` and runs
+/// of spaces or dashes as one, so a transcript holds across runs whose
+/// figures and column widths differ.
+fn shape(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.trim_end().chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            if c == '0' && chars.peek() == Some(&'x') {
+                chars.next();
+            }
+            while chars
+                .peek()
+                .is_some_and(|&d| d.is_ascii_hexdigit() || d == '.')
+            {
+                chars.next();
+            }
+            out.push('N');
+        } else if c == ' ' || c == '-' {
+            while chars.peek() == Some(&c) {
+                chars.next();
+            }
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether an output line is what a documented line shows, `...` in it
+/// standing for any text.
+fn shows(documented: &str, actual: &str) -> bool {
+    let (documented, actual) = (shape(documented), shape(actual));
+    let mut parts = documented.split("...");
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = actual.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i == parts.len() - 1 {
+            return rest.ends_with(part);
+        }
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// Asserts `actual` is the output `documented` shows: its lines in order,
+/// a line `...` standing for any lines (none included), `...` within a line
+/// for any text, numbers for any numbers.
+pub fn assert_documented_output(documented: &[&str], actual: &str) {
+    let actual: Vec<&str> = actual.lines().collect();
+    // Each run of documented lines between `...` lines, placed where it
+    // first fits after the one before.
+    let chunks: Vec<&[&str]> = documented.split(|l| l.trim() == "...").collect();
+    let mut from = 0;
+    for (i, chunk) in chunks.iter().enumerate() {
+        if chunk.is_empty() {
+            continue;
+        }
+        let fits = |at: usize| {
+            at + chunk.len() <= actual.len()
+                && chunk.iter().zip(&actual[at..]).all(|(d, a)| shows(d, a))
+        };
+        let at = match (i, i == chunks.len() - 1) {
+            // Unless elided, the first lines start the output and the last end it.
+            (0, _) => Some(0).filter(|&at| fits(at)),
+            (_, true) => {
+                Some(actual.len().saturating_sub(chunk.len())).filter(|&at| at >= from && fits(at))
+            }
+            _ => (from..actual.len()).find(|&at| fits(at)),
+        };
+        let Some(at) = at else {
+            panic!(
+                "the documented lines\n{}\nare not in the output (from line {from}):\n{}",
+                chunk.join("\n"),
+                actual[from.min(actual.len())..].join("\n")
+            );
+        };
+        from = at + chunk.len();
+    }
+    if documented.last().is_some_and(|l| l.trim() != "...") {
+        assert_eq!(
+            from,
+            actual.len(),
+            "the output goes on past what is documented:\n{}",
+            actual[from.min(actual.len())..].join("\n")
+        );
+    }
+}
+
+/// The lines of the fenced block of `doc` (a path from the checkout's root)
+/// whose opening fence is followed by a line starting with `first`.
+pub fn documented_block(doc: &str, first: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(doc)).unwrap();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.starts_with("```") {
+            let block: Vec<String> = (lines.by_ref())
+                .take_while(|l| !l.starts_with("```"))
+                .map(str::to_string)
+                .collect();
+            if block.first().is_some_and(|l| l.starts_with(first)) {
+                return block;
+            }
+        }
+    }
+    panic!("{doc} has no block starting with {first:?}")
+}
+
+/// Runs the commands of a documented terminal session (`$ ` lines, a
+/// command going on while a quote is open) in `dir` with memlens on the
+/// PATH, and asserts each prints what the session shows.
+pub fn assert_documented_session(block: &[String], dir: &Path) {
+    let bin = memlens().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut commands: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut open_quote = false;
+    for line in block {
+        match commands.last_mut() {
+            Some((command, _)) if open_quote => {
+                command.push('\n');
+                command.push_str(line);
+            }
+            _ if line.starts_with("$ ") => commands.push((line[2..].to_string(), Vec::new())),
+            Some((_, shown)) => shown.push(line),
+            None => panic!("a documented session starts with a command: {line}"),
+        }
+        if line.starts_with("$ ") || open_quote {
+            open_quote ^= line.matches('"').count() % 2 == 1;
+        }
+    }
+    assert!(!commands.is_empty());
+    for (command, shown) in commands {
+        let out = output_within(
+            Command::new("bash")
+                .args(["-c", &format!("{command} 2>&1")])
+                .current_dir(dir)
+                .env("PATH", &path)
+                .env("MEMLENS_RUNTIME", runtime()),
+        );
+        assert_ran(&out);
+        assert_documented_output(&shown, &String::from_utf8_lossy(&out.stdout));
+    }
+}

@@ -327,7 +327,43 @@ fn query_error(e: datafusion::error::DataFusionError) -> SqlError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memlens_profile::Module;
+    use memlens_profile::{Module, Table};
+
+    /// docs/profile.md's table of tables names every table `memlens sql`
+    /// has, with its columns in order (`numa0..numa3` for a numbered run).
+    #[test]
+    fn the_documented_columns_are_the_tables_columns() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/profile.md"),
+        )
+        .unwrap();
+        let documented = |table: &str| -> Vec<String> {
+            let row = doc
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{table}` | `")))
+                .unwrap_or_else(|| panic!("docs/profile.md has no row for {table}"));
+            let list = row.split('`').nth(3).unwrap();
+            (list.split(", "))
+                .flat_map(|c| match c.split_once("..") {
+                    Some((first, last)) => {
+                        let stem = first.trim_end_matches(|d: char| d.is_ascii_digit());
+                        let from: u32 = first[stem.len()..].parse().unwrap();
+                        let to: u32 = last[stem.len()..].parse().unwrap();
+                        (from..=to).map(|i| format!("{stem}{i}")).collect()
+                    }
+                    None => vec![c.to_string()],
+                })
+                .collect()
+        };
+        let tables = table_schemas().into_iter().chain([(
+            memlens_profile::ProcessRow::NAME,
+            memlens_profile::ProcessRow::schema(),
+        )]);
+        for (name, schema) in tables {
+            let columns: Vec<String> = (schema.fields().iter()).map(|f| f.name().clone()).collect();
+            assert_eq!(documented(name), columns, "docs/profile.md's {name}");
+        }
+    }
 
     /// Flipped bits in a table's data pages, where the footer checks do not
     /// look, must give rows or an error, never a panic (the Parquet reader
