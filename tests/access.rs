@@ -1002,6 +1002,17 @@ fn reuse_profile(
     report_json(&p)
 }
 
+/// docs/report.md's reuse view is what the report prints for its command.
+#[test]
+fn the_documented_reuse_view_is_the_reports() {
+    let dir = tempdir();
+    let app = memlens_cc(dir.path(), "reuse_patterns.c", &["-O2"]);
+    let p = dir.path().join("p");
+    let args = [app.to_str().unwrap(), "300", "4", "8192", "300000", "777"];
+    assert_ran(&record(&p, &["--reuse", "1"], &args));
+    assert_documented_excerpt("docs/report.md", "REUSE DISTANCE", &report_text(&p));
+}
+
 #[test]
 fn reuse_distances_equal_the_brute_force_answer() {
     let dir = tempdir();

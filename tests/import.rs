@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_ran, memlens, root, tempdir};
+use common::{assert_documented_excerpt, assert_ran, memlens, root, tempdir};
 use memlens_profile::{read_table, AccessSample, Meta};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -120,6 +120,7 @@ fn pebs_samples_equal_perf_report() {
         "{text}"
     );
     assert!(text.contains("imported perf.data holds samples"), "{text}");
+    assert_documented_excerpt("docs/report.md", "  LATENCY BY LEVEL", &text);
 }
 
 #[test]

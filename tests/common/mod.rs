@@ -848,3 +848,18 @@ pub fn assert_documented_session(block: &[String], dir: &Path) {
         assert_documented_output(&shown, &String::from_utf8_lossy(&out.stdout));
     }
 }
+
+/// Asserts the block of `doc` starting with `first` is an excerpt of
+/// `output`: from its line starting with `first` on (what follows the
+/// block is not claimed).
+pub fn assert_documented_excerpt(doc: &str, first: &str, output: &str) {
+    let mut block = documented_block(doc, first);
+    block.push("...".into());
+    let from = output
+        .lines()
+        .position(|l| l.starts_with(first))
+        .unwrap_or_else(|| panic!("no line {first:?} in\n{output}"));
+    let rest: Vec<&str> = output.lines().skip(from).collect();
+    let block: Vec<&str> = block.iter().map(String::as_str).collect();
+    assert_documented_output(&block, &rest.join("\n"));
+}
