@@ -128,27 +128,41 @@ impl Strings {
 
 /// The modules of a profile by the names its frames give them (file names),
 /// the main binary first.
-struct Mappings {
+struct Mappings<'a> {
     list: Vec<Mapping>,
-    by_name: HashMap<String, u64>,
+    by_name: HashMap<&'a str, u64>,
+    /// Each module's path by its file name.
+    paths: HashMap<&'a str, &'a str>,
 }
 
-impl Mappings {
-    fn new(main_binary: &str, strings: &mut Strings) -> Mappings {
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+impl<'a> Mappings<'a> {
+    /// The mappings of `modules` (paths, the main binary's first), which has
+    /// the first id.
+    fn new(modules: &[&'a str], strings: &mut Strings) -> Mappings<'a> {
         let mut mappings = Mappings {
             list: Vec::new(),
             by_name: HashMap::new(),
+            paths: (modules.iter())
+                .map(|&path| (file_name(path), path))
+                .collect(),
         };
-        mappings.id(main_binary, strings);
+        mappings.id(
+            file_name(modules.first().copied().unwrap_or_default()),
+            strings,
+        );
         mappings
     }
 
-    /// The mapping of module `path` (a frame's file name or a full path).
-    fn id(&mut self, path: &str, strings: &mut Strings) -> u64 {
-        let name = path.rsplit('/').next().unwrap_or(path);
+    /// The mapping of the module a frame names `name` (its file name).
+    fn id(&mut self, name: &'a str, strings: &mut Strings) -> u64 {
         if let Some(&id) = self.by_name.get(name) {
             return id;
         }
+        let path = self.paths.get(name).copied().unwrap_or(name);
         self.list.push(Mapping {
             id: self.list.len() as u64 + 1,
             filename: strings.id(path),
@@ -158,7 +172,7 @@ impl Mappings {
             has_inline_frames: true,
         });
         let id = self.list.len() as u64;
-        self.by_name.insert(name.to_string(), id);
+        self.by_name.insert(name, id);
         id
     }
 }
@@ -174,10 +188,7 @@ pub fn pprof(
     modules: &[&str],
 ) -> std::io::Result<Vec<u8>> {
     let mut strings = Strings::new();
-    let mut mappings = Mappings::new(modules.first().copied().unwrap_or_default(), &mut strings);
-    let paths: HashMap<&str, &str> = (modules.iter())
-        .map(|&path| (path.rsplit('/').next().unwrap_or(path), path))
-        .collect();
+    let mut mappings = Mappings::new(modules, &mut strings);
     let sample_type = (stacks.measures.iter())
         .map(|m| {
             let (kind, unit) = m.name_and_unit();
@@ -216,7 +227,7 @@ pub fn pprof(
                 });
                 let mapping_id = match node.module.as_str() {
                     "" => 0,
-                    name => mappings.id(paths.get(name).copied().unwrap_or(name), &mut strings),
+                    name => mappings.id(name, &mut strings),
                 };
                 location.push(Location {
                     id: location.len() as u64 + 1,
