@@ -207,6 +207,15 @@ pub fn programs() -> &'static Path {
             "-lpthread",
         ]);
         cc(&[
+            "gcc",
+            "-O1",
+            "-g",
+            &s("handoff.c"),
+            "-o",
+            &o("handoff"),
+            "-lpthread",
+        ]);
+        cc(&[
             "g++",
             "-O1",
             "-g",

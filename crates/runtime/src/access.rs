@@ -353,7 +353,7 @@ fn slow(
     };
     if due {
         let ev = raw::Sample {
-            time: st.clock.now(),
+            time: st.clock.now_unordered(),
             addr,
             pc,
             stack: access_context(st, frame),
@@ -439,7 +439,7 @@ const BULK_STORE_CLASS: usize = 8;
 /// The start of an intercepted bulk call: its time, if this thread records.
 pub(crate) fn bulk_begin() -> Option<u64> {
     let st = enter()?;
-    let begin = st.clock.now();
+    let begin = st.clock.now_unordered();
     leave(st);
     Some(begin)
 }
@@ -452,7 +452,7 @@ pub(crate) fn bulk_begin() -> Option<u64> {
 pub(crate) fn bulk_end(begin: u64, pc: u64, read: &[(u64, u64)], written: Option<(u64, u64)>) {
     let Some(st) = enter() else { return };
     let saved = errno();
-    let end = st.clock.now();
+    let end = st.clock.now_unordered();
     for &(source, n) in read {
         st.access.bulk[0] += n;
         sample_bulk(st, source, n, BULK_LOAD_CLASS, pc, (begin, end));
