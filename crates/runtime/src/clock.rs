@@ -220,6 +220,12 @@ fn start_segment() -> Option<u64> {
     Some(start)
 }
 
+/// In a fork's child: a thread of the parent that was starting a segment is
+/// not there to finish it.
+pub fn after_fork() {
+    STARTING.store(false, Ordering::Release);
+}
+
 /// The time when the current segment has ended: from the next, started by
 /// this thread or by another (the real clock if neither can).
 #[cold]

@@ -234,6 +234,7 @@ pub(crate) extern "C" fn fork_parent() {
 /// The child gets its own log; it must never write to the parent's mappings.
 pub(crate) extern "C" fn fork_child() {
     fork_parent();
+    crate::clock::after_fork();
     if STATE.load(Ordering::Acquire) != READY {
         return;
     }
