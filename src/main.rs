@@ -4,6 +4,7 @@
 mod compile;
 mod doctor;
 mod job;
+mod man;
 mod mpi;
 mod progress;
 mod runtime;
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
     name = "memlens",
     version,
     about = "Memory-centric profiler: capacity, data objects and regions over time",
-    after_help = "EXAMPLES:\n  memlens record -- ./app input.dat\n  memlens report memlens.app.1234\n  memlens report memlens.app.1234 --format json > report.json\n  memlens plot capacity memlens.app.1234 -o capacity.png"
+    after_help = "EXAMPLES:\n  memlens record -o prof -- ./app input.dat\n  memlens report prof\n  memlens report prof --format json > report.json\n  memlens plot capacity prof -o capacity.png"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -34,11 +35,20 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a program under memlens and write a profile directory.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens record -o prof -- ./app input.dat\n  memlens record --leaks -o prof -- ./app\n  memlens record --live --interval 50 -- ./app\n  memlens record --cache-model --reuse -o prof -- ./app_built_with_memlens_cc\n  memlens record --pid 1234 --duration 30 -o prof\n  mpirun -n 4 memlens record -o job -- ./app"
+    )]
     Record(RecordArgs),
     /// Print the capacity and data-object report of a profile.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens report prof\n  memlens report prof --stacks 6 --top 20\n  memlens report prof --format json > report.json\n  memlens report prof --format csv --table leaks\n  memlens report prof --html report.html\n  memlens report job --per-rank"
+    )]
     #[command(override_usage = "memlens report [OPTIONS] <DIR>\n       memlens report --schema")]
     Report(ReportArgs),
     /// Draw a figure from a profile.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens plot capacity prof -o capacity.png\n  memlens plot flame prof -o allocations.svg\n  memlens plot flame --accesses prof -o accesses.svg\n  memlens plot bandwidth prof -o bandwidth.png"
+    )]
     Plot {
         #[command(subcommand)]
         kind: PlotKind,
@@ -67,11 +77,17 @@ enum Command {
     /// Print the RUSTFLAGS that instrument a Rust crate (use with codegen-units = 1).
     Rustflags,
     /// Turn the raw logs of a transparent-mode run (LD_PRELOAD alone) into a profile.
+    #[command(
+        after_help = "EXAMPLES:\n  LD_PRELOAD=/path/to/libmemlens_runtime.so MEMLENS_DIR=prof ./app\n  memlens finalize prof"
+    )]
     Finalize {
         /// Profile directory holding raw/ logs.
         dir: PathBuf,
     },
     /// What this machine can do: perf events, PMU, each sampling backend, clang.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens doctor\n  memlens doctor --validate --output verdict.json"
+    )]
     Doctor {
         /// Run a kernel with known accesses under every backend this machine
         /// has and compare each one's per-object figures with the truth;
@@ -105,6 +121,9 @@ enum Command {
     /// Measure load latency by working-set size (pointer chase, as lat_mem_rd)
     /// and streaming bandwidth (as bw_mem): the per-level latencies the cache
     /// model uses.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens calibrate\n  memlens calibrate --max-size 64M --plot latency.png"
+    )]
     Calibrate {
         /// Largest working set, e.g. 64M or 1G [default: 4x the last cache, 256M..1G].
         #[arg(long, value_parser = parse_size)]
@@ -120,6 +139,9 @@ enum Command {
         plot: Option<PathBuf>,
     },
     /// Compare two profiles: peaks, data objects, regions, memory levels, counters.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens diff before after\n  memlens diff before after --format json --top 30"
+    )]
     Diff {
         /// The first (baseline) profile.
         a: PathBuf,
@@ -132,6 +154,9 @@ enum Command {
         top: usize,
     },
     /// Turn a perf.data with PEBS, IBS or Arm SPE samples into a memlens profile.
+    #[command(
+        after_help = "EXAMPLES:\n  perf mem record -o perf.data -- ./app\n  memlens import perf.data -o prof"
+    )]
     Import {
         /// perf.data written by `perf record` or `perf mem record`.
         file: PathBuf,
@@ -145,10 +170,16 @@ enum Command {
     /// SQL over a profile's tables (embedded Apache DataFusion): allocations,
     /// stacks, regions, samples, locations, tags, threads, timeline, counters,
     /// modules, statics.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens sql prof \"SELECT stack_id, bytes, leaked_bytes FROM sites ORDER BY bytes DESC LIMIT 5\"\n  memlens sql prof \"SELECT * FROM regions\" --format csv"
+    )]
     Sql(sql::SqlArgs),
     /// Write a profile's tables, or a query's result, as CSV, JSON or Parquet;
     /// its samples as Arm spe-parser's CSV; its stacks as collapsed stacks,
     /// speedscope, pprof or Firefox Profiler files.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens export prof --table sites -o sites.csv\n  memlens export prof --format parquet -o tables\n  memlens export prof --format collapsed --weight leaked-space -o leaks.folded\n  memlens export prof --format pprof --weight inuse-space -o heap.pb.gz\n  memlens export prof --format firefox -o profile.json"
+    )]
     Export(sql::ExportArgs),
 }
 
@@ -695,7 +726,7 @@ fn run(cli: Cli) -> Result<i32> {
             let cli = <Cli as clap::CommandFactory>::command();
             match dir {
                 Some(dir) => {
-                    clap_mangen::generate_to(cli, &dir).map_err(|e| {
+                    man::write_pages(cli, &dir).map_err(|e| {
                         anyhow::anyhow!(
                             "cannot write the manual pages into {}: {}; give --dir a directory you can write",
                             dir.display(),
@@ -704,7 +735,7 @@ fn run(cli: Cli) -> Result<i32> {
                     })?;
                     eprintln!("memlens: wrote the manual pages into {}", dir.display());
                 }
-                None => clap_mangen::Man::new(cli).render(&mut std::io::stdout())?,
+                None => man::write_page(&cli, &mut std::io::stdout().lock())?,
             }
             Ok(0)
         }
@@ -977,7 +1008,9 @@ fn import(file: &Path, output: Option<PathBuf>, force: bool) -> Result<i32> {
 /// working directory) is told as such, not as the I/O error that followed.
 fn removed_during_the_run(dir: &Path, e: memlens_collector::Error) -> anyhow::Error {
     use memlens_collector::Error::{Io, Profile};
-    if !matches!(e, Io { .. } | Profile(_)) || dir.exists() {
+    use memlens_profile::ProfileError::CreateDir;
+    let after_it_was_made = !matches!(e, Profile(CreateDir { .. }));
+    if !matches!(e, Io { .. } | Profile(_)) || dir.exists() || !after_it_was_made {
         return e.into();
     }
     anyhow::anyhow!(
