@@ -1125,6 +1125,22 @@ fn mistakes_are_told_in_one_line_of_words() {
         ],
         vec!["report".into(), into("profile")],
         vec!["record".into(), "--".into(), into("program")],
+        vec!["import".into(), into("perf.data")],
+        vec!["import".into(), profile.into()],
+        vec![
+            "plot".into(),
+            "flame".into(),
+            profile.into(),
+            "-o".into(),
+            into("x.png"),
+        ],
+        vec![
+            "record".into(),
+            "-o".into(),
+            "/proc/memlens".into(),
+            "--".into(),
+            "true".into(),
+        ],
     ];
     for args in &mistakes {
         let out = Command::new(memlens()).args(args).output().unwrap();
@@ -1135,6 +1151,14 @@ fn mistakes_are_told_in_one_line_of_words() {
             assert!(!error.contains(debug_text), "{args:?}: {error}");
         }
         assert!(error.starts_with("memlens"), "{args:?}: {error}");
+        // A directory that could not be made is not one "removed while the
+        // program ran"; a flame graph is not written into a .png.
+        if args.contains(&"/proc/memlens".to_string()) {
+            assert!(error.contains("cannot make this directory"), "{error}");
+        }
+        if args.contains(&"flame".to_string()) && args.last().is_some_and(|a| a.ends_with(".png")) {
+            assert!(error.contains("use a .svg file name"), "{error}");
+        }
     }
 }
 
@@ -1164,6 +1188,105 @@ fn every_subcommand_has_the_manual_page_the_main_page_names() {
     for option in ["\\-\\-leaks", "\\-\\-sample\\-rate", "\\-\\-output"] {
         assert!(record.contains(option), "memlens-record.1 lacks {option}");
     }
+    // Its examples under EXAMPLES, a line each, as typed.
+    let (_, examples) = record
+        .split_once(".SH EXAMPLES")
+        .expect("an EXAMPLES section");
+    assert!(examples.contains("\\&memlens record \\-\\-leaks \\-o prof \\-\\- ./app\n"));
+    assert!(!record.contains("EXTRA"));
+}
+
+/// The examples each command's help ends with (and its manual page shows)
+/// are command lines memlens accepts. Each is run with an unknown flag put
+/// after its own arguments, and clap must stop at that flag, having taken
+/// every argument before it (names and counts); then as written in an empty
+/// directory, where memlens must get past its arguments (their values) to
+/// its own error about the missing profile or program, unless it would
+/// start real work there (calibrate, doctor, --pid).
+#[test]
+fn every_commands_examples_are_command_lines_memlens_accepts() {
+    let help = |args: &[&str]| {
+        let out = output_within(Command::new(memlens()).args(args).arg("--help"));
+        assert_ran(&out);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The commands, read from the help (the compiler wrappers pass --help
+    // to the compiler).
+    let subcommands = |text: &str| -> Vec<String> {
+        let Some((_, listed)) = text.split_once("Commands:\n") else {
+            return Vec::new();
+        };
+        (listed.lines().take_while(|l| l.starts_with("  ")))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .filter(|name| !["help", "cc", "c++", "fc"].contains(&name.as_str()))
+            .collect()
+    };
+    let mut commands = vec![Vec::<String>::new()];
+    let mut with_examples = Vec::new();
+    let dir = tempdir();
+    let bin = memlens().parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut checked = 0;
+    while let Some(command) = commands.pop() {
+        let args: Vec<&str> = command.iter().map(String::as_str).collect();
+        let text = help(&args);
+        for sub in subcommands(&text) {
+            commands.push([command.clone(), vec![sub]].concat());
+        }
+        let Some((_, examples)) = text.split_once("EXAMPLES:\n") else {
+            continue;
+        };
+        with_examples.push(command.join(" "));
+        for line in examples.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let Some(at) = line.find("memlens ") else {
+                continue; // the program's own step (perf, LD_PRELOAD)
+            };
+            let line = &line[at..];
+            let end = [" -- ", " > "].iter().filter_map(|s| line.find(s)).min();
+            let end = end.unwrap_or(line.len());
+            let probe = format!("{} --zz-probe{}", &line[..end], &line[end..]);
+            let out = output_within(
+                Command::new("bash")
+                    .args(["-c", &probe])
+                    .current_dir(dir.path())
+                    .env("PATH", &path),
+            );
+            let error = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && error.contains("unexpected argument '--zz-probe' found"),
+                "`{line}` (help of memlens {}): {error}",
+                command.join(" ")
+            );
+            let runs_here = ["memlens calibrate", "memlens doctor", "--pid"];
+            if !runs_here.iter().any(|work| line.contains(work)) {
+                let out = output_within(
+                    Command::new("bash")
+                        .args(["-c", line])
+                        .current_dir(dir.path())
+                        .env("PATH", &path),
+                );
+                let error = String::from_utf8_lossy(&out.stderr);
+                assert!(error.starts_with("memlens: "), "`{line}`: {error}");
+            }
+            checked += 1;
+        }
+    }
+    with_examples.sort();
+    let expected = [
+        "",
+        "calibrate",
+        "diff",
+        "doctor",
+        "export",
+        "finalize",
+        "import",
+        "plot",
+        "record",
+        "report",
+        "sql",
+    ];
+    assert_eq!(with_examples, expected);
+    assert!(checked >= 30, "{checked} examples");
 }
 
 /// What export tells it wrote: counted in words, and nothing about a file

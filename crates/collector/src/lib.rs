@@ -27,10 +27,11 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {source}")]
+    /// (Its cause is told in words: not a `source` for a chain to repeat.)
+    #[error("{path}: {}", memlens_profile::error_words(.cause))]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error(transparent)]
     Profile(#[from] memlens_profile::ProfileError),
@@ -49,12 +50,12 @@ impl Error {
         if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
             return Error::Profile(memlens_profile::ProfileError::Write {
                 path: path.to_path_buf(),
-                detail: source.to_string(),
+                detail: memlens_profile::error_words(&source),
             });
         }
         Error::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }
     }
 }

@@ -37,7 +37,7 @@ pub fn export_csv(dir: &Path, out: &mut dyn Write) -> Result<u64, profile::Profi
     let samples: Vec<AccessSample> = profile::read_table(dir)?;
     let io = |source| profile::ProfileError::Io {
         path: dir.to_path_buf(),
-        source,
+        cause: source,
     };
     writeln!(out, "{CSV_HEADER}").map_err(io)?;
     for s in &samples {

@@ -43,10 +43,17 @@ pub fn import(file: &Path, out: &Path, force: bool) -> Result<ImportSummary, Imp
         path: file.to_path_buf(),
         detail,
     };
-    let f = std::fs::File::open(file).map_err(|e| not_perf(e.to_string()))?;
+    let unreadable = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => not_perf("no such file".into()),
+        _ => not_perf(profile::io_words(&e)),
+    };
+    let f = std::fs::File::open(file).map_err(unreadable)?;
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(not_perf("it is a directory".into()));
+    }
     // SAFETY: the map is read-only and lives for this call; perf.data files are
     // not rewritten in place while being imported.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| not_perf(e.to_string()))?;
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(unreadable)?;
     let perf = PerfData::parse(&map).map_err(|e| not_perf(e.to_string()))?;
 
     let created = !out.exists();

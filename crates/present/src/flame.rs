@@ -20,6 +20,15 @@ pub enum Flame {
 }
 
 pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError> {
+    if !out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+    {
+        return Err(PlotError(format!(
+            "{}: a flame graph is an SVG image; use a .svg file name",
+            out.display()
+        )));
+    }
     let (measure, title) = match what {
         Flame::Allocations => (
             Measure::AllocSpace,

@@ -25,15 +25,21 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("{path}: {source}")]
+    /// (Its cause is told in words: not a `source` for a chain to repeat.)
+    #[error("{path}: {}", error_words(.cause))]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A file made from a profile (a report, plot or export) not written.
     /// (Its cause is told in words: not a `source` for a chain to repeat.)
     #[error("cannot write {path}: {}; choose a path in a directory you can write", io_words(.cause))]
     Output {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{path}: cannot make this directory: {}; give -o a directory you can write", error_words(.cause))]
+    CreateDir {
         path: PathBuf,
         cause: std::io::Error,
     },
@@ -78,9 +84,9 @@ pub const RUNTIME_FILE: &str = "libmemlens_runtime.so";
 /// links or files inside can redirect what memlens writes.
 pub fn create_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let io = |source| ProfileError::Io {
+    let io = |cause| ProfileError::CreateDir {
         path: dir.to_path_buf(),
-        source,
+        cause,
     };
     match std::fs::symlink_metadata(dir) {
         Ok(m) if m.file_type().is_symlink() => Err(ProfileError::Link(dir.to_path_buf())),
@@ -130,7 +136,10 @@ pub fn lock_dir(dir: &Path, wait: bool) -> Result<DirLock> {
         .truncate(false)
         .mode(0o600)
         .open(&path)
-        .map_err(|source| ProfileError::Io { path, source })?;
+        .map_err(|source| ProfileError::Io {
+            path,
+            cause: source,
+        })?;
     let mode = if wait {
         libc::LOCK_EX
     } else {
@@ -173,7 +182,10 @@ pub fn claim_dir(dir: &Path, force: bool) -> Result<(DirLock, Option<PathBuf>)> 
         .chain(raw_logs.into_iter().map(|f| (old_raw.clone(), f)));
     for (to_dir, from) in moving {
         let to = to_dir.join(from.file_name().unwrap_or_default());
-        std::fs::rename(&from, &to).map_err(|source| ProfileError::Io { path: from, source })?;
+        std::fs::rename(&from, &to).map_err(|source| ProfileError::Io {
+            path: from,
+            cause: source,
+        })?;
     }
     // raw/ itself stays if the user keeps files of their own in it.
     let _ = std::fs::remove_dir(&raw);
@@ -249,7 +261,10 @@ fn holds_run(dir: &Path) -> bool {
 fn clear_run(dir: &Path) -> Result<()> {
     remove_raw_files(dir)?;
     for f in run_files(dir) {
-        std::fs::remove_file(&f).map_err(|source| ProfileError::Io { path: f, source })?;
+        std::fs::remove_file(&f).map_err(|source| ProfileError::Io {
+            path: f,
+            cause: source,
+        })?;
     }
     Ok(())
 }
@@ -258,7 +273,10 @@ fn clear_run(dir: &Path) -> Result<()> {
 /// nothing else is left in it.
 pub fn remove_raw_files(dir: &Path) -> Result<()> {
     for f in raw_files(dir) {
-        std::fs::remove_file(&f).map_err(|source| ProfileError::Io { path: f, source })?;
+        std::fs::remove_file(&f).map_err(|source| ProfileError::Io {
+            path: f,
+            cause: source,
+        })?;
     }
     let raw = dir.join(RAW_DIR);
     match std::fs::remove_dir(&raw) {
@@ -268,7 +286,10 @@ pub fn remove_raw_files(dir: &Path) -> Result<()> {
         {
             Ok(())
         }
-        r => r.map_err(|source| ProfileError::Io { path: raw, source }),
+        r => r.map_err(|source| ProfileError::Io {
+            path: raw,
+            cause: source,
+        }),
     }
 }
 
@@ -287,7 +308,7 @@ pub fn open_regular(path: &Path) -> Result<File> {
             Some(libc::ELOOP) => not_regular(),
             _ => ProfileError::Io {
                 path: path.to_path_buf(),
-                source,
+                cause: source,
             },
         })?;
     match file.metadata() {
@@ -295,7 +316,7 @@ pub fn open_regular(path: &Path) -> Result<File> {
         Ok(_) => Err(not_regular()),
         Err(source) => Err(ProfileError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }),
     }
 }
@@ -307,7 +328,7 @@ pub fn read_small_text(path: &Path, limit: u64) -> Result<String> {
     let file = open_regular(path)?;
     let io = |source| ProfileError::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     };
     let size = file.metadata().map_err(io)?.len();
     if size > limit {
@@ -342,12 +363,20 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<()> {
         })
 }
 
-/// What went wrong with a file, in words (the system's message without its
-/// error number).
+/// What went wrong writing a file, in words (the system's message without
+/// its error number).
 pub fn io_words(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "its directory does not exist".into(),
+        _ => error_words(e),
+    }
+}
+
+/// What went wrong with a file, in words.
+pub fn error_words(e: &std::io::Error) -> String {
     use std::io::ErrorKind::*;
     match e.kind() {
-        NotFound => "its directory does not exist".into(),
+        NotFound => "no such file or directory".into(),
         PermissionDenied => "permission denied".into(),
         StorageFull => "the disk is full".into(),
         ReadOnlyFilesystem => "the file system is read-only".into(),
@@ -501,7 +530,7 @@ impl<T: Table> TableWriter<T> {
             })
             .map_err(|source| ProfileError::Io {
                 path: table_path::<T>(dir),
-                source,
+                cause: source,
             })?;
         Ok(TableWriter {
             buf: Vec::with_capacity(BATCH_ROWS),

@@ -127,7 +127,7 @@ impl Calibration {
     pub fn write(&self, path: &Path) -> Result<()> {
         let io = |source| ProfileError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;

@@ -283,7 +283,7 @@ fn listing_table(files: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
             let abs =
                 std::fs::canonicalize(f).map_err(|source| memlens_profile::ProfileError::Io {
                     path: f.clone(),
-                    source,
+                    cause: source,
                 })?;
             // From a URL, not a path string: a path's '*' or '[' would be read as a glob.
             let url = url::Url::from_file_path(&abs)
