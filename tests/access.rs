@@ -805,7 +805,12 @@ fn threads_that_reuse_an_address_in_turn_share_no_line() {
 }
 
 fn false_sharing_found(opt: &str) {
-    let lines = shared_lines(opt, &[]);
+    let (_dir, p) = recorded_program("false_sharing.c", &[opt, "-pthread"], &[]);
+    // The section as docs/report.md shows it (from the -O2 build).
+    if opt == "-O2" {
+        assert_documented_excerpt("docs/report.md", "SHARED CACHE LINES", &report_text(&p));
+    }
+    let lines = report_json(&p)["sharing"].as_array().unwrap().clone();
     let line = lines
         .iter()
         .find(|l| l["kind"] == "false sharing")
@@ -963,6 +968,9 @@ fn the_cache_model_changes_level_where_the_chase_crosses_each_cache_size() {
         let want = by_code.iter().find(|c| c.0 == s.level).and_then(|c| c.1);
         assert_eq!(s.model_cost_ns, want, "level {}", s.level);
     }
+    // Without the calibration, the regions' levels as docs/report.md shows them.
+    std::fs::remove_file(p.join(memlens_profile::CALIBRATION_FILE)).unwrap();
+    assert_documented_excerpt("docs/report.md", "  BY REGION", &report_text(&p));
 }
 
 /// The reuse histogram of the object named `name` (its symbol, then the module).
@@ -1279,6 +1287,19 @@ fn a_coarsely_sampled_loop_folds_to_the_finely_sampled_iteration() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no finished instance of region \"nosuch\"")
     );
+    // The section's head as docs/report.md shows it (its rows' objects come
+    // in either order: a copy's source and destination get as many samples).
+    let out = Command::new(memlens())
+        .args(["report", "--fold", "iteration", "--fold-bins", "12"])
+        .arg(&coarse)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let documented = documented_block("docs/report.md", "FOLDING");
+    let mut head: Vec<&str> = documented[..4].iter().map(String::as_str).collect();
+    head.push("...");
+    let at = text.find("\nFOLDING\n").expect("a FOLDING section") + 1;
+    assert_documented_output(&head, &text[at..]);
     let (coarse, fine) = (folded_shape(&coarse), folded_shape(&fine));
     assert_eq!((coarse.len(), fine.len()), (12, 12));
     let share = |bin: &std::collections::BTreeMap<String, (f64, f64)>, array: &str| {

@@ -426,6 +426,10 @@ fn diff_finds_the_padded_buffers_and_the_false_sharing_gone() {
         p
     };
     let (a, b) = (profile(32), profile(96));
+    // As docs/report.md shows it.
+    let text = Command::new(memlens()).arg("diff").args([&a, &b]).output();
+    let text = String::from_utf8(text.unwrap().stdout).unwrap();
+    assert_documented_excerpt("docs/report.md", "DATA OBJECTS THAT CHANGED", &text);
     let out = Command::new(memlens())
         .args(["diff", "--format", "json", "--top", "40"])
         .args([&a, &b])
