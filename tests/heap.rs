@@ -249,26 +249,6 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
     );
 }
 
-/// dhat's summary of a run of `program`: for a label ("Total:", "At
-/// t-gmax:", "At t-end:"), its bytes and blocks.
-fn dhat_figures(program: &str) -> impl Fn(&str) -> (u64, u64) {
-    let dhat = Command::new("valgrind")
-        .args(["--tool=dhat", "--dhat-out-file=/dev/null"])
-        .arg(program)
-        .output()
-        .expect("valgrind is installed (.ci/run installs it)");
-    let dhat = String::from_utf8_lossy(&dhat.stderr).into_owned();
-    move |label: &str| {
-        let line = (dhat.lines().find(|l| l.contains(label)))
-            .unwrap_or_else(|| panic!("no {label} in {dhat}"));
-        let n: Vec<u64> = line
-            .split_whitespace()
-            .filter_map(|w| w.replace(',', "").parse().ok())
-            .collect();
-        (n[n.len() - 2], n[n.len() - 1])
-    }
-}
-
 /// A C++ program's heap from its first block: libstdc++'s emergency
 /// exception pool, allocated by its constructor before the runtime's ran,
 /// is recorded when the runtime starts, so the blocks, bytes and peak equal

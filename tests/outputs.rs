@@ -674,6 +674,14 @@ fn stacks_export_as_pprof_read_by_go_tool_pprof() {
     assert_eq!(leak("leak_c").as_deref(), Some("700B"), "{traces}");
     let types = pprof(&["-sample_index=alloc_objects", "-top", "-nodecount=3"]);
     assert!(types.contains("Type: alloc_objects"), "{types}");
+    // Its blocks are dhat's, every one.
+    let total = (types.split_once("Total samples = "))
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse::<u64>().ok());
+    assert_eq!(
+        total,
+        Some(dhat_figures(&program("heap_measures"))("Total:").1),
+        "{types}"
+    );
     assert!(
         types
             .lines()

@@ -872,3 +872,23 @@ pub fn assert_documented_excerpt(doc: &str, first: &str, output: &str) {
     let block: Vec<&str> = block.iter().map(String::as_str).collect();
     assert_documented_output(&block, &rest.join("\n"));
 }
+
+/// dhat's summary of a run of `program`: for a label ("Total:", "At
+/// t-gmax:", "At t-end:"), its bytes and blocks.
+pub fn dhat_figures(program: &str) -> impl Fn(&str) -> (u64, u64) {
+    let dhat = Command::new("valgrind")
+        .args(["--tool=dhat", "--dhat-out-file=/dev/null"])
+        .arg(program)
+        .output()
+        .expect("valgrind is installed (.ci/run installs it)");
+    let dhat = String::from_utf8_lossy(&dhat.stderr).into_owned();
+    move |label: &str| {
+        let line = (dhat.lines().find(|l| l.contains(label)))
+            .unwrap_or_else(|| panic!("no {label} in {dhat}"));
+        let n: Vec<u64> = line
+            .split_whitespace()
+            .filter_map(|w| w.replace(',', "").parse().ok())
+            .collect();
+        (n[n.len() - 2], n[n.len() - 1])
+    }
+}
