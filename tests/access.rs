@@ -743,7 +743,9 @@ fn adjacent_atomic_counters_are_false_sharing_and_gone_when_padded() {
     }
     written.sort();
     assert_eq!(written, ["[[0,8]]", "[[8,16]]"], "{line:#}");
-    assert!(line["thread_switches"].as_u64().unwrap() >= 2, "{line:#}");
+    // At least at most of the 20 chunks' boundaries, as in false_sharing.c.
+    let switches = line["thread_switches"].as_u64().unwrap();
+    assert!(switches >= 8, "{switches} ownership changes: {line:#}");
     // A line of padding between the counters: no line is shared.
     let padded = threaded_report("atomic_counters.c", "-O2", &["-DPADDED"]);
     assert_eq!(
@@ -840,8 +842,13 @@ fn false_sharing_found(opt: &str) {
         let at = format!("false_sharing.c:{}", source_line("false_sharing.c", mark));
         assert!(location.contains(&at), "{seen:?} at {at}");
     }
-    // The threads start together, so the line changes hands between them.
-    assert!(line["thread_switches"].as_u64().unwrap() > 0, "{line:#}");
+    // The threads meet at a barrier before each of 20 chunks, so the line
+    // changes hands at least at every chunk's boundary even when the
+    // scheduler runs one thread's chunk before the other's (about 20 hand-
+    // offs, three in four with a store on either side: 15 such runs seen on
+    // a loaded VM; 4,300 when the threads run at once).
+    let switches = line["thread_switches"].as_u64().unwrap();
+    assert!(switches >= 8, "{switches} ownership changes: {line:#}");
 }
 
 #[test]
