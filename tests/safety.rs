@@ -25,6 +25,28 @@ fn spawn_record(dir: &std::path::Path, args: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
+/// The pids of the processes whose runtime has started a log in profile
+/// directory `dir` (its raw/PID.0.mlraw files).
+fn logged_pids(dir: &std::path::Path) -> Vec<String> {
+    let entries = std::fs::read_dir(dir.join("raw")).into_iter().flatten();
+    (entries.flatten())
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            name.strip_suffix(".0.mlraw").map(str::to_string)
+        })
+        .collect()
+}
+
+/// Waits (up to 20 s) until `ready` holds: tests wait for the event they
+/// need, not for a time a loaded machine may exceed.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(started.elapsed().as_secs() < 20, "waited 20 s for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Asserts that memlens refused with one error line saying `what`.
 fn refused_with(out: &std::process::Output, what: &str) {
     let err = stderr(out);
@@ -71,16 +93,15 @@ fn a_directory_holds_one_run() {
     let killed = dir.path().join("killed");
     let mut rec = spawn_record(&killed, &[&program("torture"), "hold"]);
     // Killed once the program's log is there (it holds its blocks 200 ms).
-    let started = std::time::Instant::now();
     let logs = || std::fs::read_dir(killed.join("raw")).map_or(0, |d| d.count());
-    while logs() < 2 && started.elapsed() < std::time::Duration::from_secs(20) {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until("the program's log", || logs() >= 2);
+    let pids = logged_pids(&killed);
     // SAFETY: a signal to the memlens this test started.
     unsafe { libc::kill(rec.id() as i32, libc::SIGKILL) };
     rec.wait().unwrap();
-    assert!(logs() >= 2, "the collector's and the program's logs");
-    std::thread::sleep(std::time::Duration::from_millis(400)); // the orphan ends
+    wait_until("the orphaned program's end", || {
+        (pids.iter()).all(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    });
     assert_ran(&record(&killed, &[], &["true"]));
     let r = report_json(&killed);
     assert_eq!(r["summary"]["command"], serde_json::json!(["true"]));
@@ -99,15 +120,20 @@ fn a_directory_holds_one_run() {
 fn two_records_into_one_directory_do_not_mix() {
     let dir = tempdir();
     let p = dir.path().join("p");
-    let first = spawn_record(&p, &["sleep", "1"]);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The first runs until the test says so, the second starts once the
+    // first's program runs.
+    let go_on = dir.path().join("go-on");
+    let wait = format!("while [ ! -e {} ]; do sleep 0.01; done", go_on.display());
+    let first = spawn_record(&p, &["sh", "-c", &wait]);
+    wait_until("the first run's program", || !logged_pids(&p).is_empty());
     let second = record(&p, &[], &["true"]);
+    std::fs::write(&go_on, "").unwrap();
     refused_with(&second, "another memlens is writing this profile");
     let first = first.wait_with_output().unwrap();
     assert!(first.status.success(), "{}", stderr(&first));
     assert_eq!(
         report_json(&p)["summary"]["command"],
-        serde_json::json!(["sleep", "1"])
+        serde_json::json!(["sh", "-c", wait])
     );
 }
 
@@ -119,7 +145,8 @@ fn termination_reaches_the_whole_run() {
     let p = dir.path().join("p");
     let started = std::time::Instant::now();
     let rec = spawn_record(&p, &["sh", "-c", "sleep 30; echo done"]);
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Signalled once both the shell and its sleep run.
+    wait_until("the shell and its sleep", || logged_pids(&p).len() >= 2);
     // SAFETY: a signal to the memlens this test started.
     unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
     let out = rec.wait_with_output().unwrap();
@@ -370,34 +397,15 @@ fn a_killed_record_leaves_a_profile_that_says_what_it_lacks() {
     let dir = tempdir();
     let p = dir.path().join("p");
     let mut rec = spawn_record(&p, &["sleep", "1.5"]);
-    let started = std::time::Instant::now();
-    let program_log = || {
-        (std::fs::read_dir(p.join("raw"))
-            .into_iter()
-            .flatten()
-            .flatten())
-        .find_map(|e| {
-            e.file_name()
-                .to_str()?
-                .strip_suffix(".0.mlraw")
-                .map(str::to_string)
-        })
-    };
-    let pid = loop {
-        if let Some(pid) = program_log() {
-            break pid;
-        }
-        assert!(started.elapsed().as_secs() < 20, "no log of the program");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
+    wait_until("the program's log", || !logged_pids(&p).is_empty());
+    let pid = logged_pids(&p).remove(0);
     std::thread::sleep(std::time::Duration::from_millis(300));
     // SAFETY: a signal to the memlens this test started.
     unsafe { libc::kill(rec.id() as i32, libc::SIGKILL) };
     rec.wait().unwrap();
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        assert!(started.elapsed().as_secs() < 20, "the program did not end");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("the program's end", || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    });
     let r = report_json(&p);
     assert_eq!(r["summary"]["command"], serde_json::json!(["sleep", "1.5"]));
     let unsampled = r["losses"]["unsampled_ms"].as_u64().unwrap();
