@@ -274,7 +274,12 @@ fn counters_agree_with_the_kernels_other_accounts() {
 fn samples_survive_memlens_being_killed() {
     let dir = tempdir();
     let p = dir.path().join("p");
-    let script = format!("{}; exec sleep 3", program("first_touch"));
+    let done = dir.path().join("done");
+    let script = format!(
+        "{}; touch {}; exec sleep 3",
+        program("first_touch"),
+        done.display()
+    );
     let mut child = Command::new(common::memlens())
         .env("MEMLENS_RUNTIME", common::runtime())
         .args(["record", "--backend", "page-faults", "-o"])
@@ -283,8 +288,14 @@ fn samples_survive_memlens_being_killed() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // first_touch is done well within a second; memlens drains every 10 ms.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Killed once first_touch is done, and memlens, which drains every 10
+    // ms, has had 50 of its intervals to read the last faults.
+    let started = std::time::Instant::now();
+    while !done.exists() {
+        assert!(started.elapsed().as_secs() < 20, "first_touch did not end");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
     child.kill().unwrap();
     child.wait().unwrap();
     let report = report_json(&p);
