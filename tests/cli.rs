@@ -564,13 +564,31 @@ fn an_mpi_job_is_read_across_its_ranks() {
     let solve = named(&r["job"]["regions"], "solve");
     let time = spread(&solve["time_ns"]);
     assert_eq!(time.2, 3);
-    for (rank, t) in time.4.iter().enumerate() {
-        let expected = 50e6 * (rank + 1) as f64;
-        assert!((t - expected).abs() < 20e6, "rank {rank} in solve {t} ns");
+    // Each rank's time as the rank itself measured it around the region's
+    // marks (its sleep overshoots by however long a loaded machine takes to
+    // wake it: four ranks on two cores).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut measured = [0.0f64; 4];
+    for line in stdout.lines() {
+        if let ["rank", r, "solve", ns] = line.split_whitespace().collect::<Vec<_>>()[..] {
+            measured[r.parse::<usize>().unwrap()] = ns.parse().unwrap();
+        }
     }
-    // The others wait 150 + 100 + 50 ms for rank 3.
+    for (rank, (t, own)) in time.4.iter().zip(measured).enumerate() {
+        assert!(own >= 50e6 * (rank + 1) as f64, "{stdout}");
+        assert!(
+            (t - own).abs() < 2e6,
+            "rank {rank} in solve {t} ns, by itself {own}"
+        );
+    }
+    // The others wait for the longest (150 + 100 + 50 ms on an idle machine).
     let wait = solve["wait_ns"].as_f64().unwrap();
-    assert!((wait - 300e6).abs() < 60e6, "waiting {wait} ns");
+    let longest = measured.iter().copied().fold(0.0, f64::max);
+    let short_of_longest: f64 = measured.iter().map(|t| longest - t).sum();
+    assert!(
+        (wait - short_of_longest).abs() < 8e6,
+        "waiting {wait} ns where the ranks measured {short_of_longest}"
+    );
     // The heap's band holds every rank's field at once; each rank's series
     // are kept for the rank x time map.
     let heap = &r["job"]["heap"];
