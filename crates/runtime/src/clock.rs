@@ -201,7 +201,9 @@ fn start_segment() -> Option<u64> {
     let seq = SEGMENT_SEQ.load(Ordering::Relaxed);
     let continued = match current_segment() {
         None => ns,
-        Some((from, start, rate, _)) => start + (tsc.saturating_sub(from) as f64 * rate) as u64,
+        Some((from, start, its_rate, _)) => {
+            start + (tsc.saturating_sub(from) as f64 * its_rate) as u64
+        }
     };
     // Never back, lest a time given out from the last segment come after
     // one from this; ahead of the clock, slower until the clock catches up.
