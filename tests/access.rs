@@ -204,7 +204,18 @@ fn samples_are_attributed_to_the_objects_and_regions_they_touch() {
     let triad = named(&a["regions"], "triad");
     assert_eq!(triad["objects"].as_array().unwrap().len(), 3, "{triad}");
     assert_eq!(triad["bytes_read"].as_u64().unwrap(), 10 * 500_000 * 16);
-    assert!(triad["read_bandwidth"].as_f64().unwrap() > 0.0);
+    // Achieved bandwidth: those bytes over the instances' time, as the
+    // regions table holds each instance's marks.
+    let regions: Vec<Region> = memlens_profile::read_table(&p).unwrap();
+    let seconds: f64 = (regions.iter().filter(|r| r.name == "triad"))
+        .map(|r| (r.end_ns.expect("finished") - r.begin_ns) as f64 / 1e9)
+        .sum();
+    let bandwidth = triad["read_bandwidth"].as_f64().unwrap();
+    let expected = (10 * 500_000 * 16) as f64 / seconds;
+    assert!(
+        (bandwidth / expected - 1.0).abs() < 1e-6,
+        "{bandwidth} B/s, not {expected}"
+    );
 }
 
 #[test]
