@@ -340,12 +340,28 @@ fn doctor_validates_every_backend_against_known_accesses() {
             "{v:#}"
         );
     }
-    // The exact page counts: 4, 8 and 16 MiB of 4 KiB pages.
-    let pages: Vec<f64> = (checks.iter())
-        .filter(|c| c["backend"] == "page-faults")
-        .map(|c| c["expected"].as_f64().unwrap())
-        .collect();
-    assert_eq!(pages, [1024.0, 2048.0, 4096.0]);
+    // Each figure against the kernel's own truth (src/validate/kernel.c: 4,
+    // 8 and 16 MiB arrays written once and read 4, 2 and 1 times; 4 KiB
+    // pages), within the 10% the verdict allows, checked here rather than
+    // taken from memlens' own pass marks.
+    let mib = (1u64 << 20) as f64;
+    for c in checks {
+        let (size, reads) = match c["object"].as_str().unwrap() {
+            "small" => (4.0 * mib, 4.0),
+            "medium" => (8.0 * mib, 2.0),
+            "large" => (16.0 * mib, 1.0),
+            other => panic!("unknown array {other}"),
+        };
+        let truth = match c["figure"].as_str().unwrap() {
+            "bytes read" => size * reads,
+            "bytes written" => size,
+            "pages first touched" => size / 4096.0,
+            other => panic!("unknown figure {other}"),
+        };
+        assert_eq!(c["expected"].as_f64(), Some(truth), "{c}");
+        let measured = c["measured"].as_f64().unwrap();
+        assert!((measured - truth).abs() <= 0.1 * truth, "{c}");
+    }
 }
 
 /// Shell completions that the shell accepts, and a manual page man renders.
