@@ -1,7 +1,7 @@
 //! Allocation profiling at heaptrack's depth: every block recorded
 //! (`record --leaks`) gives exact totals, temporaries, the peak, bytes at the
 //! peak and leaks by caller, checked against the program's known figures and
-//! against valgrind's dhat and heaptrack on the same program.
+//! against valgrind's dhat and massif and heaptrack on the same program.
 
 mod common;
 use common::*;
@@ -220,6 +220,20 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
         (total_bytes as u64 + 11, total_blocks as u64)
     );
     assert_eq!(figure("At t-gmax:").0, peak.requested_bytes);
+    // massif, asked for its exact peak: the largest heap of its snapshots.
+    let massif_out = dir.path().join("massif.out");
+    let st = Command::new("valgrind")
+        .args(["--tool=massif", "--peak-inaccuracy=0.0"])
+        .arg(format!("--massif-out-file={}", massif_out.display()))
+        .arg(program("heap_measures"))
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let snapshots = std::fs::read_to_string(&massif_out).unwrap();
+    let massif_peak = (snapshots.lines())
+        .filter_map(|l| l.strip_prefix("mem_heap_B=")?.parse::<u64>().ok())
+        .max();
+    assert_eq!(massif_peak, Some(peak.requested_bytes));
     let xmalloc_leaks: f64 = leaks.iter().map(|l| l.2).sum();
     // valgrind frees libc's stdout buffer at exit (__libc_freeres).
     assert_eq!(figure("At t-end:"), (xmalloc_leaks as u64, 15));
