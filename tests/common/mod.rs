@@ -707,13 +707,18 @@ pub fn assert_accuracy(counted: u64, samples: u64, period: u64, threads: u64) ->
     accuracy
 }
 
-/// A line as documentation shows it: numbers (decimal, hex) as `N` and runs
+/// A line as documentation shows it: numbers (decimal, hex; signed) as `N` and runs
 /// of spaces or dashes as one, so a transcript holds across runs whose
 /// figures and column widths differ.
 fn shape(line: &str) -> String {
     let mut out = String::new();
     let mut chars = line.trim_end().chars().peekable();
     while let Some(c) = chars.next() {
+        // A number's sign is the number's (a change of +0.2% or -0.1%).
+        let signed = matches!(c, '+' | '-') && chars.peek().is_some_and(char::is_ascii_digit);
+        if signed && matches!(out.chars().last(), None | Some(' ' | '(')) {
+            continue;
+        }
         if c.is_ascii_digit() {
             if c == '0' && chars.peek() == Some(&'x') {
                 chars.next();
