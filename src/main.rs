@@ -1009,8 +1009,10 @@ fn import(file: &Path, output: Option<PathBuf>, force: bool) -> Result<i32> {
 fn removed_during_the_run(dir: &Path, e: memlens_collector::Error) -> anyhow::Error {
     use memlens_collector::Error::{Io, Profile};
     use memlens_profile::ProfileError::CreateDir;
-    let after_it_was_made = !matches!(e, Profile(CreateDir { .. }));
-    if !matches!(e, Io { .. } | Profile(_)) || dir.exists() || !after_it_was_made {
+    // An I/O error once the directory was made, not the failure to make it.
+    let after_it_was_made =
+        matches!(e, Io { .. } | Profile(_)) && !matches!(e, Profile(CreateDir { .. }));
+    if !after_it_was_made || dir.exists() {
         return e.into();
     }
     anyhow::anyhow!(

@@ -46,16 +46,16 @@ pub enum Error {
 impl Error {
     /// An I/O error on `path`; a full disk or quota, met only by writes,
     /// says how to finish the profile once there is room.
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
-        if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+    pub fn io(path: &Path, cause: std::io::Error) -> Self {
+        if matches!(cause.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
             return Error::Profile(memlens_profile::ProfileError::Write {
                 path: path.to_path_buf(),
-                detail: memlens_profile::error_words(&source),
+                detail: memlens_profile::error_words(&cause),
             });
         }
         Error::Io {
             path: path.to_path_buf(),
-            cause: source,
+            cause,
         }
     }
 }

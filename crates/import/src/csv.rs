@@ -35,9 +35,9 @@ fn opt(v: Option<u32>) -> String {
 pub fn export_csv(dir: &Path, out: &mut dyn Write) -> Result<u64, profile::ProfileError> {
     let meta = Meta::read(dir)?;
     let samples: Vec<AccessSample> = profile::read_table(dir)?;
-    let io = |source| profile::ProfileError::Io {
+    let io = |cause| profile::ProfileError::Io {
         path: dir.to_path_buf(),
-        cause: source,
+        cause,
     };
     writeln!(out, "{CSV_HEADER}").map_err(io)?;
     for s in &samples {

@@ -43,10 +43,7 @@ pub fn import(file: &Path, out: &Path, force: bool) -> Result<ImportSummary, Imp
         path: file.to_path_buf(),
         detail,
     };
-    let unreadable = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::NotFound => not_perf("no such file".into()),
-        _ => not_perf(profile::io_words(&e)),
-    };
+    let unreadable = |e: std::io::Error| not_perf(profile::error_words(&e));
     let f = std::fs::File::open(file).map_err(unreadable)?;
     if f.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(not_perf("it is a directory".into()));

@@ -136,10 +136,7 @@ pub fn lock_dir(dir: &Path, wait: bool) -> Result<DirLock> {
         .truncate(false)
         .mode(0o600)
         .open(&path)
-        .map_err(|source| ProfileError::Io {
-            path,
-            cause: source,
-        })?;
+        .map_err(|cause| ProfileError::Io { path, cause })?;
     let mode = if wait {
         libc::LOCK_EX
     } else {
@@ -182,10 +179,7 @@ pub fn claim_dir(dir: &Path, force: bool) -> Result<(DirLock, Option<PathBuf>)> 
         .chain(raw_logs.into_iter().map(|f| (old_raw.clone(), f)));
     for (to_dir, from) in moving {
         let to = to_dir.join(from.file_name().unwrap_or_default());
-        std::fs::rename(&from, &to).map_err(|source| ProfileError::Io {
-            path: from,
-            cause: source,
-        })?;
+        std::fs::rename(&from, &to).map_err(|cause| ProfileError::Io { path: from, cause })?;
     }
     // raw/ itself stays if the user keeps files of their own in it.
     let _ = std::fs::remove_dir(&raw);
@@ -261,10 +255,7 @@ fn holds_run(dir: &Path) -> bool {
 fn clear_run(dir: &Path) -> Result<()> {
     remove_raw_files(dir)?;
     for f in run_files(dir) {
-        std::fs::remove_file(&f).map_err(|source| ProfileError::Io {
-            path: f,
-            cause: source,
-        })?;
+        std::fs::remove_file(&f).map_err(|cause| ProfileError::Io { path: f, cause })?;
     }
     Ok(())
 }
@@ -273,10 +264,7 @@ fn clear_run(dir: &Path) -> Result<()> {
 /// nothing else is left in it.
 pub fn remove_raw_files(dir: &Path) -> Result<()> {
     for f in raw_files(dir) {
-        std::fs::remove_file(&f).map_err(|source| ProfileError::Io {
-            path: f,
-            cause: source,
-        })?;
+        std::fs::remove_file(&f).map_err(|cause| ProfileError::Io { path: f, cause })?;
     }
     let raw = dir.join(RAW_DIR);
     match std::fs::remove_dir(&raw) {
@@ -286,10 +274,7 @@ pub fn remove_raw_files(dir: &Path) -> Result<()> {
         {
             Ok(())
         }
-        r => r.map_err(|source| ProfileError::Io {
-            path: raw,
-            cause: source,
-        }),
+        r => r.map_err(|cause| ProfileError::Io { path: raw, cause }),
     }
 }
 
@@ -304,19 +289,19 @@ pub fn open_regular(path: &Path) -> Result<File> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|source| match source.raw_os_error() {
+        .map_err(|cause| match cause.raw_os_error() {
             Some(libc::ELOOP) => not_regular(),
             _ => ProfileError::Io {
                 path: path.to_path_buf(),
-                cause: source,
+                cause,
             },
         })?;
     match file.metadata() {
         Ok(m) if m.is_file() => Ok(file),
         Ok(_) => Err(not_regular()),
-        Err(source) => Err(ProfileError::Io {
+        Err(cause) => Err(ProfileError::Io {
             path: path.to_path_buf(),
-            cause: source,
+            cause,
         }),
     }
 }
@@ -326,9 +311,9 @@ pub fn open_regular(path: &Path) -> Result<File> {
 pub fn read_small_text(path: &Path, limit: u64) -> Result<String> {
     use std::io::Read;
     let file = open_regular(path)?;
-    let io = |source| ProfileError::Io {
+    let io = |cause| ProfileError::Io {
         path: path.to_path_buf(),
-        cause: source,
+        cause,
     };
     let size = file.metadata().map_err(io)?.len();
     if size > limit {
@@ -528,9 +513,9 @@ impl<T: Table> TableWriter<T> {
                 }
                 encoder.close()
             })
-            .map_err(|source| ProfileError::Io {
+            .map_err(|cause| ProfileError::Io {
                 path: table_path::<T>(dir),
-                cause: source,
+                cause,
             })?;
         Ok(TableWriter {
             buf: Vec::with_capacity(BATCH_ROWS),

@@ -125,9 +125,9 @@ impl Calibration {
     }
 
     pub fn write(&self, path: &Path) -> Result<()> {
-        let io = |source| ProfileError::Io {
+        let io = |cause| ProfileError::Io {
             path: path.to_path_buf(),
-            cause: source,
+            cause,
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;

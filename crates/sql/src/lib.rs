@@ -281,9 +281,9 @@ fn listing_table(files: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
                 detail,
             };
             let abs =
-                std::fs::canonicalize(f).map_err(|source| memlens_profile::ProfileError::Io {
+                std::fs::canonicalize(f).map_err(|cause| memlens_profile::ProfileError::Io {
                     path: f.clone(),
-                    cause: source,
+                    cause,
                 })?;
             // From a URL, not a path string: a path's '*' or '[' would be read as a glob.
             let url = url::Url::from_file_path(&abs)
