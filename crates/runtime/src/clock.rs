@@ -152,8 +152,8 @@ fn clock_source_is_tsc() -> bool {
     n >= 3 && buf[..n as usize].trim_ascii_end() == b"tsc"
 }
 
-/// The current segment's (start counter, start time, rate, length), and how
-/// many segments had started when it was read; none before the first.
+/// The current segment's (start counter, start time, rate, length); none
+/// before the first, or if its slot was written over while it was read.
 fn current_segment() -> Option<(u64, u64, f64, u64)> {
     let seq = SEGMENT_SEQ.load(Ordering::Acquire);
     if seq == 0 {
@@ -208,12 +208,12 @@ fn start_segment() -> Option<u64> {
     // Never back, lest a time given out from the last segment come after
     // one from this; ahead of the clock, slower until the clock catches up.
     let start = continued.max(ns);
-    let behind = (start - ns) as f64 / PERIOD_NS;
+    let ahead = (start - ns) as f64 / PERIOD_NS;
     let next = &SEGMENTS[(seq + 1) as usize % SLOTS];
     next.tsc.store(tsc, Ordering::Release);
     next.ns.store(start, Ordering::Release);
     next.rate.store(
-        (rate * (1.0 - behind).max(MIN_RATE_FRACTION)).to_bits(),
+        (rate * (1.0 - ahead).max(MIN_RATE_FRACTION)).to_bits(),
         Ordering::Release,
     );
     next.ticks
