@@ -1258,8 +1258,6 @@ fn every_commands_examples_are_command_lines_memlens_accepts() {
     let mut commands = vec![Vec::<String>::new()];
     let mut with_examples = Vec::new();
     let dir = tempdir();
-    let bin = memlens().parent().unwrap().to_owned();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let mut checked = 0;
     while let Some(command) = commands.pop() {
         let args: Vec<&str> = command.iter().map(String::as_str).collect();
@@ -1279,12 +1277,7 @@ fn every_commands_examples_are_command_lines_memlens_accepts() {
             let end = [" -- ", " > "].iter().filter_map(|s| line.find(s)).min();
             let end = end.unwrap_or(line.len());
             let probe = format!("{} --zz-probe{}", &line[..end], &line[end..]);
-            let out = output_within(
-                Command::new("bash")
-                    .args(["-c", &probe])
-                    .current_dir(dir.path())
-                    .env("PATH", &path),
-            );
+            let out = run_shell(&probe, dir.path());
             let error = String::from_utf8_lossy(&out.stderr);
             assert!(
                 !out.status.success() && error.contains("unexpected argument '--zz-probe' found"),
@@ -1293,12 +1286,7 @@ fn every_commands_examples_are_command_lines_memlens_accepts() {
             );
             let runs_here = ["memlens calibrate", "memlens doctor", "--pid"];
             if !runs_here.iter().any(|work| line.contains(work)) {
-                let out = output_within(
-                    Command::new("bash")
-                        .args(["-c", line])
-                        .current_dir(dir.path())
-                        .env("PATH", &path),
-                );
+                let out = run_shell(line, dir.path());
                 let error = String::from_utf8_lossy(&out.stderr);
                 assert!(error.starts_with("memlens: "), "`{line}`: {error}");
             }

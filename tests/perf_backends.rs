@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_ran, named, program, record, report_json, report_text, tempdir};
+use common::{assert_ran, named, program, record, report_json, report_text, tempdir, wait_until};
 use memlens_profile::{read_table, AccessSample};
 use std::collections::HashSet;
 use std::process::Command;
@@ -290,11 +290,7 @@ fn samples_survive_memlens_being_killed() {
         .unwrap();
     // Killed once first_touch is done, and memlens, which drains every 10
     // ms, has had 50 of its intervals to read the last faults.
-    let started = std::time::Instant::now();
-    while !done.exists() {
-        assert!(started.elapsed().as_secs() < 20, "first_touch did not end");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until("first_touch's end", || done.exists());
     std::thread::sleep(std::time::Duration::from_millis(500));
     child.kill().unwrap();
     child.wait().unwrap();

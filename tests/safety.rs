@@ -37,16 +37,6 @@ fn logged_pids(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-/// Waits (up to 20 s) until `ready` holds: tests wait for the event they
-/// need, not for a time a loaded machine may exceed.
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let started = std::time::Instant::now();
-    while !ready() {
-        assert!(started.elapsed().as_secs() < 20, "waited 20 s for {what}");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-}
-
 /// Asserts that memlens refused with one error line saying `what`.
 fn refused_with(out: &std::process::Output, what: &str) {
     let err = stderr(out);

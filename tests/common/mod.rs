@@ -827,12 +827,34 @@ pub fn documented_block(doc: &str, first: &str) -> Vec<String> {
     panic!("{doc} has no block starting with {first:?}")
 }
 
+/// Runs a shell command line in `dir` as a user would type it, with
+/// memlens on the PATH (and its runtime found).
+pub fn run_shell(line: &str, dir: &Path) -> Output {
+    let bin = memlens().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    output_within(
+        Command::new("bash")
+            .args(["-c", line])
+            .current_dir(dir)
+            .env("PATH", &path)
+            .env("MEMLENS_RUNTIME", runtime()),
+    )
+}
+
+/// Waits (up to 20 s) until `ready` holds: tests wait for the event they
+/// need, not for a time a loaded machine may exceed.
+pub fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(started.elapsed().as_secs() < 20, "waited 20 s for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Runs the commands of a documented terminal session (`$ ` lines, a
 /// command going on while a quote is open) in `dir` with memlens on the
 /// PATH, and asserts each prints what the session shows.
 pub fn assert_documented_session(block: &[String], dir: &Path) {
-    let bin = memlens().parent().unwrap().to_path_buf();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let mut commands: Vec<(String, Vec<&str>)> = Vec::new();
     let mut open_quote = false;
     for line in block {
@@ -851,13 +873,7 @@ pub fn assert_documented_session(block: &[String], dir: &Path) {
     }
     assert!(!commands.is_empty());
     for (command, shown) in commands {
-        let out = output_within(
-            Command::new("bash")
-                .args(["-c", &format!("{command} 2>&1")])
-                .current_dir(dir)
-                .env("PATH", &path)
-                .env("MEMLENS_RUNTIME", runtime()),
-        );
+        let out = run_shell(&format!("{command} 2>&1"), dir);
         assert_ran(&out);
         assert_documented_output(&shown, &String::from_utf8_lossy(&out.stdout));
     }
