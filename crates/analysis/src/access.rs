@@ -169,29 +169,55 @@ pub struct UnknownMemory {
     pub samples: u64,
 }
 
-/// Tells what memory an address no object covers is: a loaded image's bytes
-/// outside its symbols, memory a block or mapping held at another time (the
-/// allocator's free chunks and headers), or memory memlens saw nothing map.
+/// Tells what memory an address no object covers is: the kernel's, a loaded
+/// image's bytes outside its symbols, memory mapped without a file, memory a
+/// block or mapping held at another time (the allocator's free chunks and
+/// headers), or memory memlens saw nothing map.
 struct MemoryMap {
-    /// (pid, start) -> (end, what its bytes are) of each loaded image.
+    /// (pid, start) -> (end, what its bytes are) of each mapping the profile
+    /// lists (an import lists perf's, anonymous ones included).
     images: BTreeMap<(u32, u64), (u64, String)>,
     /// (pid, start) -> end of the merged extents any allocation row held.
     held: BTreeMap<(u32, u64), u64>,
     every_block: bool,
+    /// An imported perf.data: no blocks, mappings or statics were recorded.
+    imported: bool,
 }
 
 /// Bytes between two blocks that are still the allocator's (glibc's chunk
 /// header is 16, jemalloc and mimalloc have none).
 const HEADER_GAP: u64 = 32;
 
+/// Names perf gives mappings without a file (`//anon`, `/anon_hugepage`,
+/// `[heap]`, `[stack]`), and shared anonymous memory.
+fn is_anonymous(path: &str) -> bool {
+    [
+        "//anon",
+        "/anon_hugepage",
+        "[heap]",
+        "[stack",
+        "[anon:",
+        "/dev/zero",
+        "/SYSV",
+        "/memfd:",
+    ]
+    .iter()
+    .any(|prefix| path.starts_with(prefix))
+}
+
 impl MemoryMap {
     fn new(p: &Profile) -> Self {
+        let imported = p.meta.has(Backend::PerfDataImport);
         let images = (p.modules.iter())
             .map(|m| {
                 let name = m.path.rsplit('/').next().unwrap_or(&m.path);
-                let what = format!(
-                    "{name}'s image outside its symbols (relocations, a stripped library's data)"
-                );
+                let what = if is_anonymous(&m.path) {
+                    "anonymous memory (mapped without a file: heap arenas, thread stacks, JIT code)".to_string()
+                } else if imported {
+                    format!("{name}'s image (an import names no static variables)")
+                } else {
+                    format!("{name}'s image outside its symbols (relocations, a stripped library's data)")
+                };
                 ((m.pid, m.start), (m.end, what))
             })
             .collect();
@@ -226,11 +252,17 @@ impl MemoryMap {
             images,
             held,
             every_block: p.meta.settings.sample_rate == 1,
+            imported,
         }
     }
 
     /// Looked up for every sample on no object: described once per image.
     fn what(&self, pid: u32, addr: u64) -> &str {
+        // Linux gives the kernel the upper half of the address space (x86-64
+        // and AArch64 alike).
+        if addr >> 63 == 1 {
+            return "kernel memory (touched by the kernel in a system call or interrupt)";
+        }
         let image = (self.images.range(..=(pid, addr)).next_back())
             .filter(|(&(p, _), (end, _))| p == pid && *end > addr);
         if let Some((_, (_, what))) = image {
@@ -240,6 +272,8 @@ impl MemoryMap {
             .is_some_and(|(&(p, _), &end)| p == pid && end > addr);
         if held {
             "heap memory outside the blocks live then (the allocator's chunk headers and free chunks, or a block touched after its free)"
+        } else if self.imported {
+            "memory no mapping in the perf.data covers (mapped before perf started, or not its process's)"
         } else if self.every_block {
             "memory no recorded block, mapping or image covers (mapped before memlens started, by a raw system call, or by the kernel)"
         } else {
@@ -1072,6 +1106,33 @@ mod tests {
         assert!(what(0x10000 + 48 + 16 + 48 + 33).starts_with("memory no recorded block"));
         // Another process's memory is not this one's.
         assert!(map.what(2, 0x2000).starts_with("memory no recorded block"));
+        assert!(what(0xffff_8b55_2056_3cf8).starts_with("kernel memory"));
+
+        // An import: perf's anonymous mappings, images without statics, and
+        // no blocks.
+        p.meta.backend = vec![
+            Backend::Pebs.name().into(),
+            Backend::PerfDataImport.name().into(),
+        ];
+        let mapping = |path: &str, start| memlens_profile::Module {
+            pid: 1,
+            path: path.into(),
+            start,
+            end: start + 0x1000,
+            ..Default::default()
+        };
+        p.modules = vec![
+            mapping("//anon", 0x1000),
+            mapping("[stack]", 0x3000),
+            mapping("/bin/app", 0x5000),
+        ];
+        p.allocations.clear();
+        let map = super::MemoryMap::new(&p);
+        let what = |addr| map.what(1, addr);
+        assert!(what(0x1800).starts_with("anonymous memory"));
+        assert!(what(0x3800).starts_with("anonymous memory"));
+        assert!(what(0x5800).starts_with("app's image (an import"));
+        assert!(what(0x9000).starts_with("memory no mapping in the perf.data"));
     }
 
     /// A 4 KiB heap block at 0x10000 live from 1 us to 1 ms, and 30 samples

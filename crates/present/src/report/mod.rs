@@ -78,6 +78,18 @@ pub struct Summary {
     pub settings: memlens_profile::Settings,
 }
 
+impl Summary {
+    /// Whether the profile holds capacity at all: an imported perf.data holds
+    /// samples only (no resident sets, blocks, mappings or regions).
+    pub fn capacity_recorded(&self) -> bool {
+        !(self.backend.iter()).any(|b| b == Backend::PerfDataImport.name())
+    }
+}
+
+/// Why an imported profile has no capacity figures.
+pub(crate) const IMPORT_HAS_NO_CAPACITY: &str =
+    "not recorded: an imported perf.data holds samples, not allocations or resident sets (record the program with memlens for them)";
+
 /// An analysis that may not apply to a profile: its result, or why not.
 #[derive(Serialize, schemars::JsonSchema)]
 #[schemars(rename = "Optional{T}")]
@@ -265,7 +277,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
         stacks_shown: options.stacks,
         provenance: if m.has(Backend::PerfDataImport) {
             vec![
-                ("capacity".into(), "not recorded: an imported perf.data holds samples, not allocations or RSS".into()),
+                ("capacity".into(), IMPORT_HAS_NO_CAPACITY.into()),
                 ("accesses".into(), format!("hardware samples ({}) imported from perf.data: addresses, levels and latencies measured by the PMU; counts are samples, estimates samples x period", m.backend.join(", "))),
             ]
         } else if m.processes.iter().all(|p| p.attached) {

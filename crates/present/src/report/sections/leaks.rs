@@ -5,6 +5,9 @@ use crate::report::model::{Column, Section, Table};
 use crate::report::Report;
 
 pub fn section(r: &Report) -> Option<Section> {
+    if !r.summary.capacity_recorded() {
+        return None;
+    }
     let mut s = Section::new("leaks", "Leaks at exit").note(
         "leaks: blocks live at exit (heaptrack's sense), reachable or not; memlens does not scan for pointers: valgrind --leak-check=full tells the unreachable ones",
     );

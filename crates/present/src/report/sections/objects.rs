@@ -6,6 +6,9 @@ use crate::report::Report;
 use memlens_analysis::DataObject;
 
 pub fn by_peak(r: &Report) -> Option<Section> {
+    if !r.summary.capacity_recorded() {
+        return None;
+    }
     let stacks = match r.thread_stacks.threads {
         1 => "1 thread stack".to_string(),
         n => format!("{n} thread stacks"),
@@ -22,6 +25,9 @@ pub fn by_peak(r: &Report) -> Option<Section> {
 }
 
 pub fn by_allocated(r: &Report) -> Option<Section> {
+    if !r.summary.capacity_recorded() {
+        return None;
+    }
     let table = table(
         r,
         &r.objects_by_allocated,

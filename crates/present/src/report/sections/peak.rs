@@ -3,9 +3,12 @@
 
 use crate::format::{human_bytes, seconds};
 use crate::report::model::{Figure, Section, Table};
-use crate::report::Report;
+use crate::report::{Report, IMPORT_HAS_NO_CAPACITY};
 
 pub fn section(r: &Report) -> Option<Section> {
+    if !r.summary.capacity_recorded() {
+        return Some(Section::new("peak", "Peak").note(IMPORT_HAS_NO_CAPACITY));
+    }
     let pk = &r.peak;
     let heap = if pk.heap_exact {
         format!(

@@ -9,6 +9,9 @@ pub(crate) const NO_REGIONS: &str =
     "no annotated regions (see memlens_region_begin in include/memlens.h)";
 
 pub fn section(r: &Report) -> Option<Section> {
+    if !r.summary.capacity_recorded() {
+        return None;
+    }
     let mut t = Table::new(vec![
         Column::text("region").at_most(40),
         Column::number("runs"),
