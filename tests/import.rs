@@ -211,6 +211,124 @@ fn pebs_level_tables_and_latency_distributions_equal_perf_script() {
     }
 }
 
+/// `perf` run on the same file, the peers memlens' hardware figures stand
+/// beside: the text of `perf c2c report` / `perf mem report --stdio`.
+fn perf_report(args: &[&str], file: &Path) -> String {
+    let o = Command::new("perf")
+        .args(args)
+        .arg("--stdio")
+        .arg("-i")
+        .arg(file)
+        .output()
+        .expect("perf (linux-perf) is needed: .ci/run installs it");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn pebs_levels_locks_shared_lines_and_data_objects_agree_with_perf_c2c_and_perf_mem() {
+    let file = fixture("pebs-skx-loadlat/perf.data");
+    let dir = tempdir();
+    let out = dir.path().join("p");
+    assert_ran(&import(&file, &out));
+    let report = common::report_json(&out);
+    let access = &report["access"];
+
+    // perf c2c's "Trace Event Information": loads by level, locked accesses.
+    let c2c = perf_report(&["c2c", "report"], &file);
+    let count = |name: &str| -> u64 {
+        let line = (c2c.lines())
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("perf c2c printed no {name:?}:\n{c2c}"));
+        line.rsplit(':').next().unwrap().trim().parse().unwrap()
+    };
+    let levels = access["levels"].as_array().unwrap();
+    let samples_at = |level: &str| {
+        (levels.iter())
+            .find(|l| l["level"] == level)
+            .map_or(0, |l| l["samples"].as_u64().unwrap())
+    };
+    assert_eq!(samples_at("L1"), count("Load L1D hit"));
+    assert_eq!(samples_at("fill buffer"), count("Load Fill Buffer Hit"));
+    assert_eq!(samples_at("L2"), count("Load L2D hit"));
+    assert_eq!(samples_at("LLC"), count("Load LLC hit"));
+    assert_eq!(access["samples"], count("Load Operations"));
+    assert_eq!(
+        access["atomic_samples"],
+        count("Locked Load/Store Operations")
+    );
+    assert!(count("Locked Load/Store Operations") > 0);
+    // No line here was touched by two threads with one writing (c2c's
+    // question): memlens finds none either.
+    assert_eq!(count("Total Shared Cache Lines"), 0);
+    assert_eq!(
+        report["sharing"].as_array().unwrap().len(),
+        0,
+        "{}",
+        report["sharing"]
+    );
+
+    // perf mem's data objects: the same anonymous memory and images.
+    let mem = perf_report(
+        &[
+            "mem",
+            "report",
+            "--sort",
+            "dso_daddr",
+            "-F",
+            "sample,dso_daddr",
+        ],
+        &file,
+    );
+    let objects: std::collections::BTreeMap<&str, u64> = (mem.lines())
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (n, name) = l.trim().split_once(char::is_whitespace).unwrap();
+            (name.trim(), n.parse().unwrap())
+        })
+        .collect();
+    let unknown = access["unattributed_memory"].as_array().unwrap();
+    let memlens_count = |what: &str| {
+        (unknown.iter())
+            .filter(|u| u["what"].as_str().unwrap().starts_with(what))
+            .map(|u| u["samples"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(
+        memlens_count("anonymous memory"),
+        objects["anon"],
+        "{objects:?} {unknown:?}"
+    );
+    assert_eq!(
+        memlens_count("borglet's image"),
+        objects["borglet"],
+        "{objects:?} {unknown:?}"
+    );
+    // perf leaves the kernel's data unnamed; memlens says it is the kernel's
+    // (each such address in perf script's account is in the upper half).
+    let script =
+        std::fs::read_to_string(fixture("pebs-skx-loadlat/perf.data.perf-script.txt")).unwrap();
+    let kernel_data = (script.lines())
+        .filter(|l| l.contains("|OP "))
+        .filter(|l| {
+            let addr = l
+                .split(": ")
+                .nth(2)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap();
+            u64::from_str_radix(addr, 16).unwrap() >> 63 == 1
+        })
+        .count() as u64;
+    assert_eq!(memlens_count("kernel memory"), kernel_data);
+    assert!(
+        kernel_data > 0 && kernel_data <= objects["[unknown]"],
+        "{objects:?}"
+    );
+    assert_eq!(access["unattributed"], access["samples"]);
+}
+
 #[test]
 fn spe_samples_equal_perf_script_and_export_as_spe_parser_csv() {
     let dir = tempdir();

@@ -370,6 +370,7 @@ impl Converted {
             row.level = op.level().code();
             row.latency = Some(op.dc_miss_latency() as u32).filter(|&l| l > 0);
             row.translation_latency = Some(op.tlb_refill_latency() as u32).filter(|&l| l > 0);
+            row.atomic = op.dc_locked();
             row.phys_addr = op.phys_addr_valid().then_some(op.dc_phys_addr);
             row.hw_source = Some(u64::from(op.data_source()));
         } else if page_fault {
@@ -389,6 +390,7 @@ impl Converted {
             self.backends |= PEBS;
             row.address = addr;
             row.is_store = d.is_store();
+            row.atomic = d.is_locked();
             row.level = d.level().code();
             row.latency = s.weight.map(|w| w.min(u64::from(u32::MAX)) as u32);
         }
@@ -440,7 +442,7 @@ impl Converted {
             time_ns: time_conv.map_or(ts, |t| t.to_ns(ts)),
             model_cost_ns: None,
             bulk: false,
-            atomic: false,
+            atomic: r.op.is_atomic(),
             stack_id: 0,
         })
     }

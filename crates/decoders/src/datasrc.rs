@@ -122,6 +122,12 @@ impl DataSource {
         self.op & op::STORE != 0
     }
 
+    /// A locked instruction's access (x86's `lock` prefix, `xchg`): an atomic
+    /// read-modify-write. PERF_MEM_LOCK_NA wins, as in perf's own text.
+    pub fn is_locked(&self) -> bool {
+        self.lock & 3 == 2
+    }
+
     /// memlens' memory level: the enumerated level when the kernel gave one,
     /// else the legacy bitmask. A miss without the level that served it is
     /// unknown, not guessed.

@@ -375,6 +375,12 @@ impl Op {
         matches!(self, Op::Load { .. } | Op::Store { .. })
     }
 
+    /// A load or store of an atomic instruction (subclass "AT": a
+    /// read-modify-write), as perf prints it.
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Op::Load { subclass } | Op::Store { subclass } if subclass & 0xe6 == 0x06)
+    }
+
     /// spe-parser's `op` column: LD, ST, B or OTHER.
     pub fn short_name(self) -> &'static str {
         match self {

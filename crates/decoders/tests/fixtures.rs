@@ -398,3 +398,40 @@ fn ibs_registers_match_perf_decode() {
 
     assert!(IbsOp::from_raw(&raw[..40]).is_err());
 }
+
+/// An atomic load or store is what perf's text marks " AT", for every
+/// subclass byte.
+#[test]
+fn spe_atomic_operations_are_the_ones_perf_marks_at() {
+    for subclass in 0..=255u8 {
+        let text = spe::PerfText(Some(spe::Packet::OpType { class: 1, subclass })).to_string();
+        let op = if subclass & 1 != 0 {
+            Op::Store { subclass }
+        } else {
+            Op::Load { subclass }
+        };
+        assert_eq!(
+            op.is_atomic(),
+            text.contains(" AT"),
+            "{subclass:#x}: {text}"
+        );
+    }
+}
+
+/// The locked loads are the ones perf script prints "LCK Yes".
+#[test]
+fn pebs_locked_loads_are_the_ones_perf_script_marks() {
+    let script =
+        std::fs::read_to_string(fixtures().join("pebs-skx-loadlat/perf.data.perf-script.txt"))
+            .unwrap();
+    let mut checked = 0;
+    for line in script.lines().filter(|l| l.contains("|OP ")) {
+        // perf script prints the raw data_src, in hex, before its text.
+        let before = line.split("|OP ").next().unwrap();
+        let raw = u64::from_str_radix(before.split_whitespace().last().unwrap(), 16).unwrap();
+        let d = DataSource::decode(raw);
+        assert_eq!(d.is_locked(), line.contains("|LCK Yes|"), "{line}");
+        checked += 1;
+    }
+    assert_eq!(checked, 14);
+}
