@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every benchmark the docs quote, one after the other, each printing its table;
-# the whole output also goes to bench/out/all.txt. About 15 minutes on the
-# 2-core VM. Usage: bash bench/all.sh [repeats]   (default 5)
+# the whole output also goes to bench/out/all.txt. About 25 minutes on the
+# 2-core VM (bench/calibrate.sh, which takes no repeats, 10 of them).
+# Usage: bash bench/all.sh [repeats]   (default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=${1:-5}
@@ -13,4 +14,10 @@ mkdir -p bench/out
         echo "## bash bench/$script.sh $repeats"
         bash "bench/$script.sh" "$repeats"
     done
+    echo
+    echo "## bash bench/calibrate.sh"
+    bash bench/calibrate.sh
+    echo
+    echo "## bash bench/clock.sh"
+    bash bench/clock.sh
 } 2>&1 | tee bench/out/all.txt

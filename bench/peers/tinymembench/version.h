@@ -1,0 +1,1 @@
+#define VERSION "0.4.9"
