@@ -115,7 +115,7 @@ impl TimeConv {
 pub struct Converted {
     pub comms: BTreeMap<u32, String>,
     /// Mappings by pid, as MMAP records gave them.
-    pub modules: Vec<(u32, LoadedModule)>,
+    pub modules: Vec<(u32, Mapping)>,
     pub summary: Summary,
     /// A bit of [`SAMPLERS`] for each backend that gave samples (a bit, not
     /// a set: it is marked for every sample).
@@ -320,6 +320,35 @@ pub fn convert(perf: &PerfData<'_>, mut emit: impl FnMut(AccessSample)) -> Conve
     c
 }
 
+/// A file mapping as an MMAP record gave it. Its file is not read here: a
+/// system-wide recording maps thousands, and only the ones a sample's code
+/// lies in, whose build ID matches, are worth opening.
+#[derive(Clone, Debug)]
+pub struct Mapping {
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+}
+
+impl Mapping {
+    /// The module with the load bias its ELF file gives (for symbolizing).
+    pub fn read_module(&self) -> LoadedModule {
+        LoadedModule::from_mapping(&self.path, self.start, self.end, self.offset)
+    }
+
+    /// The module without reading its file: bias `start - offset`, so that
+    /// an address minus it is the file offset.
+    pub fn unread_module(&self) -> LoadedModule {
+        LoadedModule {
+            path: self.path.clone(),
+            start: self.start,
+            end: self.end,
+            bias: self.start.wrapping_sub(self.offset),
+        }
+    }
+}
+
 impl Converted {
     /// The sampling backends found, sorted by name.
     pub fn backends(&self) -> Vec<Backend> {
@@ -331,9 +360,13 @@ impl Converted {
     }
 
     fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &[u8]) {
-        let path = String::from_utf8_lossy(path);
-        let module = LoadedModule::from_mapping(&path, start, start.saturating_add(len), pgoff);
-        self.modules.push((pid, module));
+        let mapping = Mapping {
+            path: String::from_utf8_lossy(path).into_owned(),
+            start,
+            end: start.saturating_add(len),
+            offset: pgoff,
+        };
+        self.modules.push((pid, mapping));
     }
 
     /// The row of a sample record, or `None` (counted) when it is not a memory access.

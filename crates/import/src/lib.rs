@@ -166,9 +166,15 @@ fn write(
     let mut modules_by_pid: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
     let mut symbolizable_by_pid: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
     for (pid, m) in &c.modules {
-        modules_by_pid.entry(*pid).or_default().push(m.clone());
         if usable.contains(m.path.as_str()) {
-            symbolizable_by_pid.entry(*pid).or_default().push(m.clone());
+            let module = m.read_module();
+            modules_by_pid.entry(*pid).or_default().push(module.clone());
+            symbolizable_by_pid.entry(*pid).or_default().push(module);
+        } else {
+            modules_by_pid
+                .entry(*pid)
+                .or_default()
+                .push(m.unread_module());
         }
     }
     let mut symbolizer = Symbolizer::default();
@@ -192,10 +198,16 @@ fn write(
         locations.push(loc);
     }
     profile::write_table::<CodeLocation>(out, &locations)?;
-    let module_rows: Vec<Module> = c
-        .modules
-        .iter()
-        .filter(|(pid, _)| pids.contains(pid))
+    let mut sampled_pids: Vec<u32> = pids.iter().copied().collect();
+    sampled_pids.sort_unstable();
+    let module_rows: Vec<Module> = (sampled_pids.iter())
+        .flat_map(|pid| {
+            modules_by_pid
+                .get(pid)
+                .into_iter()
+                .flatten()
+                .map(move |m| (pid, m))
+        })
         .map(|(pid, m)| Module {
             pid: *pid,
             path: m.path.clone(),
@@ -227,9 +239,7 @@ fn write(
         // perf.data's header dates the file, not its first sample.
         realtime_start_ns: None,
     };
-    let mut pid_list: Vec<u32> = pids.into_iter().collect();
-    pid_list.sort_unstable();
-    meta.processes = pid_list
+    meta.processes = sampled_pids
         .into_iter()
         .map(|pid| Process {
             pid,

@@ -4,6 +4,7 @@ use arrow::array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray, UInt32Array,
     UInt64Array, UInt8Array,
 };
+use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::DataType;
 use std::sync::Arc;
 
@@ -47,7 +48,15 @@ macro_rules! primitive {
                 $dt
             }
             fn to_array<'a>(values: impl Iterator<Item = &'a Self>) -> ArrayRef {
-                Arc::new(values.copied().collect::<$arr>())
+                // Values and validity built apart: collecting Options appends
+                // to a null-buffer builder per value (a tenth of an import's
+                // time went there).
+                let values: Vec<Self> = values.copied().collect();
+                let nulls = (values.iter().any(Option::is_none))
+                    .then(|| NullBuffer::from_iter(values.iter().map(Option::is_some)));
+                let data: ScalarBuffer<$ty> =
+                    values.iter().map(|v| v.unwrap_or_default()).collect();
+                Arc::new(<$arr>::new(data, nulls))
             }
             fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
                 let a = array.as_any().downcast_ref::<$arr>()?;
@@ -74,7 +83,10 @@ impl ColumnType for bool {
         DataType::Boolean
     }
     fn to_array<'a>(values: impl Iterator<Item = &'a Self>) -> ArrayRef {
-        Arc::new(values.copied().map(Some).collect::<BooleanArray>())
+        Arc::new(BooleanArray::new(
+            BooleanBuffer::from_iter(values.copied()),
+            None,
+        ))
     }
     fn from_array(array: &dyn Array) -> Option<Vec<Self>> {
         let a = array.as_any().downcast_ref::<BooleanArray>()?;
@@ -114,5 +126,29 @@ impl ColumnType for Option<String> {
                 .map(|i| a.is_valid(i).then(|| a.value(i).to_string()))
                 .collect(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ColumnType;
+
+    #[test]
+    fn optional_and_boolean_columns_come_back_as_written() {
+        for column in [
+            vec![Some(1u32), None, Some(3)],
+            vec![Some(7), Some(8)],
+            vec![None, None],
+        ] {
+            let array = <Option<u32>>::to_array(column.iter());
+            assert_eq!(
+                array.null_count(),
+                column.iter().filter(|v| v.is_none()).count()
+            );
+            assert_eq!(<Option<u32>>::from_array(array.as_ref()).unwrap(), column);
+        }
+        let flags = vec![true, false, false, true, true];
+        let array = bool::to_array(flags.iter());
+        assert_eq!(bool::from_array(array.as_ref()).unwrap(), flags);
     }
 }
