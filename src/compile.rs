@@ -6,16 +6,18 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Flags added to every compile: load/store callbacks (`func` is needed for clang
-/// to emit them at all), frame pointers, 128-bit vectors (the callbacks have no
-/// 32- or 64-byte variants), and no sanitizer runtime of clang's own (its weak
-/// callbacks would shadow ours).
+/// Flags added to every compile: frame pointers, 128-bit vectors (the
+/// callbacks have no 32- or 64-byte variants), and no sanitizer runtime of
+/// clang's own (its weak callbacks would shadow ours).
 const INSTRUMENT: &[&str] = &[
-    "-fsanitize-coverage=func,trace-loads,trace-stores",
     "-fno-sanitize-link-runtime",
     "-fno-omit-frame-pointer",
     "-mprefer-vector-width=128",
 ];
+
+/// A callback per load and store (`func` is needed for clang to emit them at
+/// all): where the pass plugin does not count them per block.
+const PER_ACCESS: &str = "-fsanitize-coverage=func,trace-loads,trace-stores";
 
 /// A tool from its environment variable, or the newest `base[-N]` on PATH.
 fn find_tool(var: &str, base: &str, package: &str) -> Result<PathBuf> {
@@ -115,14 +117,16 @@ pub(crate) fn find_lld(clang: &Path) -> Option<PathBuf> {
     llvm_sibling(clang, "ld.lld")
 }
 
-/// The pass plugin that reports atomic read-modify-writes to the runtime.
-const ATOMICS_PLUGIN: &str = include_str!("../crates/runtime/sancov/atomics.cpp");
+/// The pass plugin: atomic read-modify-writes reported to the runtime, and
+/// on x86-64 loads and stores counted per block.
+const PASS_PLUGIN: &str = include_str!("../crates/runtime/sancov/pass.cpp");
 
-/// The atomics plugin built for `clang`'s LLVM, from the user's cache or built
+/// The pass plugin built for `clang`'s LLVM, from the user's cache or built
 /// there once (against llvm-N-dev's headers, which `llvm-config-N` locates).
 /// None, with a note the first time, when it cannot be built: the program is
-/// then instrumented without counting atomics.
-fn atomics_plugin(clang: &Path) -> Option<PathBuf> {
+/// then instrumented with sancov's callback per access, without counting
+/// atomics.
+fn pass_plugin(clang: &Path) -> Option<PathBuf> {
     use std::hash::{Hash, Hasher};
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
@@ -130,8 +134,8 @@ fn atomics_plugin(clang: &Path) -> Option<PathBuf> {
         .join("memlens");
     let llvm_config = llvm_sibling(clang, "llvm-config");
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (ATOMICS_PLUGIN, &llvm_config).hash(&mut hasher);
-    let plugin = cache.join(format!("atomics-{:016x}.so", hasher.finish()));
+    (PASS_PLUGIN, &llvm_config).hash(&mut hasher);
+    let plugin = cache.join(format!("pass-{:016x}.so", hasher.finish()));
     let failed = plugin.with_extension("failed");
     if plugin.is_file() {
         return Some(plugin);
@@ -147,9 +151,9 @@ fn atomics_plugin(clang: &Path) -> Option<PathBuf> {
         let flags = String::from_utf8(flags.stdout)?;
         std::fs::create_dir_all(&cache)?;
         let dir = tempdir::Dir::new()?;
-        let src = dir.path().join("atomics.cpp");
-        std::fs::write(&src, ATOMICS_PLUGIN)?;
-        let partial = dir.path().join("atomics.so");
+        let src = dir.path().join("pass.cpp");
+        std::fs::write(&src, PASS_PLUGIN)?;
+        let partial = dir.path().join("pass.so");
         // clang-16 -> clang++-16, the same compiler's C++ driver.
         let name = clang
             .file_name()
@@ -186,7 +190,7 @@ fn atomics_plugin(clang: &Path) -> Option<PathBuf> {
         Ok(()) => Some(plugin),
         Err(e) => {
             eprintln!(
-                "memlens cc: note: atomic read-modify-writes will not be counted ({e}); install llvm-16-dev (its headers build memlens' pass plugin) and remove {}",
+                "memlens cc: note: every access will call the runtime and atomic read-modify-writes will not be counted ({e}); install llvm-16-dev (its headers build memlens' pass plugin) and remove {}",
                 failed.display()
             );
             let _ = std::fs::create_dir_all(&cache);
@@ -256,23 +260,32 @@ fn is_shared(args: &[OsString]) -> bool {
     args.iter().any(|a| a == "-shared")
 }
 
-/// Compiles the fast path to a bitcode object in a fresh temporary directory.
-fn fastpath_object(clang: &Path) -> Result<(tempdir::Dir, PathBuf)> {
+/// The countdown array alone (the fast path's definition of it), for a
+/// module counted per block that does not link the fast path: each
+/// executable and shared library has its own, hidden.
+fn countdown_ir() -> String {
+    (FASTPATH_TEMPLATE.lines())
+        .filter(|l| l.starts_with("@memlens_countdown") || l.starts_with("@llvm.used"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Compiles IR to an object (bitcode with `lto`) in a fresh temporary
+/// directory.
+fn ir_object(clang: &Path, name: &str, ir: &str, lto: bool) -> Result<(tempdir::Dir, PathBuf)> {
     let dir = tempdir::Dir::new()?;
-    let src = dir.path().join("memlens_fastpath.ll");
-    std::fs::write(&src, fastpath_ir())?;
-    let obj = dir.path().join("memlens_fastpath.o");
+    let src = dir.path().join(format!("{name}.ll"));
+    std::fs::write(&src, ir)?;
+    let obj = dir.path().join(format!("{name}.o"));
     let st = Command::new(clang)
-        .args(["-O2", "-flto", "-fPIC", "-Wno-override-module", "-c"])
+        .args(["-O2", "-fPIC", "-Wno-override-module", "-c"])
+        .args(lto.then_some("-flto"))
         .arg(&src)
         .arg("-o")
         .arg(&obj)
         .status()?;
     if !st.success() {
-        bail!(
-            "{} could not compile the memlens fast path",
-            clang.display()
-        );
+        bail!("{} could not compile memlens' {name}", clang.display());
     }
     Ok((dir, obj))
 }
@@ -435,8 +448,15 @@ fn compile_with(
     let lld = find_lld(&clang).filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"));
     let mut cmd = Command::new(&clang);
     cmd.args(INSTRUMENT);
-    if let Some(plugin) = atomics_plugin(&clang) {
+    let plugin = pass_plugin(&clang);
+    if let Some(plugin) = &plugin {
         cmd.arg(format!("-fpass-plugin={}", plugin.display()));
+    }
+    // The plugin counts x86-64 code's accesses per block (it reads the
+    // module's target, as `target_arch` reads the arguments).
+    let per_block = plugin.is_some() && target_arch(&args) == "x86_64";
+    if !per_block {
+        cmd.arg(PER_ACCESS);
     }
     // With LTO the fast path is inlined into instrumented loops and its countdown
     // kept in a register (STREAM 1.1x idle); without lld, every access calls into
@@ -452,15 +472,22 @@ fn compile_with(
         cmd.arg("-gline-tables-only");
     }
     cmd.args(&args);
-    let mut _fastpath_dir = None;
+    let mut _object_dir = None;
     if is_link(&args) {
         let arch = target_arch(&args);
         // The fast path's IR takes the access's address with x86-64 assembly.
         // Below -O2 the runtime's callbacks serve (slower, PCs from return addresses).
-        if lld.is_some() && !is_shared(&args) && inlines_at_link(&args) && arch == "x86_64" {
-            let (dir, obj) = fastpath_object(&clang)?;
+        let object =
+            if lld.is_some() && !is_shared(&args) && inlines_at_link(&args) && arch == "x86_64" {
+                Some(ir_object(&clang, "fastpath", &fastpath_ir(), true)?)
+            } else if per_block {
+                Some(ir_object(&clang, "countdown", &countdown_ir(), false)?)
+            } else {
+                None
+            };
+        if let Some((dir, obj)) = object {
             cmd.arg(obj);
-            _fastpath_dir = Some(dir);
+            _object_dir = Some(dir);
         }
         let runtime = target_runtime(runtime, &arch)?;
         let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {

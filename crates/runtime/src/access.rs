@@ -26,13 +26,20 @@ pub struct Counting {
     pub until_sample: [u64; ACCESS_CLASSES],
 }
 
-/// A thread's access bookkeeping. Two countdown arrays can feed it: the runtime's
-/// own TLS (the exported callbacks, used by instrumented shared libraries) and the
-/// executable's (the fast path `memlens cc` links in and LTO inlines).
+/// Countdown arrays one thread can count from: the runtime's own, and one per
+/// instrumented executable or shared library (each links its own, hidden).
+/// The arrays of libraries past this many stay idle, their accesses uncounted.
+const SOURCES: usize = 8;
+
+/// A thread's access bookkeeping. Its countdown arrays: the runtime's own TLS
+/// (the exported callbacks, used by code built without the pass plugin), and
+/// each instrumented module's (`memlens cc` links one into every executable
+/// and library it counts per block, and the fast path's LTO inlines).
 pub struct AccessState {
-    pub sources: [Counting; 2],
-    /// The executable's countdown array for this thread, once it has called in.
-    pub exe_countdowns: *mut [u64; ACCESS_CLASSES],
+    pub sources: [Counting; SOURCES],
+    /// Each source's countdown array on this thread, once it has called in
+    /// (the first, the runtime's, always).
+    pub countdown_arrays: [*mut [u64; ACCESS_CLASSES]; SOURCES],
     /// Bytes of intercepted memcpy/memmove (read) and memcpy/memmove/memset (written).
     pub bulk: [u64; 2],
     /// Bytes of bulk calls left until the next sample of bytes read, written
@@ -53,8 +60,8 @@ impl AccessState {
             until_sample: [0; ACCESS_CLASSES],
         };
         AccessState {
-            sources: [zero; 2],
-            exe_countdowns: core::ptr::null_mut(),
+            sources: [zero; SOURCES],
+            countdown_arrays: [core::ptr::null_mut(); SOURCES],
             bulk: [0; 2],
             bulk_until: [0; 2],
             unpublished: 0,
@@ -63,8 +70,22 @@ impl AccessState {
     }
 
     /// The countdown array of each source, if it exists on this thread.
-    fn arrays(&self) -> [*mut [u64; ACCESS_CLASSES]; 2] {
-        [countdowns(), self.exe_countdowns]
+    fn arrays(&self) -> [*mut [u64; ACCESS_CLASSES]; SOURCES] {
+        let mut arrays = self.countdown_arrays;
+        arrays[0] = countdowns();
+        arrays
+    }
+
+    /// The source `remaining` is, registered on its first call; none when
+    /// this thread already counts from as many as it can.
+    fn source_of(&mut self, remaining: *mut [u64; ACCESS_CLASSES]) -> Option<usize> {
+        if core::ptr::eq(remaining, countdowns()) {
+            return Some(0);
+        }
+        let known = &mut self.countdown_arrays[1..];
+        let at = (known.iter()).position(|&a| a == remaining || a.is_null())?;
+        known[at] = remaining;
+        Some(at + 1)
     }
 }
 
@@ -290,6 +311,52 @@ pub unsafe extern "C" fn memlens_access_refill(
     }
 }
 
+/// The slow path of code counted per block (`sancov/pass.cpp`): `n`
+/// accesses of `class` (their addresses and code addresses in the two
+/// arrays, in program order) were due to be subtracted from a countdown of
+/// `left`, and borrowed. Takes each access a countdown per access would have
+/// stopped at, the first at index `left`, and returns the countdown left
+/// after the last.
+///
+/// # Safety
+/// `addresses` and `code` hold `n` values; `countdowns` is the calling
+/// thread's own array of ten countdowns (as an integer, see the pass).
+#[no_mangle]
+pub unsafe extern "C" fn memlens_access_refill_block(
+    addresses: *const u64,
+    code: *const u64,
+    n: u64,
+    left: u64,
+    class: u32,
+    countdowns: usize,
+) -> u64 {
+    let frame = crate::unwind::frame_address();
+    let Some(remaining) = (countdowns as *mut [u64; ACCESS_CLASSES]).as_mut() else {
+        return IDLE;
+    };
+    let index = class as usize % ACCESS_CLASSES;
+    let mut at = left;
+    while at < n {
+        // The accesses before this one took the countdown to zero: this one
+        // borrows, as it would have alone.
+        slow(
+            *addresses.add(at as usize),
+            class,
+            *code.add(at as usize),
+            remaining,
+            0,
+            frame,
+        );
+        let next = remaining[index];
+        let after = n - at - 1;
+        if next >= after {
+            return next - after;
+        }
+        at += next + 1;
+    }
+    remaining[index]
+}
+
 /// An access of `class` whose countdown borrowed; `flags` are the sample's
 /// ([`raw::sample_flags`]); `frame` is the runtime's entry point's, where a
 /// sample's context starts.
@@ -302,20 +369,27 @@ fn slow(
     frame: u64,
 ) {
     let class = class as usize % ACCESS_CLASSES;
-    let own = core::ptr::eq(remaining, countdowns());
     let Some(st) = enter() else {
         match thread::current() {
             // Nested in one of our hooks (instrumented code in a signal handler):
             // count the accesses so far and look again at the next access.
-            Some(st) => {
-                let src = &mut st.access.sources[!own as usize];
-                src.credited[class] += src.reset[class] + 1;
-                src.reset[class] = 0;
-                remaining[class] = 0;
-            }
+            Some(st) => match st.access.source_of(remaining) {
+                Some(src) => {
+                    let src = &mut st.access.sources[src];
+                    src.credited[class] += src.reset[class] + 1;
+                    src.reset[class] = 0;
+                    remaining[class] = 0;
+                }
+                None => remaining[class] = IDLE,
+            },
             // Not recording on this thread (runtime idle, exited thread): park.
             None => remaining[class] = IDLE,
         }
+        return;
+    };
+    let Some(src) = st.access.source_of(remaining) else {
+        remaining[class] = IDLE;
+        leave(st);
         return;
     };
     let saved = errno();
@@ -325,10 +399,6 @@ fn slow(
         }
         st.access.marked_instrumented = true;
     }
-    if !own {
-        st.access.exe_countdowns = remaining;
-    }
-    let src = !own as usize;
     let modelled = crate::model::enabled();
     let level = if modelled {
         st.model.level(addr, raw::class_size(class) as u64)
