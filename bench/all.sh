@@ -9,7 +9,7 @@ repeats=${1:-5}
 mkdir -p bench/out
 {
     echo "# bench/all.sh $repeats, $(date -u +%F), $(nproc) CPUs, $(uname -r)"
-    for script in malloc interposer unwind sites access import report procfs ranks; do
+    for script in malloc interposer unwind sites access apps import report procfs ranks; do
         echo
         echo "## bash bench/$script.sh $repeats"
         bash "bench/$script.sh" "$repeats"
