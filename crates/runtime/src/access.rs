@@ -303,10 +303,8 @@ pub unsafe extern "C" fn memlens_access_refill(
 ) -> u64 {
     let frame = crate::unwind::frame_address();
     match countdowns.as_mut() {
-        Some(remaining) => {
-            slow(addr, class, pc, remaining, 0, frame);
-            remaining[class as usize % ACCESS_CLASSES]
-        }
+        // One access that borrowed: the block case with one access, at 0.
+        Some(remaining) => take_due(&[addr], &[pc], 0, class, remaining, frame),
         None => IDLE,
     }
 }
@@ -314,9 +312,7 @@ pub unsafe extern "C" fn memlens_access_refill(
 /// The slow path of code counted per block (`sancov/pass.cpp`): `n`
 /// accesses of `class` (their addresses and code addresses in the two
 /// arrays, in program order) were due to be subtracted from a countdown of
-/// `left`, and borrowed. Takes each access a countdown per access would have
-/// stopped at, the first at index `left`, and returns the countdown left
-/// after the last.
+/// `left`, and borrowed.
 ///
 /// # Safety
 /// `addresses` and `code` hold `n` values; `countdowns` is the calling
@@ -331,18 +327,37 @@ pub unsafe extern "C" fn memlens_access_refill_block(
     countdowns: usize,
 ) -> u64 {
     let frame = crate::unwind::frame_address();
-    let Some(remaining) = (countdowns as *mut [u64; ACCESS_CLASSES]).as_mut() else {
-        return IDLE;
-    };
+    match (countdowns as *mut [u64; ACCESS_CLASSES]).as_mut() {
+        Some(remaining) => {
+            let addresses = core::slice::from_raw_parts(addresses, n as usize);
+            let code = core::slice::from_raw_parts(code, n as usize);
+            take_due(addresses, code, left, class, remaining, frame)
+        }
+        None => IDLE,
+    }
+}
+
+/// Takes each access of `addresses` (with its code address) that a countdown
+/// per access would have stopped at, the first at index `left`, and returns
+/// the countdown left after the last.
+fn take_due(
+    addresses: &[u64],
+    code: &[u64],
+    left: u64,
+    class: u32,
+    remaining: &mut [u64; ACCESS_CLASSES],
+    frame: u64,
+) -> u64 {
     let index = class as usize % ACCESS_CLASSES;
+    let n = addresses.len() as u64;
     let mut at = left;
     while at < n {
         // The accesses before this one took the countdown to zero: this one
         // borrows, as it would have alone.
         slow(
-            *addresses.add(at as usize),
+            addresses[at as usize],
             class,
-            *code.add(at as usize),
+            code[at as usize],
             remaining,
             0,
             frame,
