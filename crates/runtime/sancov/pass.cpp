@@ -29,6 +29,8 @@
 #include "llvm/Support/ModRef.h"
 #include "llvm/Transforms/Utils/BasicBlockUtils.h"
 
+#include <optional>
+
 using namespace llvm;
 
 namespace {
@@ -138,10 +140,54 @@ struct Arrays {
   Value *code;
 };
 
+// What the counting code refers to, declared once per module at its first
+// count: the countdown array, the slow path, the countdown's TBAA tag.
+struct Runtime {
+  GlobalVariable *countdowns;
+  FunctionCallee refill;
+  MDNode *tbaa;
+};
+
 struct CountBlocks : PassInfoMixin<CountBlocks> {
+  std::optional<Runtime> runtime;
+
+  const Runtime &runtime_of(Module &module) {
+    if (runtime)
+      return *runtime;
+    LLVMContext &context = module.getContext();
+    Type *i64 = Type::getInt64Ty(context);
+    Type *ptr = PointerType::getUnqual(context);
+    auto *countdowns_type = ArrayType::get(i64, CLASSES);
+    auto *countdowns = cast<GlobalVariable>(
+        module.getOrInsertGlobal("memlens_countdown", countdowns_type, [&] {
+          return new GlobalVariable(module, countdowns_type, false, GlobalValue::ExternalLinkage,
+                                    nullptr, "memlens_countdown", nullptr,
+                                    GlobalValue::InitialExecTLSModel);
+        }));
+    // The refill reads the two arrays and nothing else of the program's: the
+    // countdown goes as an integer, so that no program access aliases it and
+    // it may stay in a register across a loop.
+    FunctionCallee refill = module.getOrInsertFunction(
+        "memlens_access_refill_block",
+        FunctionType::get(i64, {ptr, ptr, i64, i64, Type::getInt32Ty(context), i64}, false));
+    if (auto *declared = dyn_cast<Function>(refill.getCallee())) {
+      declared->setDoesNotThrow();
+      declared->setMemoryEffects(MemoryEffects::argMemOnly(ModRefInfo::Ref) |
+                                 MemoryEffects::inaccessibleMemOnly());
+    }
+    MDBuilder metadata(context);
+    // The countdown's own TBAA type: no typed access of the program aliases it.
+    MDNode *root = metadata.createTBAARoot("Simple C/C++ TBAA");
+    MDNode *type = metadata.createTBAAScalarTypeNode(
+        "memlens countdown", metadata.createTBAAScalarTypeNode("omnipotent char", root));
+    runtime = Runtime{countdowns, refill, metadata.createTBAAStructTagNode(type, type, 0)};
+    return *runtime;
+  }
+
   PreservedAnalyses run(Module &module, ModuleAnalysisManager &) {
     if (!StringRef(module.getTargetTriple()).startswith("x86_64"))
       return PreservedAnalyses::all();
+    runtime.reset();
     const DataLayout &layout = module.getDataLayout();
     bool changed = false;
     for (Function &function : module) {
@@ -207,38 +253,16 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
              const Arrays &arrays) {
     LLVMContext &context = module.getContext();
     Type *i64 = Type::getInt64Ty(context);
-    Type *ptr = PointerType::getUnqual(context);
-    auto *countdowns_type = ArrayType::get(i64, CLASSES);
-    auto *countdowns = cast<GlobalVariable>(
-        module.getOrInsertGlobal("memlens_countdown", countdowns_type, [&] {
-          return new GlobalVariable(module, countdowns_type, false, GlobalValue::ExternalLinkage,
-                                    nullptr, "memlens_countdown", nullptr,
-                                    GlobalValue::InitialExecTLSModel);
-        }));
-    // The refill reads the two arrays and nothing else of the program's: the
-    // countdown goes as an integer, so that no program access aliases it and
-    // it may stay in a register across a loop.
-    FunctionCallee refill = module.getOrInsertFunction(
-        "memlens_access_refill_block",
-        FunctionType::get(i64, {ptr, ptr, i64, i64, Type::getInt32Ty(context), i64}, false));
-    if (auto *declared = dyn_cast<Function>(refill.getCallee())) {
-      declared->setDoesNotThrow();
-      declared->setMemoryEffects(MemoryEffects::argMemOnly(ModRefInfo::Ref) |
-                                 MemoryEffects::inaccessibleMemOnly());
-    }
+    const Runtime &runtime = runtime_of(module);
     MDBuilder metadata(context);
-    // The countdown's own TBAA type: no typed access of the program aliases it.
-    MDNode *root = metadata.createTBAARoot("Simple C/C++ TBAA");
-    MDNode *type = metadata.createTBAAScalarTypeNode("memlens countdown",
-                                                     metadata.createTBAAScalarTypeNode("omnipotent char", root));
-    MDNode *tbaa = metadata.createTBAAStructTagNode(type, type, 0);
 
     const uint64_t n = accesses.size();
     IRBuilder<> builder(end);
     builder.SetCurrentDebugLocation(accesses.back().inst->getDebugLoc());
-    Value *slot = builder.CreateConstInBoundsGEP2_64(countdowns_type, countdowns, 0, klass);
+    Value *slot = builder.CreateConstInBoundsGEP2_64(runtime.countdowns->getValueType(),
+                                                     runtime.countdowns, 0, klass);
     LoadInst *left = builder.CreateLoad(i64, slot);
-    left->setMetadata(LLVMContext::MD_tbaa, tbaa);
+    left->setMetadata(LLVMContext::MD_tbaa, runtime.tbaa);
     Value *next = builder.CreateSub(left, builder.getInt64(n));
     Value *borrow = builder.CreateICmpULT(left, builder.getInt64(n));
     Instruction *slow_end = SplitBlockAndInsertIfThen(
@@ -247,7 +271,7 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
     BasicBlock *tail = end->getParent();
 
     IRBuilder<> fill(slow_end);
-    auto *here = InlineAsm::get(FunctionType::get(ptr, false), "lea 0(%rip), $0", "=r",
+    auto *here = InlineAsm::get(FunctionType::get(PointerType::getUnqual(context), false), "lea 0(%rip), $0", "=r",
                                 /*hasSideEffects=*/true);
     for (uint64_t k = 0; k < n; ++k) {
       // Each code address taken where its access's line is.
@@ -260,15 +284,15 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
     }
     fill.SetCurrentDebugLocation(accesses.back().inst->getDebugLoc());
     Value *refilled = fill.CreateCall(
-        refill, {arrays.addresses, arrays.code, fill.getInt64(n), left, fill.getInt32(klass),
-                 fill.CreatePtrToInt(countdowns, i64)});
+        runtime.refill, {arrays.addresses, arrays.code, fill.getInt64(n), left, fill.getInt32(klass),
+                 fill.CreatePtrToInt(runtime.countdowns, i64)});
 
     IRBuilder<> join(&*tail->getFirstInsertionPt());
     join.SetCurrentDebugLocation(accesses.back().inst->getDebugLoc());
     PHINode *value = join.CreatePHI(i64, 2);
     value->addIncoming(next, left->getParent());
     value->addIncoming(refilled, slow);
-    join.CreateStore(value, slot)->setMetadata(LLVMContext::MD_tbaa, tbaa);
+    join.CreateStore(value, slot)->setMetadata(LLVMContext::MD_tbaa, runtime.tbaa);
   }
 };
 
