@@ -76,6 +76,19 @@ static SEGMENTS: [Segment; SLOTS] = [const {
 static SEGMENT_SEQ: AtomicU64 = AtomicU64::new(0);
 /// Held by the thread starting the next segment.
 static STARTING: AtomicBool = AtomicBool::new(false);
+/// A second thread writes events: their order across threads needs the
+/// fenced read. Until then one thread's times keep its own order unfenced,
+/// and the fence was a fifth of what recording an allocation cost
+/// (`bench/sites.sh`). A thread's first event comes after it set this
+/// ([`threads_write`]); another thread that takes a block it freed does so
+/// through the allocator's lock or atomics, after which it sees the flag.
+static THREADS_WRITE: AtomicBool = AtomicBool::new(false);
+
+/// A second thread is about to write events: from now on every thread's
+/// times are read fenced.
+pub fn second_thread_writes() {
+    THREADS_WRITE.store(true, Ordering::SeqCst);
+}
 
 #[cfg(target_arch = "x86_64")]
 fn ticks() -> u64 {
@@ -223,9 +236,10 @@ fn start_segment() -> Option<u64> {
 }
 
 /// In a fork's child: a thread of the parent that was starting a segment is
-/// not there to finish it.
+/// not there to finish it, and one thread writes the child's events.
 pub fn after_fork() {
     STARTING.store(false, Ordering::Release);
+    THREADS_WRITE.store(false, Ordering::SeqCst);
 }
 
 /// The time when the current segment has ended: from the next, started by
@@ -272,7 +286,11 @@ impl Clock {
     /// thread already gave out), after everything this thread has seen: a
     /// block's allocation after another thread's free of it.
     pub fn now(&mut self) -> u64 {
-        self.give_out(ordered_ticks())
+        if THREADS_WRITE.load(Ordering::Relaxed) {
+            self.give_out(ordered_ticks())
+        } else {
+            self.give_out(ticks())
+        }
     }
 
     /// As [`Clock::now`], without waiting for loads in flight: for an access

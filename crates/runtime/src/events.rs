@@ -6,15 +6,18 @@ use crate::guard::{errno, set_errno};
 use crate::init::settings;
 use crate::process::record_modules;
 use crate::thread::ThreadState;
+use crate::ways::Ways;
 use crate::{access, log, modules, sys, track, unwind};
 use core::ffi::{c_char, CStr};
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
 use memlens_rawlog::{self as raw, alloc_flags, tag};
 
-/// Direct-mapped caches of ids already defined in this process's log. A collision
-/// only costs a repeated definition.
-pub(crate) static STACK_SEEN: [AtomicU64; 1 << 14] = [const { AtomicU64::new(0) }; 1 << 14];
+/// Caches of ids already defined in this process's log: a stack or string
+/// not found is defined (again). Stacks: 65,536 ids in sets of 8 (a
+/// compiler allocates from 38,000 stacks); strings (the annotation API's
+/// names) are few, direct-mapped.
+pub(crate) static STACK_SEEN: Ways<8192> = Ways::new();
 
 pub(crate) static STRING_SEEN: [AtomicU64; 1 << 10] = [const { AtomicU64::new(0) }; 1 << 10];
 
@@ -173,14 +176,9 @@ pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) ->
     (id, walked_by)
 }
 
-/// The slot of [`STACK_SEEN`] a stack id is remembered in.
-fn stack_seen_slot(id: u64) -> &'static AtomicU64 {
-    &STACK_SEEN[(id as usize >> 1) & (STACK_SEEN.len() - 1)]
-}
-
 /// Whether the stack's definition is in this process's log.
 fn stack_seen(id: u64) -> bool {
-    stack_seen_slot(id).load(Ordering::Relaxed) == id
+    STACK_SEEN.find(id, |seen| seen == id).is_some()
 }
 
 /// The id of the first `n` of `frames`, their definition written once (0:
@@ -192,8 +190,7 @@ fn intern_stack(st: &mut ThreadState, frames: &[MaybeUninit<u64>], n: usize) -> 
     // SAFETY: the walk wrote the first n entries.
     let frames = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
     let id = raw::hash_frames(frames);
-    let seen = stack_seen_slot(id);
-    if seen.load(Ordering::Relaxed) != id {
+    if !stack_seen(id) {
         if !modules::all_known(frames) {
             record_modules(st);
         }
@@ -205,7 +202,7 @@ fn intern_stack(st: &mut ThreadState, frames: &[MaybeUninit<u64>], n: usize) -> 
         // SAFETY: u64 slice viewed as its bytes.
         let bytes = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u8, n * 8) };
         if st.writer.write(st.tid, tag::STACK, &def, bytes) {
-            seen.store(id, Ordering::Relaxed);
+            STACK_SEEN.insert(id, id);
         }
     }
     id

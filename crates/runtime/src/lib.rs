@@ -31,3 +31,4 @@ mod sys;
 mod thread;
 mod track;
 mod unwind;
+mod ways;

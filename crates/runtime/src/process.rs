@@ -251,7 +251,8 @@ pub(crate) extern "C" fn fork_child() {
     }
     with_orphan(|w| w.release());
     log::close_inherited();
-    for s in STACK_SEEN.iter().chain(STRING_SEEN.iter()) {
+    STACK_SEEN.clear();
+    for s in &STRING_SEEN {
         s.store(0, Ordering::Relaxed);
     }
     modules::reset();

@@ -202,7 +202,9 @@ pub fn claim_slot(tid: u32) -> (*const Counters, *const AccessCounters, bool) {
         return (core::ptr::null(), core::ptr::null(), false);
     };
     // Before the thread reads a time for any record (see the field).
-    h.threads_started.fetch_add(1, Ordering::SeqCst);
+    if h.threads_started.fetch_add(1, Ordering::SeqCst) > 0 {
+        crate::clock::second_thread_writes();
+    }
     for (i, slot) in h.slots.iter().enumerate() {
         if slot.tid.load(Ordering::Relaxed) == 0
             && slot

@@ -13,9 +13,9 @@
 //! libgcc whole, so results never get worse than before.
 
 use crate::thread::ThreadState;
+use crate::ways::Ways;
 use core::ffi::c_void;
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicU64, Ordering};
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EndianSlice, NativeEndian, Pointer, Register,
     RegisterRule, UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
@@ -40,12 +40,11 @@ enum Step {
 /// Cache entries pack the address (below 2^47: user space) and its step in one
 /// word, so a reader never sees one entry's address with another's step.
 const ADDRESS_BITS: u32 = 47;
-/// 65,536 entries, 512 KiB of which a process touches the pages its code
-/// addresses hash to: a program allocating from 12,000 call sites missed
-/// with 16,384 entries, one lookup of the unwind tables in a few calls
-/// (`bench/sites.sh`: the program under `record --leaks` 0.73 -> 0.62 s).
-const CACHE_BITS: u32 = 16;
-static CACHE: [AtomicU64; 1 << CACHE_BITS] = [const { AtomicU64::new(0) }; 1 << CACHE_BITS];
+/// 65,536 entries in sets of 8, 512 KiB of which a process touches the pages
+/// its code addresses hash to. Direct-mapped, the 12,000 call sites of
+/// `bench/sites.sh` collided in a sixth of their lookups, each a search of
+/// the unwind tables: 40% of the program's time under `record --leaks`.
+static CACHE: Ways<8192> = Ways::new();
 
 /// Step bits: 2 bits of kind, 5 of rbp slot (offset / -8, 0 = not saved), 10 of
 /// CFA offset / 8. Steps outside that (frames above 8 KiB) are not cached.
@@ -86,32 +85,24 @@ fn decode(bits: u64) -> Step {
     }
 }
 
-fn slot(pc: u64) -> &'static AtomicU64 {
-    &CACHE[(pc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_BITS)) as usize]
-}
-
 /// The step for code address `pc`, from the cache or computed (and cached).
 fn step_for(pc: u64) -> Step {
     let cacheable = pc != 0 && pc >> ADDRESS_BITS == 0;
-    let entry = slot(pc);
     if cacheable {
-        let e = entry.load(Ordering::Relaxed);
-        if e & ((1 << ADDRESS_BITS) - 1) == pc {
+        if let Some(e) = CACHE.find(pc, |e| e & ((1 << ADDRESS_BITS) - 1) == pc) {
             return decode(e >> ADDRESS_BITS);
         }
     }
     let step = compute(pc);
     if let (true, Some(bits)) = (cacheable, encode(step)) {
-        entry.store(pc | bits << ADDRESS_BITS, Ordering::Relaxed);
+        CACHE.insert(pc, pc | bits << ADDRESS_BITS);
     }
     step
 }
 
 /// Forgets every cached step: code was unloaded, and other code may load there.
 pub fn forget() {
-    for e in &CACHE {
-        e.store(0, Ordering::Relaxed);
-    }
+    CACHE.clear();
     super::memo::forget();
 }
 
