@@ -104,8 +104,9 @@ impl Profile {
     }
 
     fn load_parts(dir: &Path, with_samples: bool) -> profile::Result<Profile> {
-        // The largest tables (the blocks, the samples) are read on a second
-        // core while this one reads the rest.
+        // The largest tables (the blocks, the samples, the sites' timelines:
+        // a point per site changed in each tick) are read on a second core
+        // while this one reads the rest.
         std::thread::scope(|scope| {
             let large = scope.spawn(|| -> profile::Result<_> {
                 let allocations = profile::read_table(dir)?;
@@ -113,18 +114,19 @@ impl Profile {
                     true => profile::read_table(dir)?,
                     false => Vec::new(),
                 };
-                Ok((allocations, samples))
+                let site_timeline = profile::read_table(dir)?;
+                Ok((allocations, samples, site_timeline))
             });
             let rest = Self::load_small_parts(dir, with_samples);
             let large = (large.join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             // A directory that is no profile says so (its meta.json) first.
             let mut p = rest?;
-            (p.allocations, p.samples) = large?;
+            (p.allocations, p.samples, p.site_timeline) = large?;
             Ok(p)
         })
     }
 
-    /// Every table but the allocations and the samples.
+    /// Every table but the allocations, the samples and the sites' timelines.
     fn load_small_parts(dir: &Path, with_samples: bool) -> profile::Result<Profile> {
         let meta = Meta::read(dir)?;
         let mut stacks: HashMap<(u32, u64), Vec<Frame>> = HashMap::new();
@@ -145,7 +147,7 @@ impl Profile {
             dir: dir.to_path_buf(),
             allocations: Vec::new(),
             sites: profile::read_table(dir)?,
-            site_timeline: profile::read_table(dir)?,
+            site_timeline: Vec::new(),
             stacks,
             regions: profile::read_table(dir)?,
             tags: profile::read_table(dir)?,
