@@ -84,6 +84,15 @@ impl Site {
     }
 }
 
+/// Timeline points a process's sites write before their tick doubles: a
+/// site writes a point in each tick it changed, so thousands of sites busy
+/// for an hour at 10 ms would write billions, which every report loads
+/// whole. With the tick doubled after each of these many points, the count
+/// grows with the logarithm of the run's length; each point still carries
+/// the most its site held since the last one, so peaks survive the coarser
+/// ticks (the bounds between them widen).
+const POINTS_BEFORE_DOUBLING: u64 = 1 << 18;
+
 /// The process heap's peak in requested bytes (estimated when sampled).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Peak {
@@ -112,6 +121,9 @@ pub(super) struct HeapSites {
     every_block: bool,
     tick_ns: u64,
     next_tick: u64,
+    points_written: u64,
+    /// Points written when the tick doubles next.
+    next_doubling: u64,
 }
 
 impl HeapSites {
@@ -129,6 +141,8 @@ impl HeapSites {
             every_block,
             tick_ns: tick_ns.max(1),
             next_tick: tick_ns.max(1),
+            points_written: 0,
+            next_doubling: POINTS_BEFORE_DOUBLING,
         }
     }
 
@@ -234,6 +248,10 @@ impl HeapSites {
     ) {
         if now >= self.next_tick {
             self.points(self.next_tick, out, &group);
+            if self.points_written >= self.next_doubling {
+                self.tick_ns *= 2;
+                self.next_doubling += POINTS_BEFORE_DOUBLING;
+            }
             self.next_tick = (now / self.tick_ns + 1) * self.tick_ns;
         }
     }
@@ -255,6 +273,7 @@ impl HeapSites {
             });
             s.changed = false;
             s.max_since_point = s.shown();
+            self.points_written += 1;
         }
     }
 
@@ -401,6 +420,57 @@ mod tests {
             assert!(temporaries[site] > 100, "site {i}");
         }
         assert_eq!(rows.iter().map(|r| r.bytes_at_peak).sum::<f64>(), best);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// 2,000 sites that each allocate and free a block in every one of
+    /// 2,000 ticks: a point per site and tick would be 4 million; with the
+    /// tick doubling the points are far fewer, and each site's points still
+    /// hold its peak.
+    #[test]
+    fn busy_sites_over_many_ticks_write_a_bounded_timeline() {
+        let dir = std::env::temp_dir().join(format!("memlens-busy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut out = TableWriter::<SiteLivePoint>::create(&dir).unwrap();
+        let mut sites = HeapSites::new(1, true, 1_000);
+        let (n_sites, ticks) = (2_000u64, 2_000u64);
+        for tick in 0..ticks {
+            for k in 0..n_sites {
+                let t = tick * 1_000 + k * 1_000 / n_sites;
+                let site = sites.site_of(k + 1, 0);
+                let size = 16 + k + tick % 7;
+                let block = LiveBlock {
+                    tid: 7,
+                    kind: 0,
+                    size,
+                    usable: size,
+                    alloc_ns: t,
+                    sampled: false,
+                    hit: false,
+                    weight: 1.0,
+                    site,
+                };
+                sites.advance(t, &mut out, |_| None);
+                sites.allocated(&block);
+                sites.freed(&block, Some(7), t);
+            }
+        }
+        let (rows, _) = sites.finish(ticks * 1_000, std::iter::empty(), &mut out, |_| None);
+        out.finish().unwrap();
+        let points = memlens_profile::read_table::<SiteLivePoint>(&dir).unwrap();
+        assert_eq!(points.len() as u64, sites.points_written);
+        // 1,056,000 when written.
+        assert!(points.len() < 1_600_000, "{} points", points.len());
+        let mut most = FxHashMap::<u64, f64>::default();
+        for p in &points {
+            let m = most.entry(p.stack_id).or_default();
+            *m = m.max(p.max_bytes);
+        }
+        for row in &rows {
+            let most = most[&row.stack_id];
+            assert_eq!(most, row.peak_bytes, "site {}", row.stack_id);
+            assert_eq!(most, (16 + row.stack_id - 1 + 6) as f64);
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
