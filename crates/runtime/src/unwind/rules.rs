@@ -42,8 +42,8 @@ enum Step {
 const ADDRESS_BITS: u32 = 47;
 /// 65,536 entries in sets of 8, 512 KiB of which a process touches the pages
 /// its code addresses hash to. Direct-mapped, the 12,000 call sites of
-/// `bench/sites.sh` collided in a sixth of their lookups, each a search of
-/// the unwind tables: 40% of the program's time under `record --leaks`.
+/// `bench/sites.sh` evicted each other so often that searching the unwind
+/// tables again took 40% of the program's time under `record --leaks`.
 static CACHE: Ways<8192> = Ways::new();
 
 /// Step bits: 2 bits of kind, 5 of rbp slot (offset / -8, 0 = not saved), 10 of
