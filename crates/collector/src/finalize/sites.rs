@@ -339,13 +339,34 @@ impl HeapSites {
 mod tests {
     use super::*;
 
+    /// A scratch directory named for the test and a timeline writer in it.
+    fn scratch(name: &str) -> (std::path::PathBuf, TableWriter<SiteLivePoint>) {
+        let dir = std::env::temp_dir().join(format!("memlens-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = TableWriter::create(&dir).unwrap();
+        (dir, out)
+    }
+
+    /// A block recorded as it was (not sampled), allocated by thread `tid`.
+    fn recorded(site: u32, size: u64, alloc_ns: u64, tid: u32) -> LiveBlock {
+        LiveBlock {
+            tid,
+            kind: 0,
+            size,
+            usable: size,
+            alloc_ns,
+            sampled: false,
+            hit: false,
+            weight: 1.0,
+            site,
+        }
+    }
+
     /// Random allocations and frees over five sites: each site's bytes at
     /// the peak, peak and temporaries against a brute-force replay.
     #[test]
     fn lazy_snapshots_give_every_sites_bytes_at_the_peak() {
-        let dir = std::env::temp_dir().join(format!("memlens-sites-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut out = TableWriter::<SiteLivePoint>::create(&dir).unwrap();
+        let (dir, mut out) = scratch("sites");
         let mut sites = HeapSites::new(1, true, 1_000);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
@@ -365,18 +386,7 @@ mod tests {
                 let site_index = next() % 5;
                 let site = sites.site_of(site_index + 1, 0);
                 let size = 1 + next() % 1000;
-                let thread = next() % 3;
-                let block = LiveBlock {
-                    tid: 7 + thread as u32,
-                    kind: 0,
-                    size,
-                    usable: size,
-                    alloc_ns: t,
-                    sampled: false,
-                    hit: false,
-                    weight: 1.0,
-                    site,
-                };
+                let block = recorded(site, size, t, 7 + (next() % 3) as u32);
                 sites.advance(t, &mut out, |_| None);
                 sites.allocated(&block);
                 live.push((t, block));
@@ -429,27 +439,14 @@ mod tests {
     /// hold its peak.
     #[test]
     fn busy_sites_over_many_ticks_write_a_bounded_timeline() {
-        let dir = std::env::temp_dir().join(format!("memlens-busy-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut out = TableWriter::<SiteLivePoint>::create(&dir).unwrap();
+        let (dir, mut out) = scratch("busy");
         let mut sites = HeapSites::new(1, true, 1_000);
         let (n_sites, ticks) = (2_000u64, 2_000u64);
         for tick in 0..ticks {
             for k in 0..n_sites {
                 let t = tick * 1_000 + k * 1_000 / n_sites;
                 let site = sites.site_of(k + 1, 0);
-                let size = 16 + k + tick % 7;
-                let block = LiveBlock {
-                    tid: 7,
-                    kind: 0,
-                    size,
-                    usable: size,
-                    alloc_ns: t,
-                    sampled: false,
-                    hit: false,
-                    weight: 1.0,
-                    site,
-                };
+                let block = recorded(site, 16 + k + tick % 7, t, 7);
                 sites.advance(t, &mut out, |_| None);
                 sites.allocated(&block);
                 sites.freed(&block, Some(7), t);
@@ -480,9 +477,7 @@ mod tests {
     /// live at once is scaled up from them.
     #[test]
     fn a_few_sampled_blocks_are_not_scaled_into_a_peak() {
-        let dir = std::env::temp_dir().join(format!("memlens-sampled-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut out = TableWriter::<SiteLivePoint>::create(&dir).unwrap();
+        let (dir, mut out) = scratch("sampled");
         let mut sites = HeapSites::new(1, false, 1_000);
         let block = |site, t, sampled| LiveBlock {
             tid: 7,
