@@ -37,8 +37,8 @@ const SOURCES: usize = 8;
 /// and library it counts per block, and the fast path's LTO inlines).
 pub struct AccessState {
     pub sources: [Counting; SOURCES],
-    /// Each source's countdown array on this thread, once it has called in
-    /// (the first, the runtime's, always).
+    /// Each source's countdown array on this thread (null until it calls
+    /// in): the first is the runtime's own.
     pub countdown_arrays: [*mut [u64; ACCESS_CLASSES]; SOURCES],
     /// Bytes of intercepted memcpy/memmove (read) and memcpy/memmove/memset (written).
     pub bulk: [u64; 2],
@@ -53,7 +53,9 @@ pub struct AccessState {
 }
 
 impl AccessState {
-    pub const fn new() -> Self {
+    /// The calling thread's bookkeeping, counting from the runtime's own
+    /// countdown array.
+    pub fn new() -> Self {
         let zero = Counting {
             credited: [0; ACCESS_CLASSES],
             reset: [0; ACCESS_CLASSES],
@@ -61,7 +63,11 @@ impl AccessState {
         };
         AccessState {
             sources: [zero; SOURCES],
-            countdown_arrays: [core::ptr::null_mut(); SOURCES],
+            countdown_arrays: {
+                let mut arrays = [core::ptr::null_mut(); SOURCES];
+                arrays[0] = countdowns();
+                arrays
+            },
             bulk: [0; 2],
             bulk_until: [0; 2],
             unpublished: 0,
@@ -69,23 +75,13 @@ impl AccessState {
         }
     }
 
-    /// The countdown array of each source, if it exists on this thread.
-    fn arrays(&self) -> [*mut [u64; ACCESS_CLASSES]; SOURCES] {
-        let mut arrays = self.countdown_arrays;
-        arrays[0] = countdowns();
-        arrays
-    }
-
     /// The source `remaining` is, registered on its first call; none when
     /// this thread already counts from as many as it can.
     fn source_of(&mut self, remaining: *mut [u64; ACCESS_CLASSES]) -> Option<usize> {
-        if core::ptr::eq(remaining, countdowns()) {
-            return Some(0);
-        }
-        let known = &mut self.countdown_arrays[1..];
-        let at = (known.iter()).position(|&a| a == remaining || a.is_null())?;
-        known[at] = remaining;
-        Some(at + 1)
+        let arrays = &mut self.countdown_arrays;
+        let at = (arrays.iter()).position(|&a| a == remaining || a.is_null())?;
+        arrays[at] = remaining;
+        Some(at)
     }
 }
 
@@ -235,7 +231,7 @@ fn jittered_period(st: &mut ThreadState, class: usize) -> u64 {
 pub fn exact_counts(st: &ThreadState) -> [u64; COUNTS] {
     let a = &st.access;
     let mut out = [0u64; COUNTS];
-    for (src, array) in a.sources.iter().zip(a.arrays()) {
+    for (src, array) in a.sources.iter().zip(a.countdown_arrays) {
         // SAFETY: TLS arrays of this thread (ours, or the executable's).
         let Some(remaining) = (unsafe { array.as_ref() }) else {
             continue;
@@ -269,7 +265,7 @@ pub fn publish(st: &ThreadState) {
 /// A forked child starts counting from zero (its parent's accesses are the
 /// parent's).
 pub fn reset_after_fork(st: &mut ThreadState) {
-    let arrays = st.access.arrays();
+    let arrays = st.access.countdown_arrays;
     for (src, array) in st.access.sources.iter_mut().zip(arrays) {
         // SAFETY: TLS arrays of this thread.
         if let Some(remaining) = unsafe { array.as_ref() } {
