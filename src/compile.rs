@@ -454,7 +454,8 @@ fn compile_with(
     }
     // The plugin counts x86-64 code's accesses per block (it reads the
     // module's target, as `target_arch` reads the arguments).
-    let per_block = plugin.is_some() && target_arch(&args) == "x86_64";
+    let arch = target_arch(&args);
+    let per_block = plugin.is_some() && arch == "x86_64";
     if !per_block {
         cmd.arg(PER_ACCESS);
     }
@@ -474,7 +475,6 @@ fn compile_with(
     cmd.args(&args);
     let mut _object_dir = None;
     if is_link(&args) {
-        let arch = target_arch(&args);
         // The fast path's IR takes the access's address with x86-64 assembly.
         // Below -O2 the runtime's callbacks serve (slower, PCs from return addresses).
         let object =
