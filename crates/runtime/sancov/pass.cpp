@@ -146,6 +146,8 @@ struct Runtime {
   GlobalVariable *countdowns;
   FunctionCallee refill;
   MDNode *tbaa;
+  // `lea 0(%rip)`: the code address where it is placed (an access's own).
+  InlineAsm *here;
 };
 
 struct CountBlocks : PassInfoMixin<CountBlocks> {
@@ -180,7 +182,9 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
     MDNode *root = metadata.createTBAARoot("Simple C/C++ TBAA");
     MDNode *type = metadata.createTBAAScalarTypeNode(
         "memlens countdown", metadata.createTBAAScalarTypeNode("omnipotent char", root));
-    runtime = Runtime{countdowns, refill, metadata.createTBAAStructTagNode(type, type, 0)};
+    auto *here = InlineAsm::get(FunctionType::get(ptr, false), "lea 0(%rip), $0", "=r",
+                                /*hasSideEffects=*/true);
+    runtime = Runtime{countdowns, refill, metadata.createTBAAStructTagNode(type, type, 0), here};
     return *runtime;
   }
 
@@ -271,21 +275,19 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
     BasicBlock *tail = end->getParent();
 
     IRBuilder<> fill(slow_end);
-    auto *here = InlineAsm::get(FunctionType::get(PointerType::getUnqual(context), false), "lea 0(%rip), $0", "=r",
-                                /*hasSideEffects=*/true);
     for (uint64_t k = 0; k < n; ++k) {
       // Each code address taken where its access's line is.
       fill.SetCurrentDebugLocation(accesses[k].inst->getDebugLoc());
       fill.CreateStore(accesses[k].address,
                        fill.CreateConstInBoundsGEP2_64(arrays.type, arrays.addresses, 0, k));
-      CallInst *pc = fill.CreateCall(here);
+      CallInst *pc = fill.CreateCall(runtime.here);
       pc->setDoesNotAccessMemory();
       fill.CreateStore(pc, fill.CreateConstInBoundsGEP2_64(arrays.type, arrays.code, 0, k));
     }
     fill.SetCurrentDebugLocation(accesses.back().inst->getDebugLoc());
     Value *refilled = fill.CreateCall(
-        runtime.refill, {arrays.addresses, arrays.code, fill.getInt64(n), left, fill.getInt32(klass),
-                 fill.CreatePtrToInt(runtime.countdowns, i64)});
+        runtime.refill, {arrays.addresses, arrays.code, fill.getInt64(n), left,
+                         fill.getInt32(klass), fill.CreatePtrToInt(runtime.countdowns, i64)});
 
     IRBuilder<> join(&*tail->getFirstInsertionPt());
     join.SetCurrentDebugLocation(accesses.back().inst->getDebugLoc());
@@ -300,9 +302,10 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
 
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
   return {LLVM_PLUGIN_API_VERSION, "memlens", "2", [](PassBuilder &builder) {
-            builder.registerOptimizerLastEPCallback([](ModulePassManager &passes, OptimizationLevel) {
-              passes.addPass(CountAtomics());
-              passes.addPass(CountBlocks());
-            });
+            builder.registerOptimizerLastEPCallback(
+                [](ModulePassManager &passes, OptimizationLevel) {
+                  passes.addPass(CountAtomics());
+                  passes.addPass(CountBlocks());
+                });
           }};
 }
