@@ -245,11 +245,7 @@ pub fn capacity_series(p: &Profile, all: &crate::Objects) -> CapacitySeries {
         e.1 += t.heap_live;
     }
     let time_ns: Vec<u64> = sums.keys().copied().collect();
-    let crate::Objects {
-        list: objects,
-        series,
-        ..
-    } = all;
+    let objects = &all.list;
     let dynamic = |o: &crate::DataObject| {
         matches!(
             o.kind,
@@ -263,17 +259,13 @@ pub fn capacity_series(p: &Profile, all: &crate::Objects) -> CapacitySeries {
             0.0
         }
     });
-    let objects = top_idx
-        .iter()
-        .map(|&i| {
-            let steps = series[i].points.clone();
-            ObjectLive {
-                name: objects[i].name.clone(),
-                kind: objects[i].kind,
-                pid: objects[i].pid,
-                bytes: time_ns.iter().map(|&t| step_at(&steps, t)).collect(),
-                steps,
-            }
+    let objects = (top_idx.iter().zip(all.series(p, &top_idx)))
+        .map(|(&i, steps)| ObjectLive {
+            name: objects[i].name.clone(),
+            kind: objects[i].kind,
+            pid: objects[i].pid,
+            bytes: time_ns.iter().map(|&t| step_at(&steps, t)).collect(),
+            steps,
         })
         .collect();
     let end_ns = p.meta.clock.duration_ns;

@@ -95,13 +95,6 @@ pub struct DataObject {
     pub frames: Vec<String>,
 }
 
-/// The per-object sweep of live bytes over time.
-pub struct ObjectSeries {
-    pub object: usize,
-    /// (time, live bytes) at each change.
-    pub points: Vec<(u64, f64)>,
-}
-
 fn key_of(a: &memlens_profile::Allocation) -> ObjectKey {
     match (&a.group, a.kind.as_str()) {
         (Some(g), _) => (a.pid, ObjectKind::Group, g.clone(), 0),
@@ -138,17 +131,38 @@ fn cap_sampled_leaks(objects: &mut [DataObject], at_exit: &[(u32, u64)]) {
     }
 }
 
-/// All data objects of the profile, the live-bytes series of the dynamic ones, and
-/// which object each allocation row, tag and static symbol belongs to.
+/// All data objects of the profile, and which object each allocation row,
+/// tag and static symbol belongs to.
 pub struct Objects {
     pub list: Vec<DataObject>,
-    pub series: Vec<ObjectSeries>,
     pub of_allocation: Vec<usize>,
     pub of_tag: Vec<usize>,
     pub of_static: Vec<usize>,
+    /// Each dynamic object's heap sites (indexes of `Profile::sites`).
+    sites_of: Vec<Vec<usize>>,
+    /// The live bytes at each change of the dynamic objects summed from
+    /// their rows (mappings, stacks; empty for objects of sites).
+    row_series: Vec<Vec<(u64, f64)>>,
 }
 
 impl Objects {
+    /// The live bytes over time, (time, bytes) at each change, of each of
+    /// `wanted` (dynamic objects of the same profile). Made on demand, not
+    /// for every object: the sites' timelines hold a point per site changed
+    /// in each tick (half a million on 12,000 sites), and a report plots
+    /// a few objects.
+    pub fn series(&self, p: &Profile, wanted: &[usize]) -> Vec<Vec<(u64, f64)>> {
+        let mut points = sites_points(p, &self.sites_of, wanted);
+        (wanted.iter().zip(&mut points))
+            .map(|(&i, points)| match self.sites_of.get(i) {
+                Some(sites) if !sites.is_empty() => {
+                    site_series(std::mem::take(points), sites.len()).0
+                }
+                _ => self.row_series.get(i).cloned().unwrap_or_default(),
+            })
+            .collect()
+    }
+
     /// The name of the object an access fell in, or what stands for none.
     pub fn name_of(&self, object: Option<usize>) -> String {
         match object {
@@ -356,21 +370,13 @@ pub fn data_objects(p: &Profile) -> Objects {
         ..
     } = found;
     sites_of.resize(objects.len(), Vec::new());
-    // Each site's timeline points, to its object.
-    let mut site_at: FxHashMap<(u32, u64, Option<&str>), (usize, usize)> = FxHashMap::default();
-    for (i, sites) in sites_of.iter().enumerate() {
-        for (k, &site) in sites.iter().enumerate() {
-            let s = &p.sites[site];
-            site_at.insert((s.pid, s.stack_id, s.group.as_deref()), (i, k));
-        }
-    }
-    let mut site_points: Vec<Vec<(u64, usize, f64, f64)>> = vec![Vec::new(); objects.len()];
-    for t in &p.site_timeline {
-        if let Some(&(i, k)) = site_at.get(&(t.pid, t.stack_id, t.group.as_deref())) {
-            site_points[i].push((t.time_ns, k, t.live_bytes, t.max_bytes));
-        }
-    }
-    let mut series = Vec::new();
+    // The timeline points of the objects of several sites, for their peaks
+    // (one site's peak is its own, exact).
+    let merged: Vec<usize> = (0..objects.len())
+        .filter(|&i| sites_of[i].len() > 1)
+        .collect();
+    let mut merged_points = sites_points(p, &sites_of, &merged).into_iter();
+    let mut row_series = Vec::with_capacity(events.len());
     for (i, mut ev) in events.into_iter().enumerate() {
         let points = if sites_of[i].is_empty() {
             // Frees before allocations at the same instant: a peak is never inflated.
@@ -384,13 +390,13 @@ pub fn data_objects(p: &Profile) -> Objects {
             }
             points
         } else {
-            let points = std::mem::take(&mut site_points[i]);
-            let (points, bounds) = site_series(points, sites_of[i].len());
             let o = &mut objects[i];
             if let [only] = sites_of[i][..] {
                 // One site: its peak, kept exactly while replaying.
                 o.peak_bytes = p.sites[only].peak_bytes;
             } else {
+                let points = merged_points.next().unwrap_or_default();
+                let (_, bounds) = site_series(points, sites_of[i].len());
                 // Sites of one source line (an unrolled loop's calls): the
                 // bytes at the process's peak are live at once too.
                 let at_least = bounds.at_least.max(o.bytes_at_peak.unwrap_or(0.0));
@@ -400,9 +406,9 @@ pub fn data_objects(p: &Profile) -> Objects {
                 // Sampled sites' scaled figures differ by rounding alone.
                 o.peak_bytes_at_most = (at_most >= at_least + 1.0).then_some(at_most);
             }
-            points
+            Vec::new()
         };
-        series.push(ObjectSeries { object: i, points });
+        row_series.push(points);
     }
     cap_sampled_leaks(&mut objects, &crate::heap_at_exit(p));
     name_wrappers_by_callers(p, &mut objects);
@@ -460,11 +466,38 @@ pub fn data_objects(p: &Profile) -> Objects {
     }
     Objects {
         list: objects,
-        series,
         of_allocation,
         of_tag,
         of_static,
+        sites_of,
+        row_series,
     }
+}
+
+/// The sites' timeline points of each of `wanted` (objects of sites): time,
+/// which of the object's sites, live bytes, most since the site's last point.
+fn sites_points(
+    p: &Profile,
+    sites_of: &[Vec<usize>],
+    wanted: &[usize],
+) -> Vec<Vec<(u64, usize, f64, f64)>> {
+    let mut site_at: FxHashMap<(u32, u64, Option<&str>), (usize, usize)> = FxHashMap::default();
+    for (w, &i) in wanted.iter().enumerate() {
+        for (k, &site) in sites_of.get(i).into_iter().flatten().enumerate() {
+            let s = &p.sites[site];
+            site_at.insert((s.pid, s.stack_id, s.group.as_deref()), (w, k));
+        }
+    }
+    let mut points = vec![Vec::new(); wanted.len()];
+    if site_at.is_empty() {
+        return points;
+    }
+    for t in &p.site_timeline {
+        if let Some(&(w, k)) = site_at.get(&(t.pid, t.stack_id, t.group.as_deref())) {
+            points[w].push((t.time_ns, k, t.live_bytes, t.max_bytes));
+        }
+    }
+    points
 }
 
 /// The live bytes over time of an object made of heap sites, from its
