@@ -167,6 +167,32 @@ mod tests {
     }
 
     #[test]
+    fn regions_past_the_run_are_drawn_to_its_end_never_a_panic() {
+        // A damaged profile's times: past the end, one at u64::MAX.
+        let mut p = traffic_only();
+        p.regions = [
+            ("late", 1_000_000_000, u64::MAX),
+            ("after", u64::MAX - 1, u64::MAX),
+        ]
+        .map(|(name, begin_ns, end)| memlens_profile::Region {
+            name: name.to_string(),
+            begin_ns,
+            end_ns: Some(end),
+            ..Default::default()
+        })
+        .to_vec();
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("bw.svg");
+        plot_bandwidth(&p, &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("\nlate\n"));
+        assert!(
+            !text.contains("\nafter\n"),
+            "a region after the run is not drawn"
+        );
+    }
+
+    #[test]
     fn bandwidth_plot_draws_counter_traffic_with_its_method() {
         let p = traffic_only();
         let rates = analysis::traffic_rates(&p);

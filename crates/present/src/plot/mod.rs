@@ -161,9 +161,13 @@ fn shade_regions<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let secs = |ns: u64| ns as f64 / 1e9;
+    // Within the plotted run: a time past its end (a damaged profile's)
+    // would map to a pixel beyond what plotters can add to.
+    let end_ns = (chart.x_range().end * 1e9) as u64;
+    let secs = |ns: u64| ns.min(end_ns) as f64 / 1e9;
     let pixel = |ns: u64| chart.backend_coord(&(secs(ns), y_max)).0;
-    let bands = merge_within_a_pixel(regions, pixel);
+    let mut bands = merge_within_a_pixel(regions, pixel);
+    bands.retain(|band| band.1 < end_ns);
     // Names where they fit: a run of short regions would print them on top
     // of each other.
     let style: TextStyle = ("sans-serif", 12).into_font().into();
