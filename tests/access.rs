@@ -1909,6 +1909,48 @@ fn exact_counts_equal_cachegrinds_data_references_of_the_programs_code() {
 }
 
 #[test]
+fn counts_stay_exact_across_calls_throws_and_longjmps() {
+    // The pass keeps a function's countdowns in registers and writes them
+    // back at calls: a count lost or doubled there, on a throw's landing pad
+    // or after a longjmp, would change these.
+    let dir = tempdir();
+    let app = dir.path().join("calls");
+    let st = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["c++", "-O2"])
+        .arg(root().join("tests/programs/calls_and_jumps.cpp"))
+        .arg("-o")
+        .arg(&app)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &[], &[&app.to_string_lossy()]));
+    let (rounds, n) = (2000u64, 1000u64);
+    let thrown = (0..rounds).filter(|r| r % 3 == 0).count() as u64;
+    let jumped = (0..rounds).filter(|r| r % 5 == 0).count() as u64;
+    // Per round: the sink's load and store, inner's n loads and stores, a
+    // store after the try or in the catch; per jump a load and a store;
+    // the final printf's load.
+    let loads = rounds + rounds * n + jumped + 1;
+    let stores8 = rounds + rounds * n + rounds + jumped;
+    let r = report_json(&p);
+    let thread = &r["threads"][0];
+    assert_eq!(thread["loads"].as_u64(), Some(loads), "{thread}");
+    assert_eq!(
+        thread["stores"].as_u64(),
+        Some(stores8 + thrown),
+        "{thread}"
+    );
+    assert_eq!(thread["bytes_read"].as_u64(), Some(8 * loads), "{thread}");
+    assert_eq!(
+        thread["bytes_written"].as_u64(),
+        Some(8 * stores8 + 4 * thrown),
+        "{thread}"
+    );
+}
+
+#[test]
 fn small_blocks_are_attributed_at_the_defaults_and_only_those_hit_keep_rows() {
     // 20 000 rows of 216 bytes, one malloc each, read 50 times over, and
     // 100 050 short-lived blocks: at the defaults every block of an
