@@ -1914,16 +1914,12 @@ fn counts_stay_exact_across_calls_throws_and_longjmps() {
     // back at calls: a count lost or doubled there, on a throw's landing pad
     // or after a longjmp, would change these.
     let dir = tempdir();
-    let app = dir.path().join("calls");
-    let st = Command::new(memlens())
-        .env("MEMLENS_RUNTIME", runtime())
-        .args(["c++", "-O2"])
-        .arg(root().join("tests/programs/calls_and_jumps.cpp"))
-        .arg("-o")
-        .arg(&app)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    // The C driver compiles a .cpp as C++; the C++ and math libraries are named.
+    let app = memlens_cc(
+        dir.path(),
+        "calls_and_jumps.cpp",
+        &["-O2", "-lstdc++", "-lm"],
+    );
     let p = dir.path().join("p");
     assert_ran(&record(&p, &[], &[&app.to_string_lossy()]));
     let (rounds, n) = (2000u64, 1000u64);
