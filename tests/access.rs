@@ -22,7 +22,7 @@ fn region_bytes_are_exact_and_sampling_is_accurate() {
     assert!(out.status.success());
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(
-        summary.contains("access samples (sancov, 1 per 4099 accesses of a class)"),
+        summary.contains("access samples (instrumented, 1 per 4099 accesses of a class)"),
         "{summary}"
     );
 

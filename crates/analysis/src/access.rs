@@ -415,7 +415,7 @@ pub fn sampling_error(samples: u64, period: u64) -> Option<f64> {
 /// What one sample period counts, for a profile's sample sources.
 pub fn period_unit(sources: &[Backend]) -> &'static str {
     match sources.first() {
-        Some(Backend::Sancov) => "accesses of a class",
+        Some(Backend::Instrumented) => "accesses of a class",
         Some(Backend::PageFaults) => "page faults (first touches of pages, not every access)",
         _ => "sampled operations",
     }
@@ -537,7 +537,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     let mut out = AccessReport {
         available,
         samples_are_accesses,
-        bytes_counted: sources.contains(&Backend::Sancov),
+        bytes_counted: sources.contains(&Backend::Instrumented),
         sources,
         period,
         samples: p.samples.len() as u64,
@@ -988,7 +988,7 @@ mod tests {
     /// and a region of thread 1 around all of it.
     fn bulk_and_phase_profile() -> Profile {
         let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.backend = vec![Backend::Instrumented.name().into()];
         p.meta.settings.access_period = 100;
         p.allocations = vec![Allocation {
             pid: 1,
@@ -1141,7 +1141,7 @@ mod tests {
     #[test]
     fn samples_land_in_the_object_live_at_their_address_and_time() {
         let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.backend = vec![Backend::Instrumented.name().into()];
         p.meta.settings.access_period = 100;
         p.allocations = vec![Allocation {
             pid: 1,

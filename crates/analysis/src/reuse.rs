@@ -224,7 +224,7 @@ impl Stream {
 /// why they give none.
 fn method(p: &Profile) -> Result<(bool, f64, String), String> {
     let s = &p.meta.settings;
-    if !p.meta.has(memlens_profile::Backend::Sancov) {
+    if !p.meta.has(memlens_profile::Backend::Instrumented) {
         return Err("needs an instrumented build's access stream (memlens cc, then memlens record --reuse): hardware samples hold no line's next access".into());
     }
     let only = match (s.sample_loads, s.sample_stores) {

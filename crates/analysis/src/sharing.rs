@@ -242,7 +242,7 @@ mod tests {
     /// 50 times each, one sample per 100 accesses.
     fn two_threads_on_one_line(second_at: u64) -> Profile {
         let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.backend = vec![Backend::Instrumented.name().into()];
         p.meta.settings.access_period = 100;
         p.statics = vec![StaticObject {
             pid: 1,
@@ -312,7 +312,7 @@ mod tests {
     /// one is allocated every 1 000 ns.
     fn blocks_in_turn(lifetime: u64, size: u64) -> Profile {
         let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.backend = vec![Backend::Instrumented.name().into()];
         p.meta.settings.access_period = 100;
         for n in 0..20u64 {
             let (alloc_ns, tid) = (1_000 * (n + 1), 10 + (n % 2) as u32);

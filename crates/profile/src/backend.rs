@@ -11,7 +11,7 @@ pub enum Backend {
     /// `/proc/PID/status` read every interval: the resident set.
     Procfs,
     /// Instrumented builds (`memlens cc`): exact bytes, sampled accesses.
-    Sancov,
+    Instrumented,
     /// Intel PEBS load latency and precise stores.
     Pebs,
     /// AMD IBS op sampling.
@@ -28,7 +28,7 @@ impl Backend {
     pub const ALL: [Backend; 8] = [
         Backend::Preload,
         Backend::Procfs,
-        Backend::Sancov,
+        Backend::Instrumented,
         Backend::Pebs,
         Backend::Ibs,
         Backend::Spe,
@@ -40,7 +40,7 @@ impl Backend {
         match self {
             Backend::Preload => "preload",
             Backend::Procfs => "procfs",
-            Backend::Sancov => "sancov",
+            Backend::Instrumented => "instrumented",
             Backend::Pebs => "pebs",
             Backend::Ibs => "ibs",
             Backend::Spe => "spe",
@@ -55,15 +55,24 @@ impl Backend {
         names.join(", ")
     }
 
+    /// The backend of a name, or of the name profiles written before
+    /// 2026-12-06 gave it ("sancov", after the clang pass the first builds used).
     pub fn from_name(name: &str) -> Option<Backend> {
-        Backend::ALL.into_iter().find(|b| b.name() == name)
+        match name {
+            "sancov" => Some(Backend::Instrumented),
+            _ => Backend::ALL.into_iter().find(|b| b.name() == name),
+        }
     }
 
     /// It takes samples of memory accesses (or of first touches).
     pub fn samples_accesses(self) -> bool {
         matches!(
             self,
-            Backend::Sancov | Backend::Pebs | Backend::Ibs | Backend::Spe | Backend::PageFaults
+            Backend::Instrumented
+                | Backend::Pebs
+                | Backend::Ibs
+                | Backend::Spe
+                | Backend::PageFaults
         )
     }
 
@@ -117,5 +126,10 @@ mod tests {
             assert_eq!(serde_json::from_str::<Backend>(&json).unwrap(), b);
         }
         assert_eq!(Backend::from_name("nope"), None);
+        assert_eq!(Backend::from_name("sancov"), Some(Backend::Instrumented));
+        assert_eq!(
+            serde_json::from_str::<Backend>("\"sancov\"").unwrap(),
+            Backend::Instrumented
+        );
     }
 }

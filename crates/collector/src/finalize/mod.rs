@@ -767,7 +767,9 @@ pub fn finalize(
             }
             match &perf {
                 Some(perf) => b.extend(perf.converted.backends()),
-                None if images.iter().any(|l| l.instrumented) => b.push(profile::Backend::Sancov),
+                None if images.iter().any(|l| l.instrumented) => {
+                    b.push(profile::Backend::Instrumented)
+                }
                 None => {}
             }
             b.iter().map(|b| b.name().to_string()).collect()

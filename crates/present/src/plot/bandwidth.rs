@@ -7,7 +7,7 @@ pub fn plot_bandwidth<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), 
     let out = out.into();
     // GiB/s, the plot's unit: exact bytes of instrumented code, and the
     // memory-traffic counters.
-    let exact = p.meta.has(memlens_profile::Backend::Sancov);
+    let exact = p.meta.has(memlens_profile::Backend::Instrumented);
     let series: Vec<(f64, f64, f64)> = if exact {
         analysis::bandwidth_series(p)
             .into_iter()

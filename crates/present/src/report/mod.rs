@@ -333,7 +333,7 @@ fn thinned_note(thinned: &[analysis::Thinned], interval_ms: u64) -> String {
 /// How the profile's access samples were taken.
 fn access_provenance(m: &profile::Meta) -> String {
     match analysis::sample_sources(m).first() {
-        Some(Backend::Sancov) | None => "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
+        Some(Backend::Instrumented) | None => "instrumented builds (memlens cc): bytes and access counts exact per thread and region; objects' accesses sampled and scaled (samples x period)".into(),
         Some(Backend::PageFaults) => format!("sampled: the kernel's page-fault event with data addresses, 1 per {} faults (first touches, neither loads nor stores)", m.settings.access_period),
         Some(hw) => format!("sampled by the PMU ({hw}, 1 per {} operations): addresses, levels and latencies measured", m.settings.access_period),
     }
@@ -373,7 +373,7 @@ mod tests {
     /// block, in the context f <- main, inside a phase of the process.
     fn two_threads_sharing_a_line() -> Profile {
         let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Sancov.name().into()];
+        p.meta.backend = vec![Backend::Instrumented.name().into()];
         p.meta.settings.access_period = 100;
         p.allocations = vec![Allocation {
             pid: 1,

@@ -45,7 +45,7 @@ fn how_sampled(a: &AccessReport, page_faults: bool) -> String {
     } else {
         "? (not in the recording)".to_string()
     };
-    if a.sources.contains(&Backend::Sancov) {
+    if a.sources.contains(&Backend::Instrumented) {
         let sorts = match a.sort_calls {
             0 => "qsort's element moves".to_string(),
             n => format!(
@@ -112,7 +112,7 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
         }
     };
     // Hardware samples seldom carry their access size: no bytes then.
-    let sized = a.sources.contains(&Backend::Sancov);
+    let sized = a.sources.contains(&Backend::Instrumented);
     let bytes = |b: f64, error: Option<f64>| {
         if sized {
             match error {
