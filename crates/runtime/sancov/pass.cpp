@@ -165,15 +165,7 @@ struct Arrays {
 // single place to read them back).
 struct Cached {
   AllocaInst *slot[CLASSES] = {};
-  bool any = false;
 };
-
-// Calls and instructions at which a function's countdowns go back to
-// thread-local memory (and, after a call, are read again).
-bool syncs(const Instruction &inst, const TargetLibraryInfo &library) {
-  return (isa<CallBase>(inst) && !passes_through(inst, library)) || isa<ReturnInst>(inst) ||
-         isa<ResumeInst>(inst);
-}
 
 // What the counting code refers to, declared once per module at its first
 // count: the countdown array, the slow path, the countdown's TBAA tag.
@@ -251,7 +243,9 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
             continue;
           } else if (isa<CallBase>(inst) || inst.isTerminator()) {
             cacheable &= !isa<CallBrInst>(inst);
-            if (syncs(inst, library))
+            // Where the countdowns go back to thread-local memory (and,
+            // after a call, are read again).
+            if (isa<CallBase>(inst) || isa<ReturnInst>(inst) || isa<ResumeInst>(inst))
               sync_points.push_back(&inst);
             current.end = &inst;
             if (!current.accesses.empty())
@@ -281,7 +275,7 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
         cached = cache(module, function, stretches);
       for (Stretch &stretch : stretches)
         count(module, stretch, arrays, cached);
-      if (cached.any) {
+      if (cacheable) {
         // After the counting: a call's write-back follows its stretch's count.
         sync(module, cached, sync_points);
         SmallVector<AllocaInst *, CLASSES> slots;
@@ -327,10 +321,8 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
     IRBuilder<> entry(&*function.getEntryBlock().getFirstInsertionPt());
     for (const Stretch &stretch : stretches)
       for (const Access &access : stretch.accesses)
-        if (!cached.slot[access.klass]) {
+        if (!cached.slot[access.klass])
           cached.slot[access.klass] = entry.CreateAlloca(entry.getInt64Ty());
-          cached.any = true;
-        }
     copy(entry, runtime, cached, false);
     return cached;
   }
