@@ -135,19 +135,12 @@ mod tests {
         p
     }
 
-    #[test]
-    fn region_names_are_drawn_where_they_fit() {
-        assert_eq!(
-            labels_that_fit(&[(50, 30), (10, 30), (30, 10), (44, 5), (84, 1)]),
-            [1, 3, 4]
-        );
-        // 400 regions of 2 ms, then one of a second: the short ones' names
-        // would overlap on a plot 2 s wide; the long one's is drawn (the SVG
-        // puts a text's string on a line of its own).
+    /// The SVG of [`traffic_only`]'s bandwidth plot with these regions
+    /// (name, begin, end).
+    fn svg_with_regions(regions: impl IntoIterator<Item = (String, u64, u64)>) -> String {
         let mut p = traffic_only();
-        p.regions = (0..400u64)
-            .map(|i| (format!("r{i}"), i * 2_000_000, (i + 1) * 2_000_000))
-            .chain([("long".to_string(), 1_000_000_000, 2_000_000_000)])
+        p.regions = regions
+            .into_iter()
             .map(|(name, begin_ns, end)| memlens_profile::Region {
                 name,
                 begin_ns,
@@ -158,7 +151,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let svg = dir.path().join("bw.svg");
         plot_bandwidth(&p, &svg).unwrap();
-        let text = std::fs::read_to_string(&svg).unwrap();
+        std::fs::read_to_string(&svg).unwrap()
+    }
+
+    #[test]
+    fn region_names_are_drawn_where_they_fit() {
+        assert_eq!(
+            labels_that_fit(&[(50, 30), (10, 30), (30, 10), (44, 5), (84, 1)]),
+            [1, 3, 4]
+        );
+        // 400 regions of 2 ms, then one of a second: the short ones' names
+        // would overlap on a plot 2 s wide; the long one's is drawn (the SVG
+        // puts a text's string on a line of its own).
+        let text = svg_with_regions(
+            (0..400u64)
+                .map(|i| (format!("r{i}"), i * 2_000_000, (i + 1) * 2_000_000))
+                .chain([("long".to_string(), 1_000_000_000, 2_000_000_000)]),
+        );
         let drawn = (0..400)
             .filter(|i| text.contains(&format!("\nr{i}\n")))
             .count();
@@ -169,22 +178,10 @@ mod tests {
     #[test]
     fn regions_past_the_run_are_drawn_to_its_end_never_a_panic() {
         // A damaged profile's times: past the end, one at u64::MAX.
-        let mut p = traffic_only();
-        p.regions = [
-            ("late", 1_000_000_000, u64::MAX),
-            ("after", u64::MAX - 1, u64::MAX),
-        ]
-        .map(|(name, begin_ns, end)| memlens_profile::Region {
-            name: name.to_string(),
-            begin_ns,
-            end_ns: Some(end),
-            ..Default::default()
-        })
-        .to_vec();
-        let dir = tempfile::tempdir().unwrap();
-        let svg = dir.path().join("bw.svg");
-        plot_bandwidth(&p, &svg).unwrap();
-        let text = std::fs::read_to_string(&svg).unwrap();
+        let text = svg_with_regions([
+            ("late".to_string(), 1_000_000_000, u64::MAX),
+            ("after".to_string(), u64::MAX - 1, u64::MAX),
+        ]);
         assert!(text.contains("\nlate\n"));
         assert!(
             !text.contains("\nafter\n"),
