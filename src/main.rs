@@ -374,6 +374,12 @@ struct ReportArgs {
     /// (JSON always lists them all).
     #[arg(long, value_name = "N", default_value_t = 0)]
     stacks: usize,
+    /// A profile of the same program built without `memlens cc` (recorded
+    /// with `memlens record`, which times its regions and counts nothing):
+    /// each region's exact bytes from this profile over its time there, the
+    /// bandwidth without memlens' instrumentation.
+    #[arg(long, value_name = "PROFILE")]
+    timed_by: Option<PathBuf>,
     /// Functions that allocate for their callers, beyond libc/libstdc++,
     /// CPython's and Rust's allocation layers: a frame whose function
     /// matches the glob PATTERN, whole or by its base name (`Alloc` for
@@ -1133,6 +1139,32 @@ fn job_report(dir: &Path, job: &job::Job, args: &ReportArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// `report --timed-by`: the regions timed by a run of the uninstrumented
+/// build.
+fn time_by_plain_run(r: &mut memlens_present::Report, plain: &Path) -> Result<()> {
+    memlens_profile::Meta::read(plain)
+        .with_context(|| format!("--timed-by {}", plain.display()))?;
+    let regions: Vec<memlens_profile::Region> = memlens_profile::read_table(plain)
+        .with_context(|| format!("--timed-by {}", plain.display()))?;
+    if regions.is_empty() {
+        bail!(
+            "--timed-by {}: the profile has no regions: record the program built without `memlens cc` (its memlens_region_begin/end marks are timed under `memlens record`)",
+            plain.display()
+        );
+    }
+    if regions.iter().any(|r| r.bytes_read.is_some()) {
+        bail!(
+            "--timed-by {}: that run counted accesses (a `memlens cc` build), so its times include memlens' costs: record the program built with plain clang or gcc",
+            plain.display()
+        );
+    }
+    if r.access.regions.is_empty() {
+        bail!("--timed-by: this profile has no regions to time");
+    }
+    memlens_analysis::time_by_plain_run(&mut r.access, &regions, &plain.display().to_string());
+    Ok(())
+}
+
 fn report(args: ReportArgs) -> Result<i32> {
     let Some(dir) = args.dir.clone() else {
         println!(
@@ -1148,6 +1180,9 @@ fn report(args: ReportArgs) -> Result<i32> {
         (_, Some(tid)) => Some(memlens_analysis::Only::Thread(tid)),
         _ => None,
     };
+    if job.is_some() && args.rank.is_none() && only.is_none() && args.timed_by.is_some() {
+        bail!("--timed-by times one profile's regions, not a job's: add --rank N");
+    }
     let mut p = match (&job, args.rank) {
         (Some(job), None) if only.is_none() => return job_report(&dir, job, &args),
         (None, _) if args.reduce => bail!(
@@ -1183,7 +1218,7 @@ fn report(args: ReportArgs) -> Result<i32> {
         fold_detect: args.fold_detect,
         fold_bins: args.fold_bins as usize,
     };
-    let r = progress::step(
+    let mut r = progress::step(
         &format!(
             "analysing {} samples, {} allocation sites",
             p.samples.len(),
@@ -1193,6 +1228,9 @@ fn report(args: ReportArgs) -> Result<i32> {
     );
     if let (true, Some(why)) = (args.fold.is_some() || args.fold_detect, &r.folding.why_not) {
         anyhow::bail!("cannot fold: {why}");
+    }
+    if let Some(plain) = &args.timed_by {
+        time_by_plain_run(&mut r, plain)?;
     }
     if let Some(path) = &args.html {
         memlens_profile::write_private_file(path, memlens_present::render_html(&p, &r).as_bytes())?;

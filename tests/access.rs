@@ -1997,3 +1997,79 @@ fn small_blocks_are_attributed_at_the_defaults_and_only_those_hit_keep_rows() {
     assert_accesses_named(&r);
     assert_eq!(r["summary"]["settings"]["sample_rate"], 1);
 }
+
+#[test]
+fn regions_timed_by_a_run_of_the_plain_build_give_its_bandwidth() {
+    // STREAM's kernels built plain (clang-16 -O2) and recorded: the timing
+    // run. Its program times each kernel itself and prints the bandwidth, the
+    // truth. The `memlens cc` build recorded at the defaults gives the exact
+    // bytes; `--timed-by` puts them over the timing run's region times.
+    let dir = tempdir();
+    let plain = dir.path().join("plain");
+    let st = Command::new("clang-16")
+        .arg("-O2")
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join("tests/programs/stream_timed.c"))
+        .arg("-o")
+        .arg(&plain)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let app = memlens_cc(dir.path(), "stream_timed.c", &["-O2"]);
+    let timed = dir.path().join("timed");
+    let out = record(&timed, &[], &[plain.to_str().unwrap()]);
+    assert_ran(&out);
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let counted = dir.path().join("counted");
+    assert_ran(&record(&counted, &[], &[app.to_str().unwrap()]));
+    let r = report_json_with(&counted, &["--timed-by", timed.to_str().unwrap()]);
+    assert_eq!(
+        r["access"]["plain_run"]["unmatched"],
+        serde_json::json!([]),
+        "{r:#}"
+    );
+    for name in ["copy", "scale", "add", "triad"] {
+        let truth: f64 = (printed.lines())
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|l| l.trim_end_matches(" bytes/s").parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {printed}"));
+        let region = named(&r["access"]["regions"], name);
+        let t = &region["plain"];
+        let without =
+            t["read_bandwidth"].as_f64().unwrap() + t["write_bandwidth"].as_f64().unwrap();
+        let with = region["read_bandwidth"].as_f64().unwrap()
+            + region["write_bandwidth"].as_f64().unwrap();
+        eprintln!(
+            "{name}: the plain build's own timer {:.2} GB/s; --timed-by {:.2} GB/s; the counted run {:.2} GB/s",
+            truth / 1e9,
+            without / 1e9,
+            with / 1e9
+        );
+        // The same run's marks and timer, the counted run's exact bytes: the
+        // issue asked for 10%, the runs agree within 3%.
+        assert!(
+            (without / truth - 1.0).abs() <= 0.03,
+            "{name}: {without} against {truth}"
+        );
+    }
+    // Sampling's own time inside a region is measured (copy is a memcpy,
+    // whose bytes the wrapper counts without the per-block slow path).
+    let triad = named(&r["access"]["regions"], "triad");
+    assert!(triad["slow_path_ns"].as_u64().unwrap() > 0, "{triad:#}");
+
+    // A timing run that did other work times nothing, and says why.
+    let fewer = dir.path().join("fewer");
+    assert_ran(&record(&fewer, &[], &[plain.to_str().unwrap(), "3"]));
+    let r = report_json_with(&counted, &["--timed-by", fewer.to_str().unwrap()]);
+    let unmatched = r["access"]["plain_run"]["unmatched"].as_array().unwrap();
+    assert_eq!(unmatched.len(), 4, "{unmatched:?}");
+    assert!(unmatched[0]
+        .as_str()
+        .unwrap()
+        .ends_with(": ran 3 times there, 10 here"));
+    assert!(r["access"]["regions"][0]["plain"].is_null());
+    // A counted run is no timing run.
+    let out = report_view(&counted, &["--timed-by", counted.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("that run counted accesses"));
+}

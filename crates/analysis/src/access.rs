@@ -3,10 +3,10 @@
 //! achieved bandwidth, and the sampling accuracy against the exact counts.
 
 use crate::{ObjectKind, Objects, Profile};
-use memlens_profile::Backend;
+use memlens_profile::{Backend, Region};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SourceLine {
@@ -84,6 +84,13 @@ pub struct RegionAccess {
     /// Achieved bandwidth: exact bytes over the region's summed time, bytes/s.
     pub read_bandwidth: f64,
     pub write_bandwidth: f64,
+    /// Of the region's time, what the marking thread spent in the runtime's
+    /// access slow path (taking samples, publishing counts), measured; none
+    /// when the runtime did not measure it. Not the whole cost of sampling:
+    /// a memory-bound loop hides part of it and pays more after each call.
+    pub slow_path_ns: Option<u64>,
+    /// The region in a run of the uninstrumented build (`report --timed-by`).
+    pub plain: Option<PlainTiming>,
     /// Objects whose samples fell inside the region, most sampled first.
     pub objects: Vec<(String, u64)>,
     /// The same figures estimated from samples alone (Arm SPE methodology, 4.2.4 and
@@ -91,6 +98,77 @@ pub struct RegionAccess {
     pub derived: Derived,
     /// Exact time per load: the region's time over its exact loads.
     pub exact_ns_per_load: Option<f64>,
+}
+
+/// A region's time in a run of the uninstrumented build of the same program
+/// (recorded with `memlens record`, which times its marks and counts
+/// nothing), and the bandwidth the exact bytes of the counted run give over
+/// it: the bandwidth without memlens' instrumentation (Examem corrects its
+/// figure by a model of its counters' cost; a timed run measures it).
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct PlainTiming {
+    pub total_ns: u64,
+    pub read_bandwidth: f64,
+    pub write_bandwidth: f64,
+}
+
+/// The run of the uninstrumented build the regions were timed by, and the
+/// regions it could not time.
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct PlainRun {
+    /// The profile directory, as given.
+    pub profile: String,
+    /// Why a region has no time from it (one line each).
+    pub unmatched: Vec<String>,
+}
+
+/// Times the regions of `report` by `plain`, the regions of a run of the
+/// uninstrumented build: a region of the same name, in one process of each
+/// run, that ran as many times in both. Its closed instances' summed time
+/// and the counted run's exact bytes give the bandwidth without memlens.
+pub fn time_by_plain_run(report: &mut AccessReport, plain: &[Region], profile: &str) {
+    let mut timed: BTreeMap<String, (BTreeSet<u32>, u64, u64)> = BTreeMap::new();
+    for r in plain {
+        let e = timed.entry(crate::region_label(r)).or_default();
+        e.0.insert(r.pid);
+        e.1 += 1;
+        if let Some(end) = r.end_ns {
+            e.2 = e.2.saturating_add(end.saturating_sub(r.begin_ns));
+        }
+    }
+    let mut processes: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &report.regions {
+        *processes.entry(r.name.clone()).or_default() += 1;
+    }
+    let mut unmatched = Vec::new();
+    for r in &mut report.regions {
+        let why_not = match timed.get(&r.name) {
+            None => Some("not in that run".to_string()),
+            Some((pids, ..)) if pids.len() > 1 || processes[&r.name] > 1 => {
+                Some("in several processes of a run".to_string())
+            }
+            Some((_, instances, _)) if *instances != r.instances => {
+                Some(format!("ran {instances} times there, {} here", r.instances))
+            }
+            Some((.., 0)) => Some("took no time there".to_string()),
+            Some(&(_, _, total_ns)) => {
+                let secs = total_ns as f64 / 1e9;
+                r.plain = Some(PlainTiming {
+                    total_ns,
+                    read_bandwidth: r.bytes_read as f64 / secs,
+                    write_bandwidth: r.bytes_written as f64 / secs,
+                });
+                None
+            }
+        };
+        if let Some(why) = why_not {
+            unmatched.push(format!("{}: {why}", r.name));
+        }
+    }
+    report.plain_run = Some(PlainRun {
+        profile: profile.to_string(),
+        unmatched,
+    });
 }
 
 /// Figures derived from samples, their periods and timestamps only. Per
@@ -325,6 +403,9 @@ pub struct AccessReport {
     pub unattributed_memory: Vec<UnknownMemory>,
     pub objects: Vec<ObjectAccess>,
     pub regions: Vec<RegionAccess>,
+    /// The run of the uninstrumented build the regions were timed by
+    /// (`report --timed-by`).
+    pub plain_run: Option<PlainRun>,
 }
 
 enum Event {
@@ -700,6 +781,9 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         e.bytes_read = e.bytes_read.saturating_add(r.bytes_read.unwrap_or(0));
         e.bytes_written = e.bytes_written.saturating_add(r.bytes_written.unwrap_or(0));
         e.team_bytes = e.team_bytes.saturating_add(r.team_bytes.unwrap_or(0));
+        if let Some(ns) = r.slow_path_ns {
+            e.slow_path_ns = Some(e.slow_path_ns.unwrap_or(0).saturating_add(ns));
+        }
         e.loads = e.loads.saturating_add(r.loads.unwrap_or(0));
         e.stores = e.stores.saturating_add(r.stores.unwrap_or(0));
         let d = &mut e.derived;

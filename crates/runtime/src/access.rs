@@ -47,6 +47,10 @@ pub struct AccessState {
     pub bulk_until: [u64; 2],
     /// Accesses counted since the counts were last published.
     pub unpublished: u64,
+    /// Nanoseconds this thread spent in the slow path (sampling, publishing):
+    /// region marks carry it, so that a region's time without the sampling
+    /// can be estimated.
+    pub slow_ns: u64,
     /// This thread has marked its process's log as holding instrumented
     /// code's accesses (a flag in the header, read once a thread).
     pub marked_instrumented: bool,
@@ -71,6 +75,7 @@ impl AccessState {
             bulk: [0; 2],
             bulk_until: [0; 2],
             unpublished: 0,
+            slow_ns: 0,
             marked_instrumented: false,
         }
     }
@@ -404,6 +409,8 @@ fn slow(
         return;
     };
     let saved = errno();
+    // Also the sample's time.
+    let entered = st.clock.now_unordered();
     if !st.access.marked_instrumented {
         if let Some(h) = log::header() {
             h.instrumented.store(1, Ordering::Relaxed);
@@ -434,7 +441,7 @@ fn slow(
     };
     if due {
         let ev = raw::Sample {
-            time: st.clock.now_unordered(),
+            time: entered,
             addr,
             pc,
             stack: access_context(st, frame),
@@ -465,6 +472,7 @@ fn slow(
         publish(st);
         st.access.unpublished = 0;
     }
+    st.access.slow_ns += st.clock.now_unordered().saturating_sub(entered);
     set_errno(saved);
     leave(st);
 }

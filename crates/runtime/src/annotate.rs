@@ -14,8 +14,10 @@ use memlens_rawlog::{self as raw, tag};
 /// published them (at most `PUBLISH_EVERY` accesses of a class behind).
 /// Both carry the process's live heap then (usable bytes, 8 bytes after the
 /// mark): a region's heap growth is exact however few blocks are recorded;
-/// and (8 bytes more) the bytes its OpenMP teams read and wrote so far, of
-/// which the counts hold the region's share.
+/// (8 bytes more) the bytes its OpenMP teams read and wrote so far, of
+/// which the counts hold the region's share; and (8 more) the nanoseconds
+/// the thread spent in the access slow path so far, which a region's time
+/// less its share estimates the uninstrumented program's by.
 fn record_region(tag: u16, name: *const c_char) {
     if let Some(st) = enter() {
         let saved = errno();
@@ -34,10 +36,11 @@ fn record_region(tag: u16, name: *const c_char) {
             counts,
         };
         let (read, written, ..) = raw::AccessCounters::traffic(&crate::openmp::team_counts(st));
-        let mut trailing = [0u8; 16];
+        let mut trailing = [0u8; 24];
         let heap = header.map(|h| h.heap_live());
         trailing[..8].copy_from_slice(&heap.unwrap_or(0).to_le_bytes());
-        trailing[8..].copy_from_slice(&read.wrapping_add(written).to_le_bytes());
+        trailing[8..16].copy_from_slice(&read.wrapping_add(written).to_le_bytes());
+        trailing[16..].copy_from_slice(&st.access.slow_ns.to_le_bytes());
         let trailing = if heap.is_some() {
             &trailing[..]
         } else {

@@ -194,9 +194,8 @@ pub(crate) struct Replay<'a> {
     /// Per thread (and for the process's phases, [`scope`]), the indices of
     /// its open regions, innermost last.
     open_regions: HashMap<u64, Vec<usize>>,
-    /// A region's thread's exact counts when it began.
-    /// Open regions' exact counts, and their threads' teams' bytes, at their start.
-    region_start: HashMap<usize, ([u64; raw::COUNTS], Option<u64>)>,
+    /// What open regions' marks carried at their start.
+    region_start: HashMap<usize, RegionStart>,
     /// Every block recorded: each open region's exact live heap when it
     /// began and the most since.
     region_heap: FxHashMap<usize, (f64, f64)>,
@@ -204,6 +203,14 @@ pub(crate) struct Replay<'a> {
     /// Per thread: (start, end) and its totals (final, or as last published).
     thread_times: BTreeMap<u32, (Option<u64>, Option<u64>)>,
     final_totals: BTreeMap<u32, (raw::ThreadTotals, bool)>,
+}
+
+/// A region mark's figures at the region's start: the thread's exact counts,
+/// the bytes of its OpenMP teams and its time in the access slow path.
+struct RegionStart {
+    counts: [u64; raw::COUNTS],
+    team_bytes: Option<u64>,
+    slow_ns: Option<u64>,
 }
 
 /// A string the image defined, or its id where the definition was lost.
@@ -224,6 +231,12 @@ fn heap_of(rec: &raw::RawRecord<'_>) -> Option<u64> {
 /// mark's second trailing word).
 fn team_of(rec: &raw::RawRecord<'_>) -> Option<u64> {
     mark_word(rec, 1)
+}
+
+/// The nanoseconds a region mark's thread spent in the access slow path so
+/// far (the mark's third trailing word).
+fn slow_ns_of(rec: &raw::RawRecord<'_>) -> Option<u64> {
+    mark_word(rec, 2)
 }
 
 fn mark_word(rec: &raw::RawRecord<'_>, word: usize) -> Option<u64> {
@@ -575,7 +588,12 @@ impl<'a> Replay<'a> {
             .or_default();
         open.push(index);
         let depth = (open.len() - 1) as u32;
-        self.region_start.insert(index, (n.counts, team_of(rec)));
+        let start = RegionStart {
+            counts: n.counts,
+            team_bytes: team_of(rec),
+            slow_ns: slow_ns_of(rec),
+        };
+        self.region_start.insert(index, start);
         if self.every_block {
             let live = self.heap_sites.live();
             self.region_heap.insert(index, (live, live));
@@ -629,16 +647,20 @@ impl<'a> Replay<'a> {
             region.heap_peak = Some(peak.max(end) as u64);
         }
         // Kept only if the image turns out instrumented (see `finish`).
-        if let Some((begin, team_begin)) = self.region_start.remove(&r) {
-            // A phase's counts are every thread's already.
+        if let Some(start) = self.region_start.remove(&r) {
+            // A phase's counts are every thread's already; its marking
+            // thread's slow path is no measure of the process's.
             if !process_wide {
-                region.team_bytes = team_begin
+                region.team_bytes = (start.team_bytes)
                     .zip(team_of(rec))
+                    .map(|(b, e)| e.saturating_sub(b));
+                region.slow_path_ns = (start.slow_ns)
+                    .zip(slow_ns_of(rec))
                     .map(|(b, e)| e.saturating_sub(b));
             }
             // The thread's exact counts at both ends: their difference is exact.
             let diff: [u64; raw::COUNTS] =
-                std::array::from_fn(|i| n.counts[i].saturating_sub(begin[i]));
+                std::array::from_fn(|i| n.counts[i].saturating_sub(start.counts[i]));
             let (read, written, loads, stores) = raw::AccessCounters::traffic(&diff);
             region.bytes_read = Some(read);
             region.bytes_written = Some(written);
@@ -747,6 +769,7 @@ impl<'a> Replay<'a> {
             for r in &mut self.built.regions {
                 (r.bytes_read, r.bytes_written, r.loads, r.stores) = (None, None, None, None);
                 r.team_bytes = None;
+                r.slow_path_ns = None;
             }
         }
         for t in &log.live_threads {

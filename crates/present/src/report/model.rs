@@ -124,8 +124,9 @@ pub struct Table {
     pub rows: Vec<Row>,
     /// Said instead of the table when it has no rows.
     pub empty: Option<String>,
-    /// A line under the table (totals of what it leaves out).
-    pub footer: Option<String>,
+    /// Lines under the table (totals of what it leaves out, how a column
+    /// was obtained).
+    pub footers: Vec<String>,
     /// The column rows' details are written under (default: the first label
     /// column).
     pub details_under: Option<usize>,
@@ -140,7 +141,7 @@ impl Table {
             header: true,
             rows: Vec::new(),
             empty: None,
-            footer: None,
+            footers: Vec::new(),
             details_under: None,
         }
     }
@@ -169,7 +170,7 @@ impl Table {
     }
 
     pub fn footer(mut self, footer: impl Into<String>) -> Table {
-        self.footer = Some(footer.into());
+        self.footers.push(footer.into());
         self
     }
 

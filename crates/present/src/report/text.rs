@@ -112,7 +112,7 @@ fn table(out: &mut String, t: &Table) {
             let _ = writeln!(out, "{}{}", " ".repeat(indent), printable(detail));
         }
     }
-    if let Some(footer) = &t.footer {
+    for footer in &t.footers {
         let _ = writeln!(out, "  {}", printable(footer));
     }
 }

@@ -245,6 +245,9 @@ fn regions(a: &AccessReport) -> Table {
             objects.join(", "),
         ]
         .into();
+        if let Some(line) = cost_and_plain_timing(r) {
+            row = row.detail(line);
+        }
         let derived = derived_figures(r);
         if !derived.is_empty() {
             row = row.detail(format!(
@@ -259,7 +262,37 @@ fn regions(a: &AccessReport) -> Table {
     if a.regions.iter().any(|r| r.team_bytes > 0) {
         t = t.footer("(+team: the bytes include those of the OpenMP teams the marking thread forked inside, exact; the objects touched and the figures from samples are the marking thread's own)");
     }
+    if let Some(run) = &a.plain_run {
+        let mut line = format!(
+            "(without memlens: this run's exact bytes over the region's time in {}, a run of the uninstrumented build",
+            run.profile
+        );
+        if !run.unmatched.is_empty() {
+            line += &format!("; not timed there: {}", run.unmatched.join(", "));
+        }
+        t = t.footer(line + ")");
+    }
     t
+}
+
+/// What memlens' sampling cost the region (measured) and the region in the
+/// run of the uninstrumented build (`--timed-by`), if either is known.
+fn cost_and_plain_timing(r: &RegionAccess) -> Option<String> {
+    let cost = (r.slow_path_ns)
+        .filter(|&ns| ns > 0)
+        .map(|ns| format!("{} of it taking samples (measured)", seconds(ns)));
+    let plain = r.plain.as_ref().map(|t| {
+        format!(
+            "without memlens (the plain build's run): {}, read {}, write {}",
+            seconds(t.total_ns),
+            rate(t.read_bandwidth),
+            rate(t.write_bandwidth)
+        )
+    });
+    match (cost, plain) {
+        (Some(c), Some(p)) => Some(format!("{c}; {p}")),
+        (c, p) => c.or(p),
+    }
 }
 
 /// A region's figures derived from its samples, each with the exact one and
