@@ -377,9 +377,10 @@ struct ReportArgs {
     /// A profile of the same program built without `memlens cc` (recorded
     /// with `memlens record`, which times its regions and counts nothing):
     /// each region's exact bytes from this profile over its time there, the
-    /// bandwidth without memlens' instrumentation.
+    /// bandwidth without memlens' instrumentation. Repeat for several runs:
+    /// each region's median time.
     #[arg(long, value_name = "PROFILE")]
-    timed_by: Option<PathBuf>,
+    timed_by: Vec<PathBuf>,
     /// Functions that allocate for their callers, beyond libc/libstdc++,
     /// CPython's and Rust's allocation layers: a frame whose function
     /// matches the glob PATTERN, whole or by its base name (`Alloc` for
@@ -1139,29 +1140,33 @@ fn job_report(dir: &Path, job: &job::Job, args: &ReportArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// `report --timed-by`: the regions timed by a run of the uninstrumented
+/// `report --timed-by`: the regions timed by runs of the uninstrumented
 /// build.
-fn time_by_plain_run(r: &mut memlens_present::Report, plain: &Path) -> Result<()> {
-    memlens_profile::Meta::read(plain)
-        .with_context(|| format!("--timed-by {}", plain.display()))?;
-    let regions: Vec<memlens_profile::Region> = memlens_profile::read_table(plain)
-        .with_context(|| format!("--timed-by {}", plain.display()))?;
-    if regions.is_empty() {
-        bail!(
-            "--timed-by {}: the profile has no regions: record the program built without `memlens cc` (its memlens_region_begin/end marks are timed under `memlens record`)",
-            plain.display()
-        );
-    }
-    if regions.iter().any(|r| r.bytes_read.is_some()) {
-        bail!(
-            "--timed-by {}: that run counted accesses (a `memlens cc` build), so its times include memlens' costs: record the program built with plain clang or gcc",
-            plain.display()
-        );
-    }
+fn time_by_plain_runs(r: &mut memlens_present::Report, plain: &[PathBuf]) -> Result<()> {
     if r.access.regions.is_empty() {
         bail!("--timed-by: this profile has no regions to time");
     }
-    memlens_analysis::time_by_plain_run(&mut r.access, &regions, &plain.display().to_string());
+    let mut runs = Vec::new();
+    for dir in plain {
+        let context = || format!("--timed-by {}", dir.display());
+        memlens_profile::Meta::read(dir).with_context(context)?;
+        let regions: Vec<memlens_profile::Region> =
+            memlens_profile::read_table(dir).with_context(context)?;
+        if regions.is_empty() {
+            bail!(
+                "{}: the profile has no regions: record the program built without `memlens cc` (its memlens_region_begin/end marks are timed under `memlens record`)",
+                context()
+            );
+        }
+        if regions.iter().any(|r| r.bytes_read.is_some()) {
+            bail!(
+                "{}: that run counted accesses (a `memlens cc` build), so its times include memlens' costs: record the program built with plain clang or gcc",
+                context()
+            );
+        }
+        runs.push((dir.display().to_string(), regions));
+    }
+    memlens_analysis::time_by_plain_runs(&mut r.access, &runs);
     Ok(())
 }
 
@@ -1180,7 +1185,7 @@ fn report(args: ReportArgs) -> Result<i32> {
         (_, Some(tid)) => Some(memlens_analysis::Only::Thread(tid)),
         _ => None,
     };
-    if job.is_some() && args.rank.is_none() && only.is_none() && args.timed_by.is_some() {
+    if job.is_some() && args.rank.is_none() && only.is_none() && !args.timed_by.is_empty() {
         bail!("--timed-by times one profile's regions, not a job's: add --rank N");
     }
     let mut p = match (&job, args.rank) {
@@ -1229,8 +1234,8 @@ fn report(args: ReportArgs) -> Result<i32> {
     if let (true, Some(why)) = (args.fold.is_some() || args.fold_detect, &r.folding.why_not) {
         anyhow::bail!("cannot fold: {why}");
     }
-    if let Some(plain) = &args.timed_by {
-        time_by_plain_run(&mut r, plain)?;
+    if !args.timed_by.is_empty() {
+        time_by_plain_runs(&mut r, &args.timed_by)?;
     }
     if let Some(path) = &args.html {
         memlens_profile::write_private_file(path, memlens_present::render_html(&p, &r).as_bytes())?;

@@ -1999,7 +1999,7 @@ fn small_blocks_are_attributed_at_the_defaults_and_only_those_hit_keep_rows() {
 }
 
 #[test]
-fn regions_timed_by_a_run_of_the_plain_build_give_its_bandwidth() {
+fn regions_timed_by_runs_of_the_plain_build_give_its_bandwidth() {
     // STREAM's kernels built plain (clang-16 -O2) and recorded: the timing
     // run. Its program times each kernel itself and prints the bandwidth, the
     // truth. The `memlens cc` build recorded at the defaults gives the exact
@@ -2016,23 +2016,37 @@ fn regions_timed_by_a_run_of_the_plain_build_give_its_bandwidth() {
         .unwrap();
     assert!(st.success());
     let app = memlens_cc(dir.path(), "stream_timed.c", &["-O2"]);
-    let timed = dir.path().join("timed");
-    let out = record(&timed, &[], &[plain.to_str().unwrap()]);
-    assert_ran(&out);
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Three timing runs: each region's median time; the truth, the median
+    // of the program's own figures.
+    let kernels = ["copy", "scale", "add", "triad"];
+    let mut truths: Vec<Vec<f64>> = vec![Vec::new(); kernels.len()];
+    let mut timed_by = Vec::new();
+    for run in 0..3 {
+        let timed = dir.path().join(format!("timed{run}"));
+        let out = record(&timed, &[], &[plain.to_str().unwrap()]);
+        assert_ran(&out);
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+        for (k, name) in kernels.iter().enumerate() {
+            let truth: f64 = (printed.lines())
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .and_then(|l| l.trim_end_matches(" bytes/s").parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {printed}"));
+            truths[k].push(truth);
+        }
+        timed_by.extend(["--timed-by".to_string(), timed.display().to_string()]);
+    }
     let counted = dir.path().join("counted");
     assert_ran(&record(&counted, &[], &[app.to_str().unwrap()]));
-    let r = report_json_with(&counted, &["--timed-by", timed.to_str().unwrap()]);
+    let timed_by: Vec<&str> = timed_by.iter().map(String::as_str).collect();
+    let r = report_json_with(&counted, &timed_by);
     assert_eq!(
         r["access"]["plain_run"]["unmatched"],
         serde_json::json!([]),
         "{r:#}"
     );
-    for name in ["copy", "scale", "add", "triad"] {
-        let truth: f64 = (printed.lines())
-            .find_map(|l| l.strip_prefix(&format!("{name} ")))
-            .and_then(|l| l.trim_end_matches(" bytes/s").parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {printed}"));
+    for (k, name) in kernels.iter().enumerate() {
+        truths[k].sort_by(f64::total_cmp);
+        let truth = truths[k][1];
         let region = named(&r["access"]["regions"], name);
         let t = &region["plain"];
         let without =
@@ -2040,13 +2054,13 @@ fn regions_timed_by_a_run_of_the_plain_build_give_its_bandwidth() {
         let with = region["read_bandwidth"].as_f64().unwrap()
             + region["write_bandwidth"].as_f64().unwrap();
         eprintln!(
-            "{name}: the plain build's own timer {:.2} GB/s; --timed-by {:.2} GB/s; the counted run {:.2} GB/s",
+            "{name}: the plain build's own timer {:.2} GB/s (median of 3 runs); --timed-by {:.2} GB/s; the counted run {:.2} GB/s",
             truth / 1e9,
             without / 1e9,
             with / 1e9
         );
-        // The same run's marks and timer, the counted run's exact bytes: the
-        // issue asked for 10%, the runs agree within 3%.
+        // The same runs' marks and timer, the counted run's exact bytes: the
+        // issue asked for 10%, they agree within 3%.
         assert!(
             (without / truth - 1.0).abs() <= 0.03,
             "{name}: {without} against {truth}"

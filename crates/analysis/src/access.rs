@@ -89,7 +89,7 @@ pub struct RegionAccess {
     /// when the runtime did not measure it. Not the whole cost of sampling:
     /// a memory-bound loop hides part of it and pays more after each call.
     pub slow_path_ns: Option<u64>,
-    /// The region in a run of the uninstrumented build (`report --timed-by`).
+    /// The region in runs of the uninstrumented build (`report --timed-by`).
     pub plain: Option<PlainTiming>,
     /// Objects whose samples fell inside the region, most sampled first.
     pub objects: Vec<(String, u64)>,
@@ -100,73 +100,98 @@ pub struct RegionAccess {
     pub exact_ns_per_load: Option<f64>,
 }
 
-/// A region's time in a run of the uninstrumented build of the same program
+/// A region's time in runs of the uninstrumented build of the same program
 /// (recorded with `memlens record`, which times its marks and counts
 /// nothing), and the bandwidth the exact bytes of the counted run give over
 /// it: the bandwidth without memlens' instrumentation (Examem corrects its
 /// figure by a model of its counters' cost; a timed run measures it).
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct PlainTiming {
+    /// The median over the timing runs of the region's summed time.
     pub total_ns: u64,
     pub read_bandwidth: f64,
     pub write_bandwidth: f64,
 }
 
-/// The run of the uninstrumented build the regions were timed by, and the
-/// regions it could not time.
+/// The runs of the uninstrumented build the regions were timed by, and the
+/// regions they could not time.
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct PlainRun {
-    /// The profile directory, as given.
-    pub profile: String,
-    /// Why a region has no time from it (one line each).
+    /// The profile directories, as given.
+    pub profiles: Vec<String>,
+    /// Why a region has no time from them (one line each).
     pub unmatched: Vec<String>,
 }
 
-/// Times the regions of `report` by `plain`, the regions of a run of the
-/// uninstrumented build: a region of the same name, in one process of each
-/// run, that ran as many times in both. Its closed instances' summed time
-/// and the counted run's exact bytes give the bandwidth without memlens.
-pub fn time_by_plain_run(report: &mut AccessReport, plain: &[Region], profile: &str) {
-    let mut timed: BTreeMap<String, (BTreeSet<u32>, u64, u64)> = BTreeMap::new();
-    for r in plain {
-        let e = timed.entry(crate::region_label(r)).or_default();
-        e.0.insert(r.pid);
-        e.1 += 1;
-        if let Some(end) = r.end_ns {
-            e.2 = e.2.saturating_add(end.saturating_sub(r.begin_ns));
-        }
-    }
+/// Times the regions of `report` by `runs` (each a profile's name and its
+/// regions), runs of the uninstrumented build: a region of the same name,
+/// in one process of each run, that ran as many times in every run. The
+/// median over the runs of its closed instances' summed time, with the
+/// counted run's exact bytes, gives the bandwidth without memlens.
+pub fn time_by_plain_runs(report: &mut AccessReport, runs: &[(String, Vec<Region>)]) {
+    // Per run and region name: its processes, instances and summed time.
+    let timed: Vec<BTreeMap<String, (BTreeSet<u32>, u64, u64)>> = (runs.iter())
+        .map(|(_, regions)| {
+            let mut by_name: BTreeMap<String, (BTreeSet<u32>, u64, u64)> = BTreeMap::new();
+            for r in regions {
+                let e = by_name.entry(crate::region_label(r)).or_default();
+                e.0.insert(r.pid);
+                e.1 += 1;
+                if let Some(end) = r.end_ns {
+                    e.2 = e.2.saturating_add(end.saturating_sub(r.begin_ns));
+                }
+            }
+            by_name
+        })
+        .collect();
     let mut processes: BTreeMap<String, usize> = BTreeMap::new();
     for r in &report.regions {
         *processes.entry(r.name.clone()).or_default() += 1;
     }
     let mut unmatched = Vec::new();
     for r in &mut report.regions {
-        let why_not = match timed.get(&r.name) {
-            None => Some("not in that run".to_string()),
-            Some((pids, ..)) if pids.len() > 1 || processes[&r.name] > 1 => {
-                Some("in several processes of a run".to_string())
+        let mut times = Vec::new();
+        let mut why_not = None;
+        for ((profile, _), by_name) in runs.iter().zip(&timed) {
+            let why = match by_name.get(&r.name) {
+                None => Some("not in that run".to_string()),
+                Some((pids, ..)) if pids.len() > 1 || processes[&r.name] > 1 => {
+                    Some("in several processes of a run".to_string())
+                }
+                Some((_, instances, _)) if *instances != r.instances => {
+                    Some(format!("ran {instances} times there, {} here", r.instances))
+                }
+                Some((.., 0)) => Some("took no time there".to_string()),
+                Some(&(.., total_ns)) => {
+                    times.push(total_ns);
+                    None
+                }
+            };
+            if let Some(why) = why {
+                let run = if runs.len() > 1 {
+                    format!(" ({profile})")
+                } else {
+                    String::new()
+                };
+                why_not = Some(format!("{}: {why}{run}", r.name));
+                break;
             }
-            Some((_, instances, _)) if *instances != r.instances => {
-                Some(format!("ran {instances} times there, {} here", r.instances))
-            }
-            Some((.., 0)) => Some("took no time there".to_string()),
-            Some(&(_, _, total_ns)) => {
-                let secs = total_ns as f64 / 1e9;
-                r.plain = Some(PlainTiming {
-                    total_ns,
-                    read_bandwidth: r.bytes_read as f64 / secs,
-                    write_bandwidth: r.bytes_written as f64 / secs,
-                });
-                None
-            }
-        };
-        if let Some(why) = why_not {
-            unmatched.push(format!("{}: {why}", r.name));
         }
+        if let Some(why) = why_not {
+            unmatched.push(why);
+            continue;
+        }
+        times.sort_unstable();
+        let total_ns = times[times.len() / 2];
+        let secs = total_ns as f64 / 1e9;
+        r.plain = Some(PlainTiming {
+            total_ns,
+            read_bandwidth: r.bytes_read as f64 / secs,
+            write_bandwidth: r.bytes_written as f64 / secs,
+        });
     }
     report.plain_run = Some(PlainRun {
-        profile: profile.to_string(),
+        profiles: runs.iter().map(|(name, _)| name.clone()).collect(),
         unmatched,
     });
 }
@@ -403,7 +428,7 @@ pub struct AccessReport {
     pub unattributed_memory: Vec<UnknownMemory>,
     pub objects: Vec<ObjectAccess>,
     pub regions: Vec<RegionAccess>,
-    /// The run of the uninstrumented build the regions were timed by
+    /// The runs of the uninstrumented build the regions were timed by
     /// (`report --timed-by`).
     pub plain_run: Option<PlainRun>,
 }

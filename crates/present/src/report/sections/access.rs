@@ -263,10 +263,15 @@ fn regions(a: &AccessReport) -> Table {
         t = t.footer("(+team: the bytes include those of the OpenMP teams the marking thread forked inside, exact; the objects touched and the figures from samples are the marking thread's own)");
     }
     if let Some(run) = &a.plain_run {
-        let mut line = format!(
-            "(without memlens: this run's exact bytes over the region's time in {}, a run of the uninstrumented build",
-            run.profile
-        );
+        let mut line = if let [one] = &run.profiles[..] {
+            format!("(without memlens: this run's exact bytes over the region's time in {one}, a run of the uninstrumented build")
+        } else {
+            format!(
+                "(without memlens: this run's exact bytes over the region's median time in {} runs of the uninstrumented build: {}",
+                run.profiles.len(),
+                run.profiles.join(", ")
+            )
+        };
         if !run.unmatched.is_empty() {
             line += &format!("; not timed there: {}", run.unmatched.join(", "));
         }
@@ -283,7 +288,7 @@ fn cost_and_plain_timing(r: &RegionAccess) -> Option<String> {
         .map(|ns| format!("{} of it taking samples (measured)", seconds(ns)));
     let plain = r.plain.as_ref().map(|t| {
         format!(
-            "without memlens (the plain build's run): {}, read {}, write {}",
+            "without memlens (the plain build): {}, read {}, write {}",
             seconds(t.total_ns),
             rate(t.read_bandwidth),
             rate(t.write_bandwidth)
