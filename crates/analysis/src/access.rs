@@ -129,16 +129,22 @@ pub struct PlainRun {
 /// median over the runs of its closed instances' summed time, with the
 /// counted run's exact bytes, gives the bandwidth without memlens.
 pub fn time_by_plain_runs(report: &mut AccessReport, runs: &[(String, Vec<Region>)]) {
-    // Per run and region name: its processes, instances and summed time.
-    let timed: Vec<BTreeMap<String, (BTreeSet<u32>, u64, u64)>> = (runs.iter())
+    /// A region name in one timing run.
+    #[derive(Default)]
+    struct Timed {
+        pids: BTreeSet<u32>,
+        instances: u64,
+        total_ns: u64,
+    }
+    let timed: Vec<BTreeMap<String, Timed>> = (runs.iter())
         .map(|(_, regions)| {
-            let mut by_name: BTreeMap<String, (BTreeSet<u32>, u64, u64)> = BTreeMap::new();
+            let mut by_name: BTreeMap<String, Timed> = BTreeMap::new();
             for r in regions {
                 let e = by_name.entry(crate::region_label(r)).or_default();
-                e.0.insert(r.pid);
-                e.1 += 1;
+                e.pids.insert(r.pid);
+                e.instances += 1;
                 if let Some(end) = r.end_ns {
-                    e.2 = e.2.saturating_add(end.saturating_sub(r.begin_ns));
+                    e.total_ns = e.total_ns.saturating_add(end.saturating_sub(r.begin_ns));
                 }
             }
             by_name
@@ -155,15 +161,16 @@ pub fn time_by_plain_runs(report: &mut AccessReport, runs: &[(String, Vec<Region
         for ((profile, _), by_name) in runs.iter().zip(&timed) {
             let why = match by_name.get(&r.name) {
                 None => Some("not in that run".to_string()),
-                Some((pids, ..)) if pids.len() > 1 || processes[&r.name] > 1 => {
+                Some(t) if t.pids.len() > 1 || processes[&r.name] > 1 => {
                     Some("in several processes of a run".to_string())
                 }
-                Some((_, instances, _)) if *instances != r.instances => {
-                    Some(format!("ran {instances} times there, {} here", r.instances))
-                }
-                Some((.., 0)) => Some("took no time there".to_string()),
-                Some(&(.., total_ns)) => {
-                    times.push(total_ns);
+                Some(t) if t.instances != r.instances => Some(format!(
+                    "ran {} times there, {} here",
+                    t.instances, r.instances
+                )),
+                Some(t) if t.total_ns == 0 => Some("took no time there".to_string()),
+                Some(t) => {
+                    times.push(t.total_ns);
                     None
                 }
             };
