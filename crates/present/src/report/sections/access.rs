@@ -285,7 +285,7 @@ fn regions(a: &AccessReport) -> Table {
 fn cost_and_plain_timing(r: &RegionAccess) -> Option<String> {
     let cost = (r.slow_path_ns)
         .filter(|&ns| ns > 0)
-        .map(|ns| format!("{} of it taking samples (measured)", seconds(ns)));
+        .map(|ns| format!("{} of it in memlens' sampling code (measured)", seconds(ns)));
     let plain = r.plain.as_ref().map(|t| {
         format!(
             "without memlens (the plain build): {}, read {}, write {}",
