@@ -732,3 +732,38 @@ fn a_profile_directory_the_program_removes_is_written_from_the_open_files() {
         0
     );
 }
+
+#[test]
+fn a_runtime_without_frame_pointers_is_refused_at_build_time() {
+    // RUSTFLAGS in the environment replaces .cargo/config.toml's frame
+    // pointers; such a runtime read a memset wrapper's fill byte as its
+    // frame and crashed the program it profiled (LULESH, at its first
+    // std::vector). The build stops and says what to add; with the flag
+    // added it builds.
+    let dir = tempdir();
+    let check = |rustflags: &str| {
+        Command::new(env!("CARGO"))
+            .args([
+                "check",
+                "--quiet",
+                "-p",
+                "memlens-runtime",
+                "--manifest-path",
+            ])
+            .arg(root().join("Cargo.toml"))
+            .env("RUSTFLAGS", rustflags)
+            .env("CARGO_TARGET_DIR", dir.path())
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = check("-C target-cpu=x86-64-v2");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("add `-C force-frame-pointers=yes` to RUSTFLAGS"),
+        "{stderr}"
+    );
+    let out = check("-C target-cpu=x86-64-v2 -C force-frame-pointers=yes");
+    assert_ran(&out);
+}
