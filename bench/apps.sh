@@ -3,8 +3,11 @@
 # ANL), vendored in tests/apps with their licences and built by their own
 # Makefiles, and examples/stream.c; each built with clang-16 at the same
 # flags (plain) and with memlens' wrapper, then run plain, built with memlens
-# but not recorded, and recorded at the defaults. One thread (OMP_NUM_THREADS=1),
-# interleaved; ratios of medians to plain, and their geometric means.
+# but not recorded, recorded at the defaults, and recorded without access
+# samples (`--period` past the run's accesses: what recording costs besides
+# the samples, its every-block allocation stacks and the collector's start
+# and finish). One thread (OMP_NUM_THREADS=1), interleaved; ratios of medians
+# to plain, and their geometric means.
 # Usage: bash bench/apps.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,16 +52,20 @@ done
 declare -A plain=([lulesh]=$lulesh_plain [xsbench]=$apps/xsbench-plain.sh [stream]=$apps/stream-plain)
 declare -A cc=([lulesh]=$lulesh_cc [xsbench]=$apps/xsbench-cc.sh [stream]=$apps/stream-cc)
 
-printf '%-10s %10s %14s %10s %16s %10s\n' code "plain ms" "built, idle" ratio "recorded" ratio
-declare -a idle_ratios recorded_ratios
+row='%-10s %10s %14s %8s %14s %8s %18s %8s\n'
+printf "$row" code "plain ms" "built, idle" ratio "recorded" ratio "recorded, no samples" ratio
+declare -a idle_ratios recorded_ratios unsampled_ratios
 for app in lulesh xsbench stream; do
     a=${args[$app]}
-    interleaved_medians "${plain[$app]} $a" "${cc[$app]} $a" "$ml record -o $out/prof -- ${cc[$app]} $a"
+    interleaved_medians "${plain[$app]} $a" "${cc[$app]} $a" "$ml record -o $out/prof -- ${cc[$app]} $a" \
+        "$ml record --period 1000000000000 -o $out/prof -- ${cc[$app]} $a"
     idle=$(ratio "${medians[1]}" "${medians[0]}")
     recorded=$(ratio "${medians[2]}" "${medians[0]}")
+    unsampled=$(ratio "${medians[3]}" "${medians[0]}")
     idle_ratios+=("$idle")
     recorded_ratios+=("$recorded")
-    printf '%-10s %10d %14d %10s %16d %10s\n' "$app" "${medians[0]}" "${medians[1]}" "$idle" "${medians[2]}" "$recorded"
+    unsampled_ratios+=("$unsampled")
+    printf "$row" "$app" "${medians[0]}" "${medians[1]}" "$idle" "${medians[2]}" "$recorded" "${medians[3]}" "$unsampled"
 done
 geomean() { python3 -c 'import math, sys; v = [float(x) for x in sys.argv[1:]]; print(f"{math.exp(sum(map(math.log, v)) / len(v)):.2f}")' "$@"; }
-printf '%-10s %10s %14s %10s %16s %10s\n' geomean "" "" "$(geomean "${idle_ratios[@]}")" "" "$(geomean "${recorded_ratios[@]}")"
+printf "$row" geomean "" "" "$(geomean "${idle_ratios[@]}")" "" "$(geomean "${recorded_ratios[@]}")" "" "$(geomean "${unsampled_ratios[@]}")"
