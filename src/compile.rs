@@ -1,7 +1,7 @@
 //! `memlens cc` / `memlens c++`: clang with the instrumentation the access backend
 //! needs, usable as CC/CXX in make or CMake.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +19,43 @@ const INSTRUMENT: &[&str] = &[
 /// all): where the pass plugin does not count them per block.
 const PER_ACCESS: &str = "-fsanitize-coverage=func,trace-loads,trace-stores";
 
-/// A tool from its environment variable, or the newest `base[-N]` on PATH.
+/// The names memlens answers to as a compiler (symlinks to it, see
+/// `memlens wrappers`), each with the wrapper it acts as: one word for
+/// build systems that take one (`CC=memlens-cc`, `which $CC`), with the
+/// compiler's name in it for Makefiles that look for one (`memlens-clang`),
+/// and the compilers' own names for a directory put first on PATH (as
+/// ccache's masquerade directory).
+pub const WRAPPER_NAMES: &[(&str, &str)] = &[
+    ("memlens-cc", "cc"),
+    ("memlens-clang", "cc"),
+    ("memlens-c++", "c++"),
+    ("memlens-clang++", "c++"),
+    ("memlens-fc", "fc"),
+    ("memlens-flang", "fc"),
+    ("cc", "cc"),
+    ("clang", "cc"),
+    ("c++", "c++"),
+    ("clang++", "c++"),
+    ("flang-new", "fc"),
+];
+
+/// The wrapper memlens acts as when run by the name `argv0`, if any.
+pub fn wrapper_named(argv0: &std::ffi::OsStr) -> Option<&'static str> {
+    let name = Path::new(argv0).file_name()?.to_str()?;
+    (WRAPPER_NAMES.iter())
+        .find(|(n, _)| *n == name)
+        .map(|&(_, wrapper)| wrapper)
+}
+
+/// Whether `candidate` is this memlens (a wrapper symlink in a directory
+/// ahead on PATH): running it as the compiler would call memlens again.
+fn is_this_memlens(candidate: &Path) -> bool {
+    let this = std::env::current_exe().and_then(std::fs::canonicalize);
+    matches!((this, std::fs::canonicalize(candidate)), (Ok(a), Ok(b)) if a == b)
+}
+
+/// A tool from its environment variable, or the newest `base[-N]` on PATH
+/// (memlens' own wrappers there passed over).
 fn find_tool(var: &str, base: &str, package: &str) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(var) {
         return Ok(PathBuf::from(p));
@@ -30,7 +66,7 @@ fn find_tool(var: &str, base: &str, package: &str) -> Result<PathBuf> {
     for name in candidates {
         if let Some(found) = std::env::split_paths(&path)
             .map(|d| d.join(&name))
-            .find(|p| p.is_file())
+            .find(|p| p.is_file() && !is_this_memlens(p))
         {
             return Ok(found);
         }
@@ -334,7 +370,7 @@ pub fn wrapper(wrapper: &str, args: Vec<OsString>) -> Result<i32> {
             _ => ("clang", "CC", "MEMLENS_CLANG"),
         };
         println!(
-            "memlens {wrapper}: {compiler} with memlens' access instrumentation (use as {use_as}=\"memlens {wrapper}\")
+            "memlens {wrapper}: {compiler} with memlens' access instrumentation (use as {use_as}=\"memlens {wrapper}\", or {use_as}=memlens-{wrapper} from `memlens wrappers DIR`)
 
 Every load and store of the code it compiles is counted exactly per thread and
 region, and sampled for the access profile; every heap block of the program is
@@ -358,6 +394,30 @@ See docs/access-profiling.md. The compiler's own options follow.
         "fc" => compile_fortran(args, &runtime),
         cxx => compile(cxx == "c++", args, &runtime),
     }
+}
+
+/// `memlens wrappers DIR`: every name of [`WRAPPER_NAMES`] in `dir`, a
+/// symlink to this memlens.
+pub fn write_wrappers(dir: &Path) -> Result<()> {
+    let this = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .context("finding this memlens")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, _) in WRAPPER_NAMES {
+        let link = dir.join(name);
+        match std::fs::symlink_metadata(&link) {
+            Ok(m) if m.file_type().is_symlink() => std::fs::remove_file(&link)
+                .with_context(|| format!("replacing {}", link.display()))?,
+            Ok(_) => bail!(
+                "{} exists and is not a symlink: choose an empty directory",
+                link.display()
+            ),
+            Err(_) => {}
+        }
+        std::os::unix::fs::symlink(&this, &link)
+            .with_context(|| format!("writing {}", link.display()))?;
+    }
+    Ok(())
 }
 
 pub fn compile(cxx: bool, args: Vec<OsString>, runtime: &Path) -> Result<i32> {

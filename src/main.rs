@@ -74,6 +74,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// Write compiler wrappers into DIR, symlinks to memlens that act by
+    /// their name: memlens-cc, memlens-c++, memlens-fc and memlens-clang,
+    /// memlens-clang++, memlens-flang for CC=, CXX=, FC= (one word, a
+    /// compiler's name in it); cc, c++, clang, clang++, flang-new for
+    /// PATH=DIR:$PATH builds.
+    #[command(
+        after_help = "EXAMPLES:\n  memlens wrappers wrappers\n  make CC=$PWD/wrappers/memlens-clang\n  cmake -DCMAKE_C_COMPILER=$PWD/wrappers/memlens-cc ..\n  PATH=$PWD/wrappers:$PATH make"
+    )]
+    Wrappers { dir: PathBuf },
     /// Print the RUSTFLAGS that instrument a Rust crate (use with codegen-units = 1).
     Rustflags,
     /// Turn the raw logs of a transparent-mode run (LD_PRELOAD alone) into a profile.
@@ -486,6 +495,18 @@ fn main() {
     // A closed pipe (memlens report | head) ends quietly, as ripgrep does.
     // SAFETY: restoring the default disposition before any output.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // Run by a wrapper's name (`memlens wrappers`): that compiler wrapper.
+    let mut argv = std::env::args_os();
+    if let Some(wrapper) = argv.next().as_deref().and_then(compile::wrapper_named) {
+        let code = compile::wrapper(wrapper, argv.collect()).unwrap_or_else(|e| {
+            eprintln!(
+                "memlens: {}",
+                memlens_present::printable_document(&format!("{e:#}"))
+            );
+            exit::of(&e)
+        });
+        std::process::exit(code);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -690,6 +711,15 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Cc { args } => compile::wrapper("cc", args),
         Command::Cxx { args } => compile::wrapper("c++", args),
         Command::Fc { args } => compile::wrapper("fc", args),
+        Command::Wrappers { dir } => {
+            compile::write_wrappers(&dir)?;
+            eprintln!(
+                "memlens: wrote {} compiler wrappers in {}",
+                compile::WRAPPER_NAMES.len(),
+                dir.display()
+            );
+            Ok(0)
+        }
         Command::Rustflags => {
             println!("{}", compile::rustflags(&runtime::path()?)?);
             Ok(0)

@@ -2087,3 +2087,65 @@ fn regions_timed_by_runs_of_the_plain_build_give_its_bandwidth() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("that run counted accesses"));
 }
+
+#[test]
+fn wrappers_compile_by_their_names_and_from_a_masquerade_directory() {
+    // `memlens wrappers DIR`: `cc` first on PATH compiles with the
+    // instrumentation (and finds the real clang past itself); `memlens-c++`
+    // is one word for CXX=.
+    let dir = tempdir();
+    let wrappers = dir.path().join("bin");
+    assert_ran(
+        &Command::new(memlens())
+            .arg("wrappers")
+            .arg(&wrappers)
+            .output()
+            .unwrap(),
+    );
+    let path = format!("{}:{}", wrappers.display(), std::env::var("PATH").unwrap());
+    let c_app = dir.path().join("triad");
+    let st = Command::new("cc")
+        .env("PATH", &path)
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(["-O2", &format!("-I{}", root().join("include").display())])
+        .arg(root().join("tests/programs/omp_triad.c"))
+        .args(["-fopenmp", "-o"])
+        .arg(&c_app)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let cxx_app = dir.path().join("calls");
+    let st = Command::new(wrappers.join("memlens-c++"))
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg("-O2")
+        .arg(root().join("tests/programs/calls_and_jumps.cpp"))
+        .arg("-o")
+        .arg(&cxx_app)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for app in [&c_app, &cxx_app] {
+        let p = dir.path().join(format!(
+            "{}.prof",
+            app.file_name().unwrap().to_string_lossy()
+        ));
+        assert_ran(&record(&p, &[], &[app.to_str().unwrap()]));
+        let r = report_json(&p);
+        assert!(
+            r["access"]["bytes_counted"].as_bool().unwrap(),
+            "{}",
+            app.display()
+        );
+        assert!(
+            r["access"]["samples"].as_u64().unwrap() > 0,
+            "{}",
+            app.display()
+        );
+    }
+    // Asked for help by its wrapper name, it says what memlens adds.
+    let help = Command::new(wrappers.join("memlens-cc"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).starts_with("memlens cc: clang with memlens"));
+}

@@ -232,13 +232,19 @@ fn lulesh_per_site_bytes_match_dhat_within_the_stated_bound() {
 #[test]
 fn xsbench_with_two_threads_names_every_access() {
     let dir = tempdir();
-    // The Makefile adds -fopenmp only when $(CC) names gcc, clang or intel.
-    let build = make(
-        "xsbench",
-        dir.path(),
-        &["CC=memlens cc -fopenmp -DOPENMP"],
-        &[],
+    // The Makefile adds -fopenmp -DOPENMP (and -flto) only when $(CC) names
+    // gcc, clang or intel: through the wrapper named memlens-clang it keeps
+    // them, as a user's build does.
+    let wrappers = dir.path().join("wrappers");
+    assert_ran(
+        &Command::new(memlens())
+            .arg("wrappers")
+            .arg(&wrappers)
+            .output()
+            .unwrap(),
     );
+    let cc = format!("CC={}", wrappers.join("memlens-clang").display());
+    let build = make("xsbench", dir.path(), &[&cc], &[]);
     let app = build.join("XSBench");
     let args = [
         app.to_str().unwrap(),

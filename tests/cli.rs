@@ -1306,6 +1306,7 @@ fn every_commands_examples_are_command_lines_memlens_accepts() {
         "record",
         "report",
         "sql",
+        "wrappers",
     ];
     assert_eq!(with_examples, expected);
     assert!(checked >= 30, "{checked} examples");
