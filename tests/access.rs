@@ -2149,3 +2149,67 @@ fn wrappers_compile_by_their_names_and_from_a_masquerade_directory() {
         .unwrap();
     assert!(String::from_utf8_lossy(&help.stdout).starts_with("memlens cc: clang with memlens"));
 }
+
+#[test]
+fn a_cmake_project_builds_through_memlens_cc_with_its_openmp() {
+    // tests/programs/cmake_omp: CMake finds OpenMP for the compiler given
+    // as -DCMAKE_C_COMPILER=.../memlens-cc (one word, from `memlens
+    // wrappers`); the program's parallel triad in a region counts its
+    // team's bytes: 10 x 2 M x (16 read, 8 written), plus the few loads each
+    // thread's outlined body makes of its shared variables.
+    let dir = tempdir();
+    let wrappers = dir.path().join("bin");
+    assert_ran(
+        &Command::new(memlens())
+            .arg("wrappers")
+            .arg(&wrappers)
+            .output()
+            .unwrap(),
+    );
+    let build = dir.path().join("build");
+    let configure = Command::new("cmake")
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg("-S")
+        .arg(root().join("tests/programs/cmake_omp"))
+        .arg("-B")
+        .arg(&build)
+        .arg(format!(
+            "-DCMAKE_C_COMPILER={}",
+            wrappers.join("memlens-cc").display()
+        ))
+        .arg(format!(
+            "-DMEMLENS_INCLUDE={}",
+            root().join("include").display()
+        ))
+        .arg("-DCMAKE_BUILD_TYPE=Release")
+        .output()
+        .unwrap();
+    assert_ran(&configure);
+    let made = Command::new("cmake")
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg("--build")
+        .arg(&build)
+        .output()
+        .unwrap();
+    assert_ran(&made);
+    let p = dir.path().join("p");
+    let app = build.join("triad");
+    assert_ran(&record_with(
+        &[("OMP_NUM_THREADS", "2")],
+        &p,
+        &[],
+        &[app.to_str().unwrap()],
+    ));
+    let r = report_json(&p);
+    let triad = named(&r["access"]["regions"], "triad");
+    let (read, written) = (
+        triad["bytes_read"].as_u64().unwrap(),
+        triad["bytes_written"].as_u64().unwrap(),
+    );
+    assert!(read.abs_diff(320_000_000) < 10_000, "{triad:#}");
+    assert!(written.abs_diff(160_000_000) < 10_000, "{triad:#}");
+    let sampled = (r["threads"].as_array().unwrap().iter())
+        .filter(|t| t["samples"].as_u64().unwrap() > 1000)
+        .count();
+    assert_eq!(sampled, 2, "{:#}", r["threads"]);
+}
