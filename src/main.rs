@@ -497,25 +497,18 @@ fn main() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     // Run by a wrapper's name (`memlens wrappers`): that compiler wrapper.
     let mut argv = std::env::args_os();
-    if let Some(wrapper) = argv.next().as_deref().and_then(compile::wrapper_named) {
-        let code = compile::wrapper(wrapper, argv.collect()).unwrap_or_else(|e| {
-            eprintln!(
-                "memlens: {}",
-                memlens_present::printable_document(&format!("{e:#}"))
-            );
-            exit::of(&e)
-        });
-        std::process::exit(code);
-    }
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            // --help and --version print and succeed; a wrong flag is memlens' own failure.
-            let _ = e.print();
-            std::process::exit(if e.use_stderr() { exit::FAILED } else { 0 });
-        }
+    let outcome = match argv.next().as_deref().and_then(compile::wrapper_named) {
+        Some(wrapper) => compile::wrapper(wrapper, argv.collect()),
+        None => match Cli::try_parse() {
+            Ok(cli) => run(cli),
+            Err(e) => {
+                // --help and --version print and succeed; a wrong flag is memlens' own failure.
+                let _ = e.print();
+                std::process::exit(if e.use_stderr() { exit::FAILED } else { 0 });
+            }
+        },
     };
-    let code = match run(cli) {
+    let code = match outcome {
         Ok(code) => code,
         Err(e) => {
             // A path or command line in it may hold control characters.

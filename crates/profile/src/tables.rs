@@ -130,8 +130,8 @@ table! {
         team_bytes: Option<u64>,
         /// Nanoseconds this thread spent in the runtime's access slow path
         /// (taking samples, publishing counts) inside the region, measured:
-        /// the region's time less this estimates the uninstrumented
-        /// program's (null for a phase or a run without the counts).
+        /// part of what sampling cost the region, not all of it (null for a
+        /// phase or a run without the counts).
         slow_path_ns: Option<u64>,
         /// A phase of the whole process (`memlens_phase_begin`): every
         /// thread's accesses between its marks, `tid` the thread that began it.

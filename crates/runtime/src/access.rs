@@ -48,8 +48,8 @@ pub struct AccessState {
     /// Accesses counted since the counts were last published.
     pub unpublished: u64,
     /// Nanoseconds this thread spent in the slow path (sampling, publishing):
-    /// region marks carry it, so that a region's time without the sampling
-    /// can be estimated.
+    /// region marks carry it, so that a region says what of its time was
+    /// memlens' sampling code.
     pub slow_ns: u64,
     /// This thread has marked its process's log as holding instrumented
     /// code's accesses (a flag in the header, read once a thread).

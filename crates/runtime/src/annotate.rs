@@ -16,8 +16,8 @@ use memlens_rawlog::{self as raw, tag};
 /// mark): a region's heap growth is exact however few blocks are recorded;
 /// (8 bytes more) the bytes its OpenMP teams read and wrote so far, of
 /// which the counts hold the region's share; and (8 more) the nanoseconds
-/// the thread spent in the access slow path so far, which a region's time
-/// less its share estimates the uninstrumented program's by.
+/// the thread spent in the access slow path so far: what of a region's time
+/// was memlens' sampling code.
 fn record_region(tag: u16, name: *const c_char) {
     if let Some(st) = enter() {
         let saved = errno();
