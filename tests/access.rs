@@ -1866,16 +1866,7 @@ fn exact_counts_equal_cachegrinds_data_references_of_the_programs_code() {
     // loops spill nothing) are what memlens counts exactly; memcpy's own
     // references in libc are counted by memlens as bytes, apart.
     let dir = tempdir();
-    let plain = dir.path().join("plain");
-    let st = Command::new("clang-16")
-        .args(["-O2", "-g"])
-        .arg(format!("-I{}", root().join("include").display()))
-        .arg(root().join("examples/stream.c"))
-        .arg("-o")
-        .arg(&plain)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let plain = plain_build(dir.path(), "examples/stream.c", &["-O2", "-g"]);
     let out_file = dir.path().join("cg.out");
     let cg = Command::new("valgrind")
         .args(["--tool=cachegrind", "--cache-sim=yes"])
@@ -2005,16 +1996,7 @@ fn regions_timed_by_runs_of_the_plain_build_give_its_bandwidth() {
     // truth. The `memlens cc` build recorded at the defaults gives the exact
     // bytes; `--timed-by` puts them over the timing run's region times.
     let dir = tempdir();
-    let plain = dir.path().join("plain");
-    let st = Command::new("clang-16")
-        .arg("-O2")
-        .arg(format!("-I{}", root().join("include").display()))
-        .arg(root().join("tests/programs/stream_timed.c"))
-        .arg("-o")
-        .arg(&plain)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let plain = plain_build(dir.path(), "tests/programs/stream_timed.c", &["-O2"]);
     let app = memlens_cc(dir.path(), "stream_timed.c", &["-O2"]);
     // Three timing runs: each region's median time; the truth, the median
     // of the program's own figures.
@@ -2094,14 +2076,7 @@ fn wrappers_compile_by_their_names_and_from_a_masquerade_directory() {
     // instrumentation (and finds the real clang past itself); `memlens-c++`
     // is one word for CXX=.
     let dir = tempdir();
-    let wrappers = dir.path().join("bin");
-    assert_ran(
-        &Command::new(memlens())
-            .arg("wrappers")
-            .arg(&wrappers)
-            .output()
-            .unwrap(),
-    );
+    let wrappers = wrappers(dir.path());
     let path = format!("{}:{}", wrappers.display(), std::env::var("PATH").unwrap());
     let c_app = dir.path().join("triad");
     let st = Command::new("cc")
@@ -2158,14 +2133,7 @@ fn a_cmake_project_builds_through_memlens_cc_with_its_openmp() {
     // team's bytes: 10 x 2 M x (16 read, 8 written), plus the few loads each
     // thread's outlined body makes of its shared variables.
     let dir = tempdir();
-    let wrappers = dir.path().join("bin");
-    assert_ran(
-        &Command::new(memlens())
-            .arg("wrappers")
-            .arg(&wrappers)
-            .output()
-            .unwrap(),
-    );
+    let wrappers = wrappers(dir.path());
     let build = dir.path().join("build");
     let configure = Command::new("cmake")
         .env("MEMLENS_RUNTIME", runtime())

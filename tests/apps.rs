@@ -235,14 +235,7 @@ fn xsbench_with_two_threads_names_every_access() {
     // The Makefile adds -fopenmp -DOPENMP (and -flto) only when $(CC) names
     // gcc, clang or intel: through the wrapper named memlens-clang it keeps
     // them, as a user's build does.
-    let wrappers = dir.path().join("wrappers");
-    assert_ran(
-        &Command::new(memlens())
-            .arg("wrappers")
-            .arg(&wrappers)
-            .output()
-            .unwrap(),
-    );
+    let wrappers = wrappers(dir.path());
     let cc = format!("CC={}", wrappers.join("memlens-clang").display());
     let build = make("xsbench", dir.path(), &[&cc], &[]);
     let app = build.join("XSBench");

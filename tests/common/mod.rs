@@ -565,6 +565,34 @@ pub fn assert_ran(out: &Output) {
     );
 }
 
+/// Builds `source` (relative to the repository) uninstrumented with
+/// clang-16 and `flags` into `dir`/plain: the program as users build it.
+pub fn plain_build(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
+    let plain = dir.join("plain");
+    let st = Command::new("clang-16")
+        .args(flags)
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(root().join(source))
+        .arg("-o")
+        .arg(&plain)
+        .status()
+        .unwrap();
+    assert!(st.success(), "clang-16 {source}");
+    plain
+}
+
+/// `memlens wrappers DIR/bin`: the compiler wrappers' directory.
+pub fn wrappers(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    let out = Command::new(memlens())
+        .arg("wrappers")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    bin
+}
+
 /// Builds tests/programs/`source` with `memlens cc` and `flags` into `dir`.
 pub fn memlens_cc(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
     let app = dir.join(source.split('.').next().unwrap());
