@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use memlens_profile::{AccessSample, Region, TimelinePoint};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[test]
@@ -2125,43 +2126,37 @@ fn wrappers_compile_by_their_names_and_from_a_masquerade_directory() {
     assert!(String::from_utf8_lossy(&help.stdout).starts_with("memlens cc: clang with memlens"));
 }
 
-#[test]
-fn a_cmake_project_builds_through_memlens_cc_with_its_openmp() {
-    // tests/programs/cmake_omp: CMake finds OpenMP for the compiler given
-    // as -DCMAKE_C_COMPILER=.../memlens-cc (one word, from `memlens
-    // wrappers`); the program's parallel triad in a region counts its
-    // team's bytes: 10 x 2 M x (16 read, 8 written), plus the few loads each
-    // thread's outlined body makes of its shared variables.
-    let dir = tempdir();
-    let wrappers = wrappers(dir.path());
-    let build = dir.path().join("build");
-    let configure = Command::new("cmake")
+/// tests/programs/build_systems copied into `dir`: the same OpenMP triad
+/// as a CMake and an Autotools project.
+fn build_system_project(dir: &Path) -> PathBuf {
+    let tree = dir.join("src");
+    let st = Command::new("cp")
+        .arg("-r")
+        .arg(root().join("tests/programs/build_systems"))
+        .arg(&tree)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    tree
+}
+
+/// Runs a build step in `dir` with the runtime named, as a user's build.
+fn build_step(dir: &Path, program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .current_dir(dir)
         .env("MEMLENS_RUNTIME", runtime())
-        .arg("-S")
-        .arg(root().join("tests/programs/cmake_omp"))
-        .arg("-B")
-        .arg(&build)
-        .arg(format!(
-            "-DCMAKE_C_COMPILER={}",
-            wrappers.join("memlens-cc").display()
-        ))
-        .arg(format!(
-            "-DMEMLENS_INCLUDE={}",
-            root().join("include").display()
-        ))
-        .arg("-DCMAKE_BUILD_TYPE=Release")
+        .args(args)
         .output()
         .unwrap();
-    assert_ran(&configure);
-    let made = Command::new("cmake")
-        .env("MEMLENS_RUNTIME", runtime())
-        .arg("--build")
-        .arg(&build)
-        .output()
-        .unwrap();
-    assert_ran(&made);
-    let p = dir.path().join("p");
-    let app = build.join("triad");
+    assert_ran(&out);
+}
+
+/// The project's triad, built through memlens-cc, recorded with two
+/// threads: its parallel region counts the team's bytes, 10 x 2 M x (16
+/// read, 8 written) plus the few loads each thread's outlined body makes of
+/// its shared variables, and both threads are sampled.
+fn assert_triad_counted(app: &Path, dir: &Path) {
+    let p = dir.join("p");
     assert_ran(&record_with(
         &[("OMP_NUM_THREADS", "2")],
         &p,
@@ -2180,4 +2175,48 @@ fn a_cmake_project_builds_through_memlens_cc_with_its_openmp() {
         .filter(|t| t["samples"].as_u64().unwrap() > 1000)
         .count();
     assert_eq!(sampled, 2, "{:#}", r["threads"]);
+}
+
+#[test]
+fn a_cmake_project_builds_through_memlens_cc_with_its_openmp() {
+    // CMake finds OpenMP for the compiler given as
+    // -DCMAKE_C_COMPILER=.../memlens-cc (one word, from `memlens wrappers`).
+    let dir = tempdir();
+    let wrappers = wrappers(dir.path());
+    let tree = build_system_project(dir.path());
+    let cc = format!(
+        "-DCMAKE_C_COMPILER={}",
+        wrappers.join("memlens-cc").display()
+    );
+    let include = format!("-DMEMLENS_INCLUDE={}", root().join("include").display());
+    build_step(
+        &tree,
+        "cmake",
+        &[
+            "-S",
+            ".",
+            "-B",
+            "build",
+            &cc,
+            &include,
+            "-DCMAKE_BUILD_TYPE=Release",
+        ],
+    );
+    build_step(&tree, "cmake", &["--build", "build"]);
+    assert_triad_counted(&tree.join("build/triad"), dir.path());
+}
+
+#[test]
+fn an_autotools_project_builds_through_memlens_cc_with_its_openmp() {
+    // configure, given CC=.../memlens-cc, finds the compiler working and
+    // its OpenMP flag (AC_OPENMP), and make builds with them.
+    let dir = tempdir();
+    let wrappers = wrappers(dir.path());
+    let tree = build_system_project(dir.path());
+    build_step(&tree, "autoreconf", &["-i"]);
+    let cc = format!("CC={}", wrappers.join("memlens-cc").display());
+    build_step(&tree, "./configure", &[&cc]);
+    let include = format!("MEMLENS_INCLUDE={}", root().join("include").display());
+    build_step(&tree, "make", &[&include]);
+    assert_triad_counted(&tree.join("triad"), dir.path());
 }
