@@ -595,9 +595,15 @@ pub fn wrappers(dir: &Path) -> PathBuf {
 
 /// Builds tests/programs/`source` with `memlens cc` and `flags` into `dir`.
 pub fn memlens_cc(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
+    memlens_cc_with(&[], dir, source, flags)
+}
+
+/// [`memlens_cc`] with `env` set (`MEMLENS_CLANG`: the compiler).
+pub fn memlens_cc_with(env: &[(&str, &str)], dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
     let app = dir.join(source.split('.').next().unwrap());
     let st = Command::new(memlens())
         .env("MEMLENS_RUNTIME", runtime())
+        .envs(env.iter().copied())
         .arg("cc")
         .args(flags)
         .arg(format!("-I{}", root().join("include").display()))

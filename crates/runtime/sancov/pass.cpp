@@ -148,7 +148,7 @@ bool instrumented(const Function &function) {
       function.hasFnAttribute(Attribute::Naked))
     return false;
   StringRef name = function.getName();
-  return !name.startswith("memlens_") && !name.startswith("__sanitizer_") &&
+  return !name.starts_with("memlens_") && !name.starts_with("__sanitizer_") &&
          !name.contains(".module_ctor");
 }
 
@@ -216,7 +216,7 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
   }
 
   PreservedAnalyses run(Module &module, ModuleAnalysisManager &) {
-    if (!StringRef(module.getTargetTriple()).startswith("x86_64"))
+    if (!StringRef(module.getTargetTriple()).starts_with("x86_64"))
       return PreservedAnalyses::all();
     runtime.reset();
     const DataLayout &layout = module.getDataLayout();
