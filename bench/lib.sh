@@ -6,6 +6,9 @@ out=bench/out
 mkdir -p "$out"
 cargo build --release --quiet
 memlens=target/release/memlens
+# memlens' builds with the compiler of the plain ones (clang-16), whatever
+# newer clang is on PATH.
+export MEMLENS_CLANG=${MEMLENS_CLANG:-clang-16} MEMLENS_CLANGXX=${MEMLENS_CLANGXX:-clang++-16}
 
 #
 # interleaved_medians CMD...: runs each command (a string, split on spaces) once
