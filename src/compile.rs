@@ -47,11 +47,15 @@ pub fn wrapper_named(argv0: &std::ffi::OsStr) -> Option<&'static str> {
         .map(|&(_, wrapper)| wrapper)
 }
 
+/// This memlens executable, its links resolved.
+fn this_memlens() -> std::io::Result<PathBuf> {
+    std::env::current_exe().and_then(std::fs::canonicalize)
+}
+
 /// Whether `candidate` is this memlens (a wrapper symlink in a directory
 /// ahead on PATH): running it as the compiler would call memlens again.
 fn is_this_memlens(candidate: &Path) -> bool {
-    let this = std::env::current_exe().and_then(std::fs::canonicalize);
-    matches!((this, std::fs::canonicalize(candidate)), (Ok(a), Ok(b)) if a == b)
+    matches!((this_memlens(), std::fs::canonicalize(candidate)), (Ok(a), Ok(b)) if a == b)
 }
 
 /// A tool from its environment variable, or the newest `base[-N]` on PATH
@@ -399,9 +403,7 @@ See docs/access-profiling.md. The compiler's own options follow.
 /// `memlens wrappers DIR`: every name of [`WRAPPER_NAMES`] in `dir`, a
 /// symlink to this memlens.
 pub fn write_wrappers(dir: &Path) -> Result<()> {
-    let this = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .context("finding this memlens")?;
+    let this = this_memlens().context("finding this memlens")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for (name, _) in WRAPPER_NAMES {
         let link = dir.join(name);

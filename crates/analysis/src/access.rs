@@ -156,40 +156,39 @@ pub fn time_by_plain_runs(report: &mut AccessReport, runs: &[(String, Vec<Region
     }
     let mut unmatched = Vec::new();
     for r in &mut report.regions {
-        let mut times = Vec::new();
-        let mut why_not = None;
-        for ((profile, _), by_name) in runs.iter().zip(&timed) {
-            let why = match by_name.get(&r.name) {
-                None => Some("not in that run".to_string()),
-                Some(t) if t.pids.len() > 1 || processes[&r.name] > 1 => {
-                    Some("in several processes of a run".to_string())
-                }
-                Some(t) if t.instances != r.instances => Some(format!(
-                    "ran {} times there, {} here",
-                    t.instances, r.instances
-                )),
-                Some(t) if t.total_ns == 0 => Some("took no time there".to_string()),
-                Some(t) => {
-                    times.push(t.total_ns);
-                    None
-                }
-            };
-            if let Some(why) = why {
+        // Its summed time in each run, or why a run cannot time it.
+        let times: Result<Vec<u64>, String> = (runs.iter().zip(&timed))
+            .map(|((profile, _), by_name)| {
+                let why = match by_name.get(&r.name) {
+                    None => "not in that run".to_string(),
+                    Some(t) if t.pids.len() > 1 || processes[&r.name] > 1 => {
+                        "in several processes of a run".to_string()
+                    }
+                    Some(t) if t.instances != r.instances => {
+                        format!("ran {} times there, {} here", t.instances, r.instances)
+                    }
+                    Some(t) if t.total_ns == 0 => "took no time there".to_string(),
+                    Some(t) => return Ok(t.total_ns),
+                };
                 let run = if runs.len() > 1 {
                     format!(" ({profile})")
                 } else {
                     String::new()
                 };
-                why_not = Some(format!("{}: {why}{run}", r.name));
-                break;
+                Err(format!("{}: {why}{run}", r.name))
+            })
+            .collect();
+        let mut times = match times {
+            Ok(times) => times,
+            Err(why) => {
+                unmatched.push(why);
+                continue;
             }
-        }
-        if let Some(why) = why_not {
-            unmatched.push(why);
-            continue;
-        }
+        };
         times.sort_unstable();
-        let total_ns = times[times.len() / 2];
+        let Some(&total_ns) = times.get(times.len() / 2) else {
+            continue; // no runs given
+        };
         let secs = total_ns as f64 / 1e9;
         r.plain = Some(PlainTiming {
             total_ns,
