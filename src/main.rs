@@ -911,8 +911,7 @@ fn print_summary(
     cfg: &memlens_collector::RecordConfig,
 ) -> Result<()> {
     // The summary needs no samples: do not read back what may be millions of them.
-    let p =
-        Profile::load_without_samples(&outcome.dir).context("reading the profile just written")?;
+    let p = Profile::load_for_summary(&outcome.dir).context("reading the profile just written")?;
     // The summary's own figures, not a whole report's (a report computes
     // the data objects twice, and every section).
     let peak = memlens_analysis::peak(&p);

@@ -2,10 +2,11 @@
 //! and static variables, each with its size, peak, counts and lifetime.
 
 use crate::{Profile, Site};
-use memlens_profile::Frame;
+use memlens_profile::{Frame, SiteLivePoint};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::hash::Hash;
 
 #[derive(
     Clone,
@@ -152,7 +153,10 @@ impl Objects {
     /// in each tick (half a million on 12,000 sites), and a report plots
     /// a few objects.
     pub fn series(&self, p: &Profile, wanted: &[usize]) -> Vec<Vec<(u64, f64)>> {
-        let mut points = sites_points(p, &self.sites_of, wanted);
+        // A timeline that cannot be read was reported by the load that
+        // read it (or, for a summary's profile, bounds the peaks instead).
+        let mut points = sites_points(p, &self.sites_of, wanted)
+            .unwrap_or_else(|_| vec![Vec::new(); wanted.len()]);
         (wanted.iter().zip(&mut points))
             .map(|(&i, points)| match self.sites_of.get(i) {
                 Some(sites) if !sites.is_empty() => {
@@ -198,6 +202,21 @@ struct Found<'p> {
 /// frame of every stack.
 type SourceFrame<'p> = (&'p str, &'p str, u32, &'p str);
 
+fn source_frame(f: &Frame) -> SourceFrame<'_> {
+    let file = f.file.rsplit('/').next().unwrap_or(&f.file);
+    let module = if file.is_empty() {
+        f.module.as_str()
+    } else {
+        ""
+    };
+    (f.function.as_str(), file, f.line, module)
+}
+
+/// A frame's label ([`crate::code_label`]) from its source parts.
+fn source_label(&(function, file, line, module): &SourceFrame) -> String {
+    crate::code_label(function, file, line, module)
+}
+
 impl<'p> Found<'p> {
     /// One object per call path as the source names it: stacks whose
     /// return addresses differ within the same lines (an unrolled loop's
@@ -207,15 +226,7 @@ impl<'p> Found<'p> {
             return c;
         }
         let frames: Vec<SourceFrame> = (p.stacks.get(&(pid, stack_id)).into_iter().flatten())
-            .map(|f| {
-                let file = f.file.rsplit('/').next().unwrap_or(&f.file);
-                let module = if file.is_empty() {
-                    f.module.as_str()
-                } else {
-                    ""
-                };
-                (f.function.as_str(), file, f.line, module)
-            })
+            .map(source_frame)
             .collect();
         let c = if frames.is_empty() {
             stack_id
@@ -375,7 +386,11 @@ pub fn data_objects(p: &Profile) -> Objects {
     let merged: Vec<usize> = (0..objects.len())
         .filter(|&i| sites_of[i].len() > 1)
         .collect();
-    let mut merged_points = sites_points(p, &sites_of, &merged).into_iter();
+    // Unreadable (a summary's profile reads them only here), the peaks are
+    // the bounds the sites' own figures give.
+    let merged_points = sites_points(p, &sites_of, &merged).ok();
+    let timelines_read = merged_points.is_some();
+    let mut merged_points = merged_points.into_iter().flatten();
     let mut row_series = Vec::with_capacity(events.len());
     for (i, mut ev) in events.into_iter().enumerate() {
         let points = if sites_of[i].is_empty() {
@@ -401,7 +416,11 @@ pub fn data_objects(p: &Profile) -> Objects {
                 // bytes at the process's peak are live at once too.
                 let at_least = bounds.at_least.max(o.bytes_at_peak.unwrap_or(0.0));
                 let sites_peaks = sites_of[i].iter().map(|&k| p.sites[k].peak_bytes).sum();
-                let at_most = bounds.at_most.min(sites_peaks).max(at_least);
+                let at_most = match timelines_read {
+                    true => bounds.at_most.min(sites_peaks),
+                    false => sites_peaks,
+                }
+                .max(at_least);
                 o.peak_bytes = at_least;
                 // Sampled sites' scaled figures differ by rounding alone.
                 o.peak_bytes_at_most = (at_most >= at_least + 1.0).then_some(at_most);
@@ -480,7 +499,7 @@ fn sites_points(
     p: &Profile,
     sites_of: &[Vec<usize>],
     wanted: &[usize],
-) -> Vec<Vec<(u64, usize, f64, f64)>> {
+) -> memlens_profile::Result<Vec<Vec<(u64, usize, f64, f64)>>> {
     let mut site_at: FxHashMap<(u32, u64, Option<&str>), (usize, usize)> = FxHashMap::default();
     for (w, &i) in wanted.iter().enumerate() {
         for (k, &site) in sites_of.get(i).into_iter().flatten().enumerate() {
@@ -490,14 +509,21 @@ fn sites_points(
     }
     let mut points = vec![Vec::new(); wanted.len()];
     if site_at.is_empty() {
-        return points;
+        return Ok(points);
     }
-    for t in &p.site_timeline {
+    let mut take = |t: &SiteLivePoint| {
         if let Some(&(w, k)) = site_at.get(&(t.pid, t.stack_id, t.group.as_deref())) {
             points[w].push((t.time_ns, k, t.live_bytes, t.max_bytes));
         }
+    };
+    if p.site_timeline_unread {
+        memlens_profile::read_table_by_batch::<SiteLivePoint>(&p.dir, &mut |_, batch| {
+            batch.iter().for_each(&mut take)
+        })?;
+    } else {
+        p.site_timeline.iter().for_each(take);
     }
-    points
+    Ok(points)
 }
 
 /// The live bytes over time of an object made of heap sites, from its
@@ -568,10 +594,12 @@ fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
             .collect::<Vec<_>>()
     };
     for same in same_names(objects) {
-        let chains: Vec<Vec<String>> = (same.iter())
-            .map(|&i| site_callers(p, objects[i].pid, objects[i].stack_id))
+        // Compared by their source parts, labelled only where shown: a
+        // wrapper's thousands of sites are told apart by one caller each.
+        let chains: Vec<Vec<SourceFrame>> = (same.iter())
+            .map(|&i| caller_frames(p, objects[i].pid, objects[i].stack_id).collect())
             .collect();
-        for (&i, suffix) in same.iter().zip(caller_suffixes(&chains)) {
+        for (&i, suffix) in same.iter().zip(caller_suffixes(&chains, source_label)) {
             objects[i].name.push_str(&suffix);
         }
     }
@@ -580,7 +608,13 @@ fn name_wrappers_by_callers(p: &Profile, objects: &mut [DataObject]) {
             .map(|&i| site_callees(p, objects[i].pid, objects[i].stack_id))
             .collect();
         let prefixes: Vec<String> = (telling_apart(&chains).iter())
-            .map(|shown| shown.iter().rev().map(|f| format!("{f} ← ")).collect())
+            .map(|shown| {
+                shown
+                    .iter()
+                    .rev()
+                    .map(|f| format!("{} ← ", shown_label(f, String::clone)))
+                    .collect()
+            })
             .collect();
         // Only a prefix no other site of the name has tells it apart.
         let mut times: FxHashMap<&str, usize> = FxHashMap::default();
@@ -604,15 +638,19 @@ fn frames_and_site(p: &Profile, pid: u32, stack_id: u64) -> Option<(&[Frame], &F
 /// The callers of an allocation site (the stack's first frame not skipped),
 /// nearest first, at most [`MAX_CALLERS`], labelled.
 pub(crate) fn site_callers(p: &Profile, pid: u32, stack_id: u64) -> Vec<String> {
-    let Some((frames, site)) = frames_and_site(p, pid, stack_id) else {
-        return Vec::new();
-    };
-    (frames.iter())
-        .skip_while(|f| !std::ptr::eq(*f, site))
+    caller_frames(p, pid, stack_id)
+        .map(|f| source_label(&f))
+        .collect()
+}
+
+/// [`site_callers`] as their source parts.
+fn caller_frames(p: &Profile, pid: u32, stack_id: u64) -> impl Iterator<Item = SourceFrame<'_>> {
+    let (frames, site) = frames_and_site(p, pid, stack_id).unzip();
+    (frames.unwrap_or_default().iter())
+        .skip_while(move |f| !site.is_some_and(|site| std::ptr::eq(*f, site)))
         .skip(1)
         .take(MAX_CALLERS)
-        .map(label)
-        .collect()
+        .map(source_frame)
 }
 
 /// The frames below an allocation site (those skipped, the allocation's
@@ -643,25 +681,40 @@ fn label(f: &Frame) -> String {
 
 /// For sites of one name with these caller chains, the suffix that tells
 /// each apart (" ← parse (p.c:40)", or " ← … ← main (m.c:3)").
-pub(crate) fn caller_suffixes(chains: &[Vec<String>]) -> Vec<String> {
+pub(crate) fn caller_suffixes<T: Eq + Hash + Clone>(
+    chains: &[Vec<T>],
+    label: impl Fn(&T) -> String,
+) -> Vec<String> {
     (telling_apart(chains).iter())
-        .map(|shown| shown.iter().map(|f| format!(" ← {f}")).collect())
+        .map(|shown| {
+            (shown.iter())
+                .map(|f| format!(" ← {}", shown_label(f, &label)))
+                .collect()
+        })
         .collect()
 }
 
+/// A frame [`telling_apart`] shows, labelled; None: "…" over frames shared.
+fn shown_label<T>(frame: &Option<T>, label: impl Fn(&T) -> String) -> String {
+    frame.as_ref().map_or_else(|| "…".to_string(), label)
+}
+
 /// For chains of frames (nearest first), the frames that tell each apart:
-/// the nearest one no other chain shares at that depth, after "…" over
-/// those they share; every frame up to it where two chains would end at
-/// the same one (the whole chain where none tells it apart).
-fn telling_apart(chains: &[Vec<String>]) -> Vec<Vec<String>> {
+/// the nearest one no other chain shares at that depth, after "…" (None)
+/// over those they share; every frame up to it where two chains would end
+/// at the same one (the whole chain where none tells it apart).
+fn telling_apart<T: Eq + Hash + Clone>(chains: &[Vec<T>]) -> Vec<Vec<Option<T>>> {
     // The fewest frames no other chain shares, each depth's prefixes
     // counted once: a wrapper can have thousands of sites.
     let mut depth: Vec<Option<usize>> = chains.iter().map(|c| c.is_empty().then_some(0)).collect();
-    fn prefix(c: &[String], d: usize) -> &[String] {
+    fn prefix<T>(c: &[T], d: usize) -> &[T] {
         &c[..d.min(c.len())]
     }
     for d in 1..=chains.iter().map(Vec::len).max().unwrap_or(0) {
-        let mut counts: FxHashMap<&[String], usize> = FxHashMap::default();
+        if depth.iter().all(Option::is_some) {
+            break;
+        }
+        let mut counts: FxHashMap<&[T], usize> = FxHashMap::default();
         for c in chains {
             *counts.entry(prefix(c, d)).or_default() += 1;
         }
@@ -671,14 +724,14 @@ fn telling_apart(chains: &[Vec<String>]) -> Vec<Vec<String>> {
             }
         }
     }
-    let shown: Vec<Vec<String>> = (chains.iter().zip(depth))
+    let shown: Vec<Vec<Option<&T>>> = (chains.iter().zip(depth))
         .map(|(chain, d)| match d.unwrap_or(chain.len()) {
             0 => Vec::new(),
-            1 => vec![chain[0].clone()],
-            d => vec!["…".to_string(), chain[d - 1].clone()],
+            1 => vec![Some(&chain[0])],
+            d => vec![None, Some(&chain[d - 1])],
         })
         .collect();
-    let mut times: FxHashMap<&[String], usize> = FxHashMap::default();
+    let mut times: FxHashMap<&[Option<&T>], usize> = FxHashMap::default();
     for s in &shown {
         *times.entry(s).or_default() += 1;
     }
@@ -687,9 +740,9 @@ fn telling_apart(chains: &[Vec<String>]) -> Vec<Vec<String>> {
             // Two chains told apart at different depths can end at the
             // same frame: they show every frame up to it.
             if times[mine.as_slice()] > 1 {
-                chain.clone()
+                chain.iter().cloned().map(Some).collect()
             } else {
-                mine.clone()
+                mine.iter().map(|f| f.cloned()).collect()
             }
         })
         .collect()
@@ -819,7 +872,13 @@ mod tests {
         let chain = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let apart = |chains: &[&[&str]]| {
             let chains: Vec<Vec<String>> = chains.iter().map(|c| chain(c)).collect();
-            super::telling_apart(&chains)
+            (super::telling_apart(&chains).iter())
+                .map(|shown| {
+                    (shown.iter())
+                        .map(|f| super::shown_label(f, String::clone))
+                        .collect()
+                })
+                .collect::<Vec<Vec<String>>>()
         };
         assert_eq!(apart(&[&["x"], &["y"]]), [chain(&["x"]), chain(&["y"])]);
         assert_eq!(

@@ -193,7 +193,7 @@ fn job_names(keys: &[&(ObjectKind, String)]) -> HashMap<(ObjectKind, String), St
         let chains: Vec<Vec<String>> = same.iter().map(|(_, c)| c.clone()).collect();
         let suffixes = match same.len() {
             1 => vec![String::new()],
-            _ => crate::objects::caller_suffixes(&chains),
+            _ => crate::objects::caller_suffixes(&chains, String::clone),
         };
         for ((key, _), suffix) in same.into_iter().zip(suffixes) {
             out.insert((kind, key.clone()), format!("{site}{suffix}"));
