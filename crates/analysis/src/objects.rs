@@ -493,13 +493,17 @@ pub fn data_objects(p: &Profile) -> Objects {
     }
 }
 
+/// A point of one of an object's sites: time, which of its sites, live
+/// bytes, most since the site's previous point.
+type SitePoint = (u64, usize, f64, f64);
+
 /// The sites' timeline points of each of `wanted` (objects of sites): time,
 /// which of the object's sites, live bytes, most since the site's last point.
 fn sites_points(
     p: &Profile,
     sites_of: &[Vec<usize>],
     wanted: &[usize],
-) -> memlens_profile::Result<Vec<Vec<(u64, usize, f64, f64)>>> {
+) -> memlens_profile::Result<Vec<Vec<SitePoint>>> {
     let mut site_at: FxHashMap<(u32, u64, Option<&str>), (usize, usize)> = FxHashMap::default();
     for (w, &i) in wanted.iter().enumerate() {
         for (k, &site) in sites_of.get(i).into_iter().flatten().enumerate() {
@@ -534,10 +538,7 @@ fn sites_points(
 /// fell within the same ticks is not known. So the peak is at least each
 /// tick's live bytes and each changed site's most with the unchanged sites'
 /// bytes, and at most every site's most together.
-fn site_series(
-    mut points: Vec<(u64, usize, f64, f64)>,
-    sites: usize,
-) -> (Vec<(u64, f64)>, PeakBounds) {
+fn site_series(mut points: Vec<SitePoint>, sites: usize) -> (Vec<(u64, f64)>, PeakBounds) {
     points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut live = vec![0.0f64; sites];
     let mut total = 0.0f64;
