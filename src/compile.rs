@@ -58,13 +58,37 @@ fn is_this_memlens(candidate: &Path) -> bool {
     matches!((this_memlens(), std::fs::canonicalize(candidate)), (Ok(a), Ok(b)) if a == b)
 }
 
-/// A tool from its environment variable, or the newest `base[-N]` on PATH
-/// (memlens' own wrappers there passed over).
-fn find_tool(var: &str, base: &str, package: &str) -> Result<PathBuf> {
+/// A tool from its environment variable; else the compiler the build names
+/// in `build_var` ($CC, $CXX) when that is one of `base`'s kind (`base`,
+/// `base-N` or a path to one); else the newest `base[-N]` on PATH
+/// (memlens' own wrappers passed over: a build whose $CC is memlens).
+fn find_tool(var: &str, build_var: Option<&str>, base: &str, package: &str) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(var) {
         return Ok(PathBuf::from(p));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
+    let named = build_var.and_then(std::env::var_os).map(PathBuf::from);
+    let on_path = |name: &Path| -> Option<PathBuf> {
+        match name.components().count() {
+            1 => std::env::split_paths(&path)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file()),
+            _ => Some(name.to_path_buf()).filter(|p| p.is_file()),
+        }
+    };
+    let of_kind = |name: &Path| {
+        (name.file_name().and_then(|n| n.to_str())).is_some_and(|n| {
+            n == base
+                || (n.strip_prefix(base).and_then(|v| v.strip_prefix('-')))
+                    .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+        })
+    };
+    if let Some(found) = (named.filter(|n| of_kind(n)).as_deref())
+        .and_then(on_path)
+        .filter(|p| !is_this_memlens(p))
+    {
+        return Ok(found);
+    }
     let candidates =
         std::iter::once(base.to_string()).chain((14..=21).rev().map(|v| format!("{base}-{v}")));
     for name in candidates {
@@ -80,9 +104,9 @@ fn find_tool(var: &str, base: &str, package: &str) -> Result<PathBuf> {
 
 pub(crate) fn find_clang(cxx: bool) -> Result<PathBuf> {
     if cxx {
-        find_tool("MEMLENS_CLANGXX", "clang++", "clang-16")
+        find_tool("MEMLENS_CLANGXX", Some("CXX"), "clang++", "clang-16")
     } else {
-        find_tool("MEMLENS_CLANG", "clang", "clang-16")
+        find_tool("MEMLENS_CLANG", Some("CC"), "clang", "clang-16")
     }
 }
 
@@ -118,7 +142,7 @@ const FASTPATH_TEMPLATE: &str = include_str!("../crates/runtime/sancov/fastpath.
 
 /// The fast path's IR: the template's callback once per access class, in the
 /// runtime's class order (loads then stores, 1 to 16 bytes).
-fn fastpath_ir() -> String {
+fn fastpath_ir(dialect: IrDialect) -> String {
     let (head, rest) = FASTPATH_TEMPLATE
         .split_once("; CALLBACK\n")
         .expect("template has a CALLBACK section");
@@ -132,24 +156,96 @@ fn fastpath_ir() -> String {
             .replace("@NAME@", &name)
             .replace("@CLASS@", &class.to_string());
     }
-    ir
+    dialect.spell(&ir)
 }
 
-/// The LLVM tool `base` of clang's version (clang-16 -> `base`-16) on PATH.
+/// How a clang's LLVM spells the fast path's pointers and memory
+/// attributes: LLVM 14 has typed pointers (opaque ones from 15), and the
+/// `memory(...)` attribute came with 16.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct IrDialect {
+    major: u32,
+}
+
+impl IrDialect {
+    /// The dialect of `clang`'s LLVM (`clang -dumpversion`), the newest
+    /// when it does not say.
+    fn of(clang: &Path) -> IrDialect {
+        let major = Command::new(clang)
+            .arg("-dumpversion")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|v| v.trim().split('.').next()?.parse().ok())
+            .unwrap_or(u32::MAX);
+        IrDialect { major }
+    }
+
+    fn known_major(self) -> Option<u32> {
+        (self.major != u32::MAX).then_some(self.major)
+    }
+
+    /// The template's placeholders for types and attributes, written.
+    fn spell(self, template: &str) -> String {
+        let opaque = self.major >= 15;
+        let pick = |new: &'static str, old: &'static str| if opaque { new } else { old };
+        let memory = self.major >= 16;
+        template
+            .replace(
+                "@COUNTDOWN_PTR@",
+                pick(
+                    "@memlens_countdown",
+                    "bitcast ([10 x i64]* @memlens_countdown to i8*)",
+                ),
+            )
+            .replace("@COUNTDOWNS@", pick("ptr", "[10 x i64]*"))
+            .replace("@I64PTR@", pick("ptr", "i64*"))
+            .replace("@PTR@", pick("ptr", "i8*"))
+            .replace(
+                "@INACCESSIBLE@",
+                if memory {
+                    "memory(inaccessiblemem: readwrite)"
+                } else {
+                    "inaccessiblememonly"
+                },
+            )
+            .replace(
+                "@NO_MEMORY@",
+                if memory { "memory(none)" } else { "readnone" },
+            )
+    }
+}
+
+/// The LLVM tool `base` of clang's version: `base-N` for clang-N or a clang
+/// whose `-dumpversion` says N, else `base`; beside clang first (an LLVM's
+/// own bin directory), then on PATH.
 fn llvm_sibling(clang: &Path, base: &str) -> Option<PathBuf> {
     let name = clang.file_name()?.to_str()?;
-    let version = name
-        .rsplit_once('-')
-        .map(|(_, v)| v)
-        .filter(|v| v.chars().all(|c| c.is_ascii_digit()));
-    let wanted = match version {
-        Some(v) => format!("{base}-{v}"),
-        None => base.to_string(),
+    let suffix = (name.rsplit_once('-').map(|(_, v)| v))
+        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()));
+    let major = match suffix {
+        Some(v) => Some(v.to_string()),
+        None => IrDialect::of(clang).known_major().map(|m| m.to_string()),
     };
+    let names: Vec<String> = (major.iter().map(|v| format!("{base}-{v}")))
+        .chain(suffix.is_none().then(|| base.to_string()))
+        .collect();
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(&wanted))
+    let dirs = clang.parent().map(Path::to_path_buf).into_iter();
+    (dirs.chain(std::env::split_paths(&path)))
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
         .find(|p| p.is_file())
+}
+
+/// The major version of `clang`'s LLVM, if it says.
+pub(crate) fn llvm_major(clang: &Path) -> Option<u32> {
+    IrDialect::of(clang).known_major()
+}
+
+/// Whether `clang`'s llvm-config (which locates the headers the pass plugin
+/// is built against) is installed.
+pub(crate) fn has_llvm_config(clang: &Path) -> bool {
+    llvm_sibling(clang, "llvm-config").is_some()
 }
 
 /// ld.lld next to clang (clang-16 -> ld.lld-16) or on PATH: LTO needs it.
@@ -206,6 +302,8 @@ fn pass_plugin(clang: &Path) -> Option<PathBuf> {
         let out = Command::new(&cxx)
             .args(["-shared", "-fPIC", "-O2"])
             .args(flags.split_whitespace())
+            // LLVM 14's flags say C++14; the plugin needs 17 (std::optional).
+            .arg("-std=c++17")
             .arg(&src)
             .arg("-o")
             .arg(&partial)
@@ -230,7 +328,8 @@ fn pass_plugin(clang: &Path) -> Option<PathBuf> {
         Ok(()) => Some(plugin),
         Err(e) => {
             eprintln!(
-                "memlens cc: note: every access will call the runtime and atomic read-modify-writes will not be counted ({e}); install llvm-16-dev (its headers build memlens' pass plugin) and remove {}",
+                "memlens cc: note: every access will call the runtime and atomic read-modify-writes will not be counted ({e}); install llvm-{}-dev (its headers build memlens' pass plugin) and remove {}",
+                llvm_major(clang).map_or("N".to_string(), |m| m.to_string()),
                 failed.display()
             );
             let _ = std::fs::create_dir_all(&cache);
@@ -303,11 +402,12 @@ fn is_shared(args: &[OsString]) -> bool {
 /// The countdown array alone (the fast path's definition of it), for a
 /// module counted per block that does not link the fast path: each
 /// executable and shared library has its own, hidden.
-fn countdown_ir() -> String {
-    (FASTPATH_TEMPLATE.lines())
+fn countdown_ir(dialect: IrDialect) -> String {
+    let ir: String = (FASTPATH_TEMPLATE.lines())
         .filter(|l| l.starts_with("@memlens_countdown") || l.starts_with("@llvm.used"))
         .map(|l| format!("{l}\n"))
-        .collect()
+        .collect();
+    dialect.spell(&ir)
 }
 
 /// Compiles IR to an object (bitcode with `lto`) in a fresh temporary
@@ -441,7 +541,7 @@ fn is_fortran(arg: &OsString) -> bool {
 /// goes through flang to LLVM IR, and clang instruments and compiles the IR; the
 /// link adds flang's runtime libraries.
 pub fn compile_fortran(args: Vec<OsString>, runtime: &Path) -> Result<i32> {
-    let flang = find_tool("MEMLENS_FLANG", "flang-new", "flang-16")?;
+    let flang = find_tool("MEMLENS_FLANG", None, "flang-new", "flang-16")?;
     let clang = find_clang(false)?;
     let ir_dir = tempdir::Dir::new()?;
     // Flags flang understands for the front end; output, linking and inputs stay
@@ -541,9 +641,15 @@ fn compile_with(
         // Below -O2 the runtime's callbacks serve (slower, PCs from return addresses).
         let object =
             if lld.is_some() && !is_shared(&args) && inlines_at_link(&args) && arch == "x86_64" {
-                Some(ir_object(&clang, "fastpath", &fastpath_ir(), true)?)
+                Some(ir_object(
+                    &clang,
+                    "fastpath",
+                    &fastpath_ir(IrDialect::of(&clang)),
+                    true,
+                )?)
             } else if per_block {
-                Some(ir_object(&clang, "countdown", &countdown_ir(), false)?)
+                let ir = countdown_ir(IrDialect::of(&clang));
+                Some(ir_object(&clang, "countdown", &ir, false)?)
             } else {
                 None
             };

@@ -80,15 +80,17 @@ pub fn report(runtime: anyhow::Result<PathBuf>) -> String {
             "set MEMLENS_RUNTIME to the runtime library".into(),
         )),
         (Err(e), _) => Err((e.to_string(), "apt-get install clang-16 lld-16".into())),
-        (Ok(clang), Ok(_)) => Ok(match compile::find_lld(&clang) {
-            Some(_) => format!(
-                "{} with ld.lld: `memlens cc` inlines the fast path",
-                clang.display()
-            ),
-            None => format!(
-                "{} (no ld.lld beside it: `memlens cc` works, slower; apt-get install lld-16)",
-                clang.display()
-            ),
+        (Ok(clang), Ok(_)) => Ok({
+            let version = compile::llvm_major(&clang).map_or("N".to_string(), |m| m.to_string());
+            let lld = match compile::find_lld(&clang) {
+                Some(_) => "with ld.lld: `memlens cc` inlines the fast path".to_string(),
+                None => format!("no ld.lld beside it: `memlens cc` works, slower; apt-get install lld-{version}"),
+            };
+            let pass = match compile::has_llvm_config(&clang) {
+                true => "its llvm-config builds the pass (per-block counts, atomics)".to_string(),
+                false => format!("no llvm-config: a callback per access, atomics not counted; apt-get install llvm-{version}-dev"),
+            };
+            format!("{} (LLVM {version}) {lld}; {pass}", clang.display())
         }),
     };
     line(&mut out, "software (memlens cc)", &sancov);

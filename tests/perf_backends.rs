@@ -155,6 +155,16 @@ fn doctor_agrees_with_linux_perf_and_sysfs() {
     // Every unavailable item says how to fix it.
     let unavailable = text.matches("unavailable").count();
     assert_eq!(unavailable, text.matches("fix: ").count(), "{text}");
+    // The software backend: the clang memlens cc uses (the tests' clang-16),
+    // its LLVM, and what it has to build with.
+    let software = (text.lines())
+        .find(|l| l.trim_start().starts_with("software (memlens cc)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        software.contains("clang-16 (LLVM 16) with ld.lld")
+            && software.contains("llvm-config builds the pass"),
+        "{software}"
+    );
 }
 
 /// Time the hypervisor stole from all CPUs since boot (/proc/stat's eighth

@@ -599,9 +599,11 @@ pub fn memlens_cc(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
 }
 
 /// [`memlens_cc`] with `env` set (`MEMLENS_CLANG`: the compiler).
+/// As [`memlens_cc`] with `env` set; the build must take memlens' pass
+/// plugin and fast path (no note that it fell back to a callback per access).
 pub fn memlens_cc_with(env: &[(&str, &str)], dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
     let app = dir.join(source.split('.').next().unwrap());
-    let st = Command::new(memlens())
+    let out = Command::new(memlens())
         .env("MEMLENS_RUNTIME", runtime())
         .envs(env.iter().copied())
         .arg("cc")
@@ -610,9 +612,17 @@ pub fn memlens_cc_with(env: &[(&str, &str)], dir: &Path, source: &str, flags: &[
         .arg(root().join("tests/programs").join(source))
         .arg("-o")
         .arg(&app)
-        .status()
+        .output()
         .unwrap();
-    assert!(st.success(), "memlens cc {source}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "memlens cc {source} ({env:?}): {stderr}"
+    );
+    assert!(
+        !stderr.contains("note:"),
+        "memlens cc {source} ({env:?}): {stderr}"
+    );
     app
 }
 

@@ -35,7 +35,15 @@
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Passes/PassPlugin.h"
+#include "llvm/Config/llvm-config.h"
+#if LLVM_VERSION_MAJOR >= 16
 #include "llvm/Support/ModRef.h"
+#endif
+#if LLVM_VERSION_MAJOR >= 17
+#include "llvm/TargetParser/Triple.h"
+#else
+#include "llvm/ADT/Triple.h"
+#endif
 #include "llvm/Transforms/Utils/BasicBlockUtils.h"
 #include "llvm/Transforms/Utils/PromoteMemToReg.h"
 
@@ -45,6 +53,21 @@
 using namespace llvm;
 
 namespace {
+
+// Built against LLVM 14 to 19: the few spellings that changed between them.
+
+// A pointer as the runtime takes it: opaque from LLVM 15, `i8*` in LLVM 14's
+// typed modules.
+Type *pointer_type(LLVMContext &context) {
+#if LLVM_VERSION_MAJOR >= 15
+  return PointerType::getUnqual(context);
+#else
+  return Type::getInt8PtrTy(context);
+#endif
+}
+
+// StringRef's `starts_with` (LLVM 16 on) or `startswith` (to 18).
+bool has_prefix(StringRef text, StringRef prefix) { return text.take_front(prefix.size()) == prefix; }
 
 // The runtime's class order: loads then stores, 1 to 16 bytes.
 constexpr unsigned SIZES = 5;
@@ -64,9 +87,9 @@ struct CountAtomics : PassInfoMixin<CountAtomics> {
     if (atomics.empty())
       return PreservedAnalyses::all();
     LLVMContext &context = module.getContext();
-    FunctionCallee hook = module.getOrInsertFunction(
-        "memlens_atomic", Type::getVoidTy(context),
-        PointerType::getUnqual(context), Type::getInt32Ty(context));
+    Type *ptr = pointer_type(context);
+    FunctionCallee hook = module.getOrInsertFunction("memlens_atomic", Type::getVoidTy(context),
+                                                     ptr, Type::getInt32Ty(context));
     const DataLayout &layout = module.getDataLayout();
     for (Instruction *inst : atomics) {
       Value *address;
@@ -81,7 +104,8 @@ struct CountAtomics : PassInfoMixin<CountAtomics> {
       }
       // The builder takes the instruction's debug location for the call.
       IRBuilder<> builder(inst);
-      builder.CreateCall(hook, {address, builder.getInt32(layout.getTypeStoreSize(type))});
+      builder.CreateCall(hook, {builder.CreatePointerCast(address, ptr),
+                                builder.getInt32(layout.getTypeStoreSize(type))});
     }
     return PreservedAnalyses::none();
   }
@@ -148,7 +172,7 @@ bool instrumented(const Function &function) {
       function.hasFnAttribute(Attribute::Naked))
     return false;
   StringRef name = function.getName();
-  return !name.starts_with("memlens_") && !name.starts_with("__sanitizer_") &&
+  return !has_prefix(name, "memlens_") && !has_prefix(name, "__sanitizer_") &&
          !name.contains(".module_ctor");
 }
 
@@ -185,7 +209,7 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
       return *runtime;
     LLVMContext &context = module.getContext();
     Type *i64 = Type::getInt64Ty(context);
-    Type *ptr = PointerType::getUnqual(context);
+    Type *ptr = pointer_type(context);
     auto *countdowns_type = ArrayType::get(i64, CLASSES);
     auto *countdowns = cast<GlobalVariable>(
         module.getOrInsertGlobal("memlens_countdown", countdowns_type, [&] {
@@ -201,8 +225,12 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
         FunctionType::get(i64, {ptr, ptr, i64, i64, Type::getInt32Ty(context), i64}, false));
     if (auto *declared = dyn_cast<Function>(refill.getCallee())) {
       declared->setDoesNotThrow();
+#if LLVM_VERSION_MAJOR >= 16
       declared->setMemoryEffects(MemoryEffects::argMemOnly(ModRefInfo::Ref) |
                                  MemoryEffects::inaccessibleMemOnly());
+#else
+      declared->addFnAttr(Attribute::InaccessibleMemOrArgMemOnly);
+#endif
     }
     MDBuilder metadata(context);
     // The countdown's own TBAA type: no typed access of the program aliases it.
@@ -216,7 +244,7 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
   }
 
   PreservedAnalyses run(Module &module, ModuleAnalysisManager &) {
-    if (!StringRef(module.getTargetTriple()).starts_with("x86_64"))
+    if (!has_prefix(module.getTargetTriple(), "x86_64"))
       return PreservedAnalyses::all();
     runtime.reset();
     const DataLayout &layout = module.getDataLayout();
@@ -266,7 +294,7 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
       }
       most = std::min<size_t>(most, MOST_PER_CHECK);
       IRBuilder<> entry(&*function.getEntryBlock().getFirstInsertionPt());
-      Type *ptr = PointerType::getUnqual(module.getContext());
+      Type *ptr = pointer_type(module.getContext());
       Arrays arrays{ArrayType::get(ptr, most), nullptr, nullptr};
       arrays.addresses = entry.CreateAlloca(arrays.type);
       arrays.code = entry.CreateAlloca(arrays.type);
@@ -394,7 +422,7 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
     for (uint64_t k = 0; k < n; ++k) {
       // Each code address taken where its access's line is.
       fill.SetCurrentDebugLocation(accesses[k].inst->getDebugLoc());
-      fill.CreateStore(accesses[k].address,
+      fill.CreateStore(fill.CreatePointerCast(accesses[k].address, pointer_type(context)),
                        fill.CreateConstInBoundsGEP2_64(arrays.type, arrays.addresses, 0, k));
       CallInst *pc = fill.CreateCall(runtime.here);
       pc->setDoesNotAccessMemory();
@@ -405,7 +433,9 @@ struct CountBlocks : PassInfoMixin<CountBlocks> {
     // the refill changes only this class's.
     copy(fill, runtime, cached, true);
     Value *refilled = fill.CreateCall(
-        runtime.refill, {arrays.addresses, arrays.code, fill.getInt64(n), left,
+        runtime.refill, {fill.CreatePointerCast(arrays.addresses, pointer_type(context)),
+                         fill.CreatePointerCast(arrays.code, pointer_type(context)),
+                         fill.getInt64(n), left,
                          fill.getInt32(klass), fill.CreatePtrToInt(runtime.countdowns, i64)});
 
     IRBuilder<> join(&*tail->getFirstInsertionPt());
