@@ -181,6 +181,14 @@ impl IrDialect {
         IrDialect { major }
     }
 
+    /// Whether its lld links LTO code with the runtime's `--wrap`s: LLVM
+    /// 14's names no symbol in a call that LTO makes to a wrapped function
+    /// (STREAM's copy loop made `memcpy`: "symbol lookup error: undefined
+    /// symbol: " at start), so below 15 the build does without LTO.
+    fn wraps_through_lto(self) -> bool {
+        self.major >= 15
+    }
+
     fn known_major(self) -> Option<u32> {
         (self.major != u32::MAX).then_some(self.major)
     }
@@ -607,7 +615,9 @@ fn compile_with(
     runtime: &Path,
     link_extra: &[OsString],
 ) -> Result<i32> {
-    let lld = find_lld(&clang).filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"));
+    let lld = find_lld(&clang)
+        .filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"))
+        .filter(|_| IrDialect::of(&clang).wraps_through_lto());
     let mut cmd = Command::new(&clang);
     cmd.args(INSTRUMENT);
     let plugin = pass_plugin(&clang);
