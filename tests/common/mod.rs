@@ -248,6 +248,20 @@ pub fn program(name: &str) -> String {
     programs().join(name).to_string_lossy().into_owned()
 }
 
+/// Whether the test runs as root, which it needs for `what`; if not, it
+/// says so on stderr (shown with --nocapture) and the caller returns: the
+/// suite passes as any user, and CI, as root, runs these too.
+pub fn root_for(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("needs root ({what}): not run as uid {}", unsafe {
+            libc::geteuid()
+        });
+    }
+    root
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("memlens-test")
