@@ -1,6 +1,8 @@
 //! `memlens cc` / `memlens c++`: clang with the instrumentation the access backend
 //! needs, usable as CC/CXX in make or CMake.
 
+mod gcc;
+
 use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -37,6 +39,12 @@ pub const WRAPPER_NAMES: &[(&str, &str)] = &[
     ("c++", "c++"),
     ("clang++", "c++"),
     ("flang-new", "fc"),
+    ("memlens-gcc", "gcc"),
+    ("memlens-g++", "g++"),
+    ("memlens-gfortran", "gfortran"),
+    ("gcc", "gcc"),
+    ("g++", "g++"),
+    ("gfortran", "gfortran"),
 ];
 
 /// The wrapper memlens acts as when run by the name `argv0`, if any.
@@ -440,7 +448,7 @@ fn ir_object(clang: &Path, name: &str, ir: &str, lto: bool) -> Result<(tempdir::
 
 /// A temporary directory removed on drop (the fast path object lives there during
 /// the link).
-mod tempdir {
+pub(crate) mod tempdir {
     use std::path::{Path, PathBuf};
 
     pub struct Dir(PathBuf);
@@ -479,22 +487,32 @@ pub fn wrapper(wrapper: &str, args: Vec<OsString>) -> Result<i32> {
         let (compiler, use_as, variable) = match wrapper {
             "c++" => ("clang++", "CXX", "MEMLENS_CLANGXX"),
             "fc" => ("flang", "FC", "MEMLENS_FLANG"),
+            "gcc" => ("gcc", "CC", "MEMLENS_GCC"),
+            "g++" => ("g++", "CXX", "MEMLENS_GXX"),
+            "gfortran" => ("gfortran", "FC", "MEMLENS_GFORTRAN"),
             _ => ("clang", "CC", "MEMLENS_CLANG"),
+        };
+        let (adds, lto) = match gcc::is_gcc(wrapper) {
+            true => (
+                "GCC's ThreadSanitizer instrumentation\n(-fsanitize=thread, its calls answered by memlens instead of libtsan),\n-g1 without -g",
+                "",
+            ),
+            false => (
+                "the\ninstrumentation, -gline-tables-only without -g, -flto with ld.lld (the\nruntime's fast path inlined)",
+                "\n  MEMLENS_LTO=0    no -flto (every access calls into the runtime: slower)",
+            ),
         };
         println!(
             "memlens {wrapper}: {compiler} with memlens' access instrumentation (use as {use_as}=\"memlens {wrapper}\", or {use_as}=memlens-{wrapper} from `memlens wrappers DIR`)
 
 Every load and store of the code it compiles is counted exactly per thread and
 region, and sampled for the access profile; every heap block of the program is
-recorded. Its arguments are the compiler's, passed on; it adds the
-instrumentation, -gline-tables-only without -g, -flto with lld-16 (the
-runtime's fast path inlined) and, at link, the memlens runtime. The program
+recorded. Its arguments are the compiler's, passed on; it adds {adds} and, at link, the memlens runtime. The program
 runs as usual outside `memlens record -- ./program`.
 
 Environment:
-  {variable:<16} the compiler to run (default: found on PATH)
-  MEMLENS_RUNTIME  the runtime library to link (default: the one built into memlens)
-  MEMLENS_LTO=0    no -flto (every access calls into the runtime: slower)
+  {variable:<16} the compiler to run (default: ${use_as} if it names one, else found on PATH)
+  MEMLENS_RUNTIME  the runtime library to link (default: the one built into memlens){lto}
 
 See docs/access-profiling.md. The compiler's own options follow.
 "
@@ -504,6 +522,7 @@ See docs/access-profiling.md. The compiler's own options follow.
     let runtime = crate::runtime::path()?;
     match wrapper {
         "fc" => compile_fortran(args, &runtime),
+        gcc if gcc::is_gcc(gcc) => gcc::compile(gcc, args, &runtime),
         cxx => compile(cxx == "c++", args, &runtime),
     }
 }
@@ -667,19 +686,7 @@ fn compile_with(
             cmd.arg(obj);
             _object_dir = Some(dir);
         }
-        let runtime = target_runtime(runtime, &arch)?;
-        let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
-            bail!(
-                "runtime library not found at {}: point MEMLENS_RUNTIME at an existing file, or unset it to use the runtime built into memlens",
-                runtime.display()
-            );
-        };
-        // The callbacks live in the runtime: link it, and find it at run time.
-        // Without `memlens record` it stays idle and the program runs as usual.
-        cmd.arg(format!("-L{}", dir.display()))
-            .arg(format!("-Wl,-rpath,{}", dir.display()))
-            .arg("-lmemlens_runtime")
-            .arg(wrap_flags())
+        cmd.args(runtime_link_args(&target_runtime(runtime, &arch)?)?)
             .args(link_extra);
     }
     if wide_vectors(&args) {
@@ -693,6 +700,25 @@ fn compile_with(
         .status()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", clang.display()))?;
     Ok(status.code().unwrap_or(1))
+}
+
+/// The link flags of an instrumented build: the runtime (the callbacks'
+/// slow paths live there), found at run time too, and the wraps of the C
+/// library's data-moving routines. Without `memlens record` the runtime
+/// stays idle and the program runs as usual.
+fn runtime_link_args(runtime: &Path) -> Result<Vec<String>> {
+    let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
+        bail!(
+            "runtime library not found at {}: point MEMLENS_RUNTIME at an existing file, or unset it to use the runtime built into memlens",
+            runtime.display()
+        );
+    };
+    Ok(vec![
+        format!("-L{}", dir.display()),
+        format!("-Wl,-rpath,{}", dir.display()),
+        "-lmemlens_runtime".to_string(),
+        wrap_flags(),
+    ])
 }
 
 /// The linker flag that sends instrumented code's calls of the C library

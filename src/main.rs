@@ -74,11 +74,33 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// Compile C with gcc and its ThreadSanitizer instrumentation, answered by memlens (use as CC).
+    #[command(disable_help_flag = true)]
+    Gcc {
+        /// Arguments for gcc.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Compile C++ with g++ and its ThreadSanitizer instrumentation, answered by memlens (use as CXX).
+    #[command(name = "g++", disable_help_flag = true)]
+    Gxx {
+        /// Arguments for g++.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Compile Fortran with gfortran and its ThreadSanitizer instrumentation, answered by memlens (use as FC).
+    #[command(disable_help_flag = true)]
+    Gfortran {
+        /// Arguments for gfortran.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Write compiler wrappers into DIR, symlinks to memlens that act by
     /// their name: memlens-cc, memlens-c++, memlens-fc and memlens-clang,
-    /// memlens-clang++, memlens-flang for CC=, CXX=, FC= (one word, a
-    /// compiler's name in it); cc, c++, clang, clang++, flang-new for
-    /// PATH=DIR:$PATH builds.
+    /// memlens-clang++, memlens-flang (clang's), memlens-gcc, memlens-g++,
+    /// memlens-gfortran (GCC's) for CC=, CXX=, FC= (one word, a compiler's
+    /// name in it); cc, c++, clang, clang++, flang-new, gcc, g++, gfortran
+    /// for PATH=DIR:$PATH builds.
     #[command(
         after_help = "EXAMPLES:\n  memlens wrappers wrappers\n  make CC=$PWD/wrappers/memlens-clang\n  cmake -DCMAKE_C_COMPILER=$PWD/wrappers/memlens-cc ..\n  PATH=$PWD/wrappers:$PATH make"
     )]
@@ -704,6 +726,9 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Cc { args } => compile::wrapper("cc", args),
         Command::Cxx { args } => compile::wrapper("c++", args),
         Command::Fc { args } => compile::wrapper("fc", args),
+        Command::Gcc { args } => compile::wrapper("gcc", args),
+        Command::Gxx { args } => compile::wrapper("g++", args),
+        Command::Gfortran { args } => compile::wrapper("gfortran", args),
         Command::Wrappers { dir } => {
             compile::write_wrappers(&dir)?;
             eprintln!(

@@ -616,11 +616,23 @@ pub fn memlens_cc(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
 /// As [`memlens_cc`] with `env` set; the build must take memlens' pass
 /// plugin and fast path (no note that it fell back to a callback per access).
 pub fn memlens_cc_with(env: &[(&str, &str)], dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
+    memlens_compile("cc", env, dir, source, flags)
+}
+
+/// tests/programs/`source` built into `dir` by `memlens WRAPPER` (cc, gcc,
+/// gfortran...) with `env` set, without a note from the wrapper.
+pub fn memlens_compile(
+    wrapper: &str,
+    env: &[(&str, &str)],
+    dir: &Path,
+    source: &str,
+    flags: &[&str],
+) -> PathBuf {
     let app = dir.join(source.split('.').next().unwrap());
     let out = Command::new(memlens())
         .env("MEMLENS_RUNTIME", runtime())
         .envs(env.iter().copied())
-        .arg("cc")
+        .arg(wrapper)
         .args(flags)
         .arg(format!("-I{}", root().join("include").display()))
         .arg(root().join("tests/programs").join(source))

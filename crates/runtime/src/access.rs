@@ -497,11 +497,64 @@ fn access_context(st: &mut ThreadState, frame: u64) -> u64 {
 #[no_mangle]
 pub unsafe extern "C" fn memlens_atomic(addr: *const u8, bytes: u32) {
     let pc = crate::unwind::return_address();
+    count_access(addr, bytes, pc, Did::Both, raw::sample_flags::ATOMIC);
+}
+
+/// An atomic access of code built by `memlens gcc` (its ThreadSanitizer
+/// entry points, `gcc/tsan_shim.c`, do the operation and call here): `did`
+/// 0 a load, 1 a store, 2 both, by the instruction before `pc`.
+///
+/// # Safety
+/// Called by the shim only.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_atomic_at(addr: *const u8, bytes: u32, did: u32, pc: u64) {
+    let did = match did {
+        0 => Did::Load,
+        1 => Did::Store,
+        _ => Did::Both,
+    };
+    count_access(addr, bytes, pc, did, raw::sample_flags::ATOMIC);
+}
+
+/// Bytes of code built by `memlens gcc` read or written as a range (a struct
+/// copied or cleared inline, a C++ object's vtable pointer): counted and
+/// sampled as an intercepted memcpy's.
+///
+/// # Safety
+/// Called by the shim only.
+#[no_mangle]
+pub unsafe extern "C" fn memlens_range_at(addr: *const u8, bytes: u64, written: u32, pc: u64) {
+    let Some(begin) = bulk_begin() else { return };
+    let span = (addr as u64, bytes);
+    match written {
+        0 => bulk_end(begin, pc, &[span], None),
+        _ => bulk_end(begin, pc, &[], Some(span)),
+    }
+}
+
+/// What one access of a callback did: read, wrote, or both (an atomic
+/// read-modify-write).
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Did {
+    Load,
+    Store,
+    Both,
+}
+
+/// One access of `bytes` at `addr` from code at `pc`, not through a
+/// class's callback (an atomic, a vtable pointer): counted and sampled as
+/// the callbacks do, its samples with `flags`.
+#[inline(always)]
+pub(crate) fn count_access(addr: *const u8, bytes: u32, pc: u64, did: Did, flags: u8) {
     let size = raw::ACCESS_SIZES
         .iter()
         .position(|&s| s >= u64::from(bytes))
         .unwrap_or(raw::ACCESS_SIZES.len() - 1);
-    for class in [size, size + raw::ACCESS_SIZES.len()] {
+    let classes = [
+        (did != Did::Store).then_some(size),
+        (did != Did::Load).then_some(size + raw::ACCESS_SIZES.len()),
+    ];
+    for class in classes.into_iter().flatten() {
         // SAFETY: our own TLS block, as the exported callbacks use it.
         let remaining = unsafe { &mut *countdowns() };
         let (next, borrow) = remaining[class].overflowing_sub(1);
@@ -512,7 +565,7 @@ pub unsafe extern "C" fn memlens_atomic(addr: *const u8, bytes: u32) {
                 class as u32,
                 pc,
                 remaining,
-                raw::sample_flags::ATOMIC,
+                flags,
                 crate::unwind::frame_address(),
             );
         }

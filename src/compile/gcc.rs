@@ -1,0 +1,91 @@
+//! `memlens gcc`, `g++` and `gfortran`: GCC's own compilers with the
+//! ThreadSanitizer instrumentation at compile time (`-fsanitize=thread`: a
+//! call before every load and store the optimized code makes, every atomic
+//! as a call), whose entry points memlens' shim implements in place of
+//! libtsan (`crates/runtime/gcc/tsan_shim.c`): the same counts, samples
+//! and atomics as the clang path, at a call per access.
+
+use super::{find_tool, has_debug_info, is_link, runtime_link_args, tempdir};
+use anyhow::{bail, Result};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The entry points the instrumentation calls, compiled (without it) into
+/// every executable and shared library the wrapper links.
+const SHIM: &str = include_str!("../../crates/runtime/gcc/tsan_shim.c");
+
+/// GCC's driver links libtsan for `-fsanitize=thread` (`-ltsan` and, in an
+/// executable, `libtsan_preinit.o`, which calls `__tsan_init`, the shim's):
+/// a linker script of that name with nothing in it, first on the library
+/// path, takes its place.
+const NO_LIBTSAN: &str = "/* memlens: ThreadSanitizer's entry points are memlens' shim */\n";
+
+/// The GCC compilers memlens wraps: the wrapper's name, the compiler's,
+/// the variable naming it for memlens, and the one a build names it by.
+const COMPILERS: [(&str, &str, &str, &str); 3] = [
+    ("gcc", "gcc", "MEMLENS_GCC", "CC"),
+    ("g++", "g++", "MEMLENS_GXX", "CXX"),
+    ("gfortran", "gfortran", "MEMLENS_GFORTRAN", "FC"),
+];
+
+/// The compiler `wrapper` runs and the variable that chooses it.
+pub(crate) fn compiler(wrapper: &str) -> Result<(PathBuf, &'static str)> {
+    let Some(&(_, base, var, build_var)) = COMPILERS.iter().find(|c| c.0 == wrapper) else {
+        bail!("no GCC compiler for `memlens {wrapper}`");
+    };
+    Ok((find_tool(var, Some(build_var), base, base)?, var))
+}
+
+/// Whether `wrapper` is one of GCC's.
+pub(crate) fn is_gcc(wrapper: &str) -> bool {
+    COMPILERS.iter().any(|c| c.0 == wrapper)
+}
+
+pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Result<i32> {
+    let (gcc, _) = compiler(wrapper)?;
+    let mut cmd = Command::new(&gcc);
+    // The instrumentation without its predefined macro: the program
+    // compiles as it would without memlens (code that tests for
+    // ThreadSanitizer would call its annotation functions).
+    cmd.args([
+        "-fsanitize=thread",
+        "-U__SANITIZE_THREAD__",
+        "-fno-omit-frame-pointer",
+    ]);
+    if !has_debug_info(&args) {
+        // Line tables symbolize sampled accesses to file:line.
+        cmd.arg("-g1");
+    }
+    cmd.args(&args);
+    let dir = tempdir::Dir::new()?;
+    if is_link(&args) {
+        let shim = dir.path().join("memlens_tsan_shim.o");
+        let source = dir.path().join("memlens_tsan_shim.c");
+        std::fs::write(&source, SHIM)?;
+        let built = Command::new(&gcc)
+            .args(["-x", "c", "-O2", "-fPIC", "-fno-omit-frame-pointer", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&shim)
+            .status()?;
+        if !built.success() {
+            bail!(
+                "{} could not compile memlens' ThreadSanitizer shim",
+                gcc.display()
+            );
+        }
+        std::fs::write(dir.path().join("libtsan.so"), NO_LIBTSAN)?;
+        // `-x none`: the objects after a build's own `-x` are taken by
+        // their names again.
+        cmd.args(["-x", "none"])
+            .arg(&shim)
+            .arg(format!("-L{}", dir.path().display()))
+            .args(runtime_link_args(runtime)?);
+    }
+    memlens_collector::inherited::pass_on(&mut cmd);
+    let status = cmd
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", gcc.display()))?;
+    Ok(status.code().unwrap_or(1))
+}

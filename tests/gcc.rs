@@ -1,0 +1,194 @@
+//! Access profiling of code built by GCC's own compilers: `memlens gcc`,
+//! `g++` and `gfortran` compile with GCC's ThreadSanitizer instrumentation,
+//! whose calls memlens' shim answers (crates/runtime/gcc/tsan_shim.c). The
+//! counts are checked against the same truths as the clang path's.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn recorded(app: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let p = app.with_extension("prof");
+    let mut command = vec![app.to_str().unwrap()];
+    command.extend(args);
+    assert_ran(&record(&p, &[], &command));
+    report_json(&p)
+}
+
+#[test]
+fn gcc_builds_count_every_access_exactly_as_clang_builds_do() {
+    let dir = tempdir();
+    // The calls, throws and longjmps of the clang path's exact-count test:
+    // GCC's build makes the same loads and stores, to the byte.
+    let app = memlens_compile(
+        "g++",
+        &[],
+        dir.path(),
+        "calls_and_jumps.cpp",
+        &["-O2", "-lm"],
+    );
+    let r = recorded(&app, &[]);
+    let (rounds, n) = (2000u64, 1000u64);
+    let thrown = (0..rounds).filter(|r| r % 3 == 0).count() as u64;
+    let jumped = (0..rounds).filter(|r| r % 5 == 0).count() as u64;
+    let loads = rounds + rounds * n + jumped + 1;
+    let stores8 = rounds + rounds * n + rounds + jumped;
+    let thread = &r["threads"][0];
+    assert_eq!(thread["loads"].as_u64(), Some(loads), "{thread}");
+    assert_eq!(
+        thread["stores"].as_u64(),
+        Some(stores8 + thrown),
+        "{thread}"
+    );
+    assert_eq!(thread["bytes_read"].as_u64(), Some(8 * loads), "{thread}");
+    assert_eq!(
+        thread["bytes_written"].as_u64(),
+        Some(8 * stores8 + 4 * thrown),
+        "{thread}"
+    );
+    // Samples at the program's own lines, in its array.
+    let data = named(&r["access"]["objects"], "data [calls_and_jumps]");
+    let samples = r["access"]["samples"].as_f64().unwrap();
+    assert!(
+        samples > 100.0 && data["samples"].as_f64().unwrap() >= 0.99 * samples,
+        "{data}"
+    );
+    let line = format!(
+        "calls_and_jumps.cpp:{}",
+        source_line("calls_and_jumps.cpp", "// n loads, n stores")
+    );
+    assert!(
+        data["lines"][0]["location"]
+            .as_str()
+            .unwrap()
+            .contains(&line),
+        "{data}"
+    );
+
+    // STREAM's kernels in their regions: each region's exact bytes.
+    let stream = memlens_compile("gcc", &[], dir.path(), "stream_timed.c", &["-O2"]);
+    let r = recorded(&stream, &["2"]);
+    let array = 2 * 4_000_000 * 8u64;
+    for (name, arrays_read) in [("copy", 1), ("scale", 1), ("add", 2), ("triad", 2)] {
+        let region = named(&r["access"]["regions"], name);
+        assert_eq!(
+            region["bytes_read"].as_u64(),
+            Some(arrays_read * array),
+            "{region}"
+        );
+        assert_eq!(region["bytes_written"].as_u64(), Some(array), "{region}");
+    }
+
+    // Fortran: two arrays filled, one updated from both, one summed.
+    let axpy = memlens_compile("gfortran", &[], dir.path(), "axpy.f90", &["-O2"]);
+    let r = recorded(&axpy, &[]);
+    let thread = &r["threads"][0];
+    assert_eq!(thread["loads"].as_u64(), Some(3_000_000), "{thread}");
+    assert_eq!(thread["stores"].as_u64(), Some(3_000_000), "{thread}");
+    let arrays = named(
+        &r["access"]["objects"],
+        &format!(
+            "axpy (axpy.f90:{})",
+            source_line("axpy.f90", "allocate(x(n), y(n))")
+        ),
+    );
+    let est = arrays["est_bytes_read"].as_f64().unwrap();
+    assert!((est / 24e6 - 1.0).abs() < 0.05, "{arrays}");
+}
+
+#[test]
+fn gcc_atomics_run_as_written_and_are_counted() {
+    // Two threads bump adjacent atomic counters: the shim does each
+    // addition (the totals print right) and counts it as a load and a
+    // store; the line is false sharing.
+    let dir = tempdir();
+    let app = memlens_compile(
+        "gcc",
+        &[],
+        dir.path(),
+        "atomic_counters.c",
+        &["-O2", "-pthread"],
+    );
+    let p = dir.path().join("p");
+    let out = record(&p, &[], &[app.to_str().unwrap()]);
+    assert_ran(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "4000000 4000000\n");
+    let r = report_json(&p);
+    let bumpers: Vec<&serde_json::Value> = (r["threads"].as_array().unwrap().iter())
+        .filter(|t| t["loads"] == 4_000_000u64 && t["stores"] == 4_000_000u64)
+        .collect();
+    assert_eq!(bumpers.len(), 2, "{:#}", r["threads"]);
+    assert!(r["access"]["atomic_samples"].as_u64().unwrap() > 0);
+    let sharing = r["sharing"].as_array().unwrap();
+    assert!(
+        (sharing.iter())
+            .any(|l| l["kind"] == "false sharing"
+                && l["object"].as_str().unwrap().contains("counters")),
+        "{sharing:#?}"
+    );
+}
+
+#[test]
+fn gcc_wrappers_keep_a_makefiles_openmp_and_leave_real_threadsanitizer_alone() {
+    let dir = tempdir();
+    let d = dir.path();
+    // A Makefile that looks for "gcc" in $(CC) to add its OpenMP flag,
+    // built with CC=memlens-gcc: the team's bytes are counted.
+    let wrappers = wrappers(d);
+    std::fs::write(
+        d.join("Makefile"),
+        format!(
+            "ifneq (,$(findstring gcc,$(CC)))\nOMP = -fopenmp\nendif\ntriad: {src}\n\t$(CC) -O2 $(OMP) -I{inc} $< -o $@\n",
+            src = root().join("tests/programs/omp_triad.c").display(),
+            inc = root().join("include").display(),
+        ),
+    )
+    .unwrap();
+    let out = Command::new("make")
+        .current_dir(d)
+        .env("MEMLENS_RUNTIME", runtime())
+        .arg(format!("CC={}", wrappers.join("memlens-gcc").display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = recorded(&d.join("triad"), &[]);
+    let threads = r["threads"].as_array().unwrap();
+    let counting = threads
+        .iter()
+        .filter(|t| t["loads"].as_u64().unwrap() > 0)
+        .count();
+    assert!(counting >= 2, "the OpenMP team counts: {threads:#?}");
+    assert!(r["access"]["bytes_counted"].as_bool().unwrap());
+
+    // A program built with the real ThreadSanitizer, recorded: memlens'
+    // runtime defines none of its entry points, so libtsan still runs it
+    // (and finds its race).
+    let src = d.join("race.c");
+    std::fs::write(
+        &src,
+        "#include <pthread.h>\n#include <stdio.h>\nint shared;\nvoid *bump(void *a) { shared++; return a; }\nint main(void) { pthread_t t; pthread_create(&t, 0, bump, 0); shared++; pthread_join(t, 0); printf(\"%d\\n\", shared); return 0; }\n",
+    )
+    .unwrap();
+    let tsan = d.join("race");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-fsanitize=thread", "-pthread"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&tsan)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = d.join("race.prof");
+    let out = record(&p, &[], &[tsan.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("WARNING: ThreadSanitizer: data race"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
