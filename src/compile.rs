@@ -253,6 +253,8 @@ fn llvm_sibling(clang: &Path, base: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+pub(crate) use gcc::doctor_check as gcc_doctor_check;
+
 /// The major version of `clang`'s LLVM, if it says.
 pub(crate) fn llvm_major(clang: &Path) -> Option<u32> {
     IrDialect::of(clang).known_major()

@@ -94,6 +94,11 @@ pub fn report(runtime: anyhow::Result<PathBuf>) -> String {
         }),
     };
     line(&mut out, "software (memlens cc)", &sancov);
+    line(
+        &mut out,
+        "software (memlens gcc)",
+        &compile::gcc_doctor_check(),
+    );
     let options = Options {
         period: 0,
         min_latency: 0,

@@ -155,6 +155,7 @@ fn doctor_agrees_with_linux_perf_and_sysfs() {
     // Every unavailable item says how to fix it.
     let unavailable = text.matches("unavailable").count();
     assert_eq!(unavailable, text.matches("fix: ").count(), "{text}");
+    assert!(status("software (memlens gcc)"), "{text}");
     // The software backend: the clang memlens cc uses (the tests' clang-16),
     // its LLVM, and what it has to build with.
     let software = (text.lines())

@@ -89,3 +89,33 @@ pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Res
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", gcc.display()))?;
     Ok(status.code().unwrap_or(1))
 }
+
+/// `memlens doctor`'s line: the gcc `memlens gcc` runs, and whether it
+/// compiles with the instrumentation; else why not and the fix.
+pub(crate) fn doctor_check() -> Result<String, (String, String)> {
+    let (gcc, var) = compiler("gcc").map_err(|e| (e.to_string(), "apt-get install gcc".into()))?;
+    let dir = tempdir::Dir::new()
+        .map_err(|e| (e.to_string(), "set TMPDIR to a writable directory".into()))?;
+    let source = dir.path().join("probe.c");
+    let built = std::fs::write(&source, "int probe(int *p) { return *p; }\n")
+        .ok()
+        .and_then(|()| {
+            (Command::new(&gcc)
+                .args(["-fsanitize=thread", "-c"])
+                .arg(&source))
+            .arg("-o")
+            .arg(dir.path().join("probe.o"))
+            .output()
+            .ok()
+        });
+    match built {
+        Some(out) if out.status.success() => Ok(format!(
+            "{}: memlens gcc, g++ and gfortran count every access (a call each)",
+            gcc.display()
+        )),
+        _ => Err((
+            format!("{} cannot compile with -fsanitize=thread", gcc.display()),
+            format!("a GCC with ThreadSanitizer (x86_64 or aarch64 Linux), or set {var}"),
+        )),
+    }
+}
