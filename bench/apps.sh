@@ -7,15 +7,23 @@
 # samples (`--period` past the run's accesses: what recording costs besides
 # the samples, its every-block allocation stacks and the collector's start
 # and finish). One thread (OMP_NUM_THREADS=1), interleaved; ratios of medians
-# to plain, and their geometric means.
-# Usage: bash bench/apps.sh [repeats]
+# to plain, and their geometric means. With `gcc`, the same with GCC's
+# compilers: plain gcc/g++ against `memlens gcc`/`g++` (ThreadSanitizer's
+# instrumentation answered by memlens' shim).
+# Usage: bash bench/apps.sh [repeats] [clang|gcc]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 repeats=${1:-5}
+toolchain=${2:-clang}
 ml="$PWD/$memlens"
-apps="$out/apps"
+case $toolchain in
+clang) cc=clang-16 cxx=clang++-16 ml_cc="$ml cc" ml_cxx="$ml c++" ;;
+gcc) cc=gcc cxx=g++ ml_cc="$ml gcc" ml_cxx="$ml g++" ;;
+*) echo "usage: bash bench/apps.sh [repeats] [clang|gcc]" >&2 && exit 2 ;;
+esac
+apps="$out/apps-$toolchain"
 rm -rf "$apps" && mkdir -p "$apps"
 export OMP_NUM_THREADS=1
 
@@ -29,13 +37,13 @@ build() {
     make -s -C "$dir" "$@" >/dev/null 2>&1
     echo "$dir"
 }
-lulesh_plain=$(build lulesh plain "CXX=clang++-16 -DUSE_MPI=0")/lulesh2.0
-lulesh_cc=$(build lulesh cc "CXX=$ml c++ -DUSE_MPI=0")/lulesh2.0
+lulesh_plain=$(build lulesh plain "CXX=$cxx -DUSE_MPI=0")/lulesh2.0
+lulesh_cc=$(build lulesh cc "CXX=$ml_cxx -DUSE_MPI=0")/lulesh2.0
 # XSBench's Makefile adds -fopenmp only when $(CC) names a compiler it knows.
-xs_plain=$(build xsbench plain "CC=clang-16 -fopenmp -DOPENMP")/XSBench
-xs_cc=$(build xsbench cc "CC=$ml cc -fopenmp -DOPENMP")/XSBench
-clang-16 -O2 -Iinclude -DN=4000000L examples/stream.c -o "$apps/stream-plain"
-"$ml" cc -O2 -Iinclude -DN=4000000L examples/stream.c -o "$apps/stream-cc"
+xs_plain=$(build xsbench plain "CC=$cc -fopenmp -DOPENMP")/XSBench
+xs_cc=$(build xsbench cc "CC=$ml_cc -fopenmp -DOPENMP")/XSBench
+$cc -O2 -Iinclude -DN=4000000L examples/stream.c -o "$apps/stream-plain"
+$ml_cc -O2 -Iinclude -DN=4000000L examples/stream.c -o "$apps/stream-cc"
 
 declare -A args=(
     [lulesh]="-s 30 -i 50"
