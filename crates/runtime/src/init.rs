@@ -82,10 +82,7 @@ extern "C" fn init() {
         // What the loader and constructors before us allocated, read before
         // any allocation is counted: their frees are counted, their
         // allocations were not, but for the blocks kept and recorded now.
-        let before_start = allocator::is_glibc().then(|| {
-            let m = libc::mallinfo2();
-            (m.uordblks + m.hblkhd) as u64
-        });
+        let before_start = allocator::is_glibc().then(|| glibc_heap_in_use()).flatten();
         set_state(READY);
         let early = crate::malloc::record_early_blocks();
         if let (Some(total), Some(h)) = (before_start, log::header()) {
@@ -100,6 +97,29 @@ extern "C" fn init() {
         }
     }
     set_errno(saved_errno);
+}
+
+/// The bytes glibc's malloc has handed out and not had back: `mallinfo2`
+/// (glibc 2.33 on), else `mallinfo`, whose `int` fields hold the same
+/// counts below 2 GiB (what constructors allocate before the runtime
+/// starts). Looked up, not linked: the runtime loads into programs of
+/// older C libraries too.
+unsafe fn glibc_heap_in_use() -> Option<u64> {
+    let mallinfo2 = libc::dlsym(libc::RTLD_DEFAULT, c"mallinfo2".as_ptr());
+    if !mallinfo2.is_null() {
+        // SAFETY: glibc's mallinfo2, by its name.
+        let f: unsafe extern "C" fn() -> libc::mallinfo2 = core::mem::transmute(mallinfo2);
+        let m = f();
+        return Some((m.uordblks + m.hblkhd) as u64);
+    }
+    let mallinfo = libc::dlsym(libc::RTLD_DEFAULT, c"mallinfo".as_ptr());
+    if mallinfo.is_null() {
+        return None;
+    }
+    // SAFETY: glibc's mallinfo, by its name.
+    let f: unsafe extern "C" fn() -> libc::mallinfo = core::mem::transmute(mallinfo);
+    let m = f();
+    Some(u64::from(m.uordblks as u32) + u64::from(m.hblkhd as u32))
 }
 
 /// Reads MEMLENS_* variables. False if no profile directory can be made.
