@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn processes(r: &serde_json::Value) -> Vec<serde_json::Value> {
@@ -766,4 +767,97 @@ fn a_runtime_without_frame_pointers_is_refused_at_build_time() {
     );
     let out = check("-C target-cpu=x86-64-v2 -C force-frame-pointers=yes");
     assert_ran(&out);
+}
+
+/// The highest GLIBC_x.y symbol version `file` needs (objdump -T), as
+/// (x, y).
+fn glibc_needed(file: &Path) -> (u32, u32) {
+    let out = Command::new("objdump")
+        .arg("-T")
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "objdump -T {}", file.display());
+    let text = String::from_utf8_lossy(&out.stdout);
+    (text.split("GLIBC_").skip(1))
+        .filter_map(|rest| {
+            let version: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            let (major, minor) = version.split_once('.')?;
+            Some((
+                major.parse().ok()?,
+                minor
+                    .trim_end_matches('.')
+                    .split('.')
+                    .next()?
+                    .parse()
+                    .ok()?,
+            ))
+        })
+        .max()
+        .unwrap_or((0, 0))
+}
+
+#[test]
+fn the_runtime_for_older_clusters_needs_glibc_2_17_and_records() {
+    // Built as scripts/release.sh builds it, by cargo-zigbuild against
+    // glibc 2.17's symbols (RHEL/CentOS 7 and newer), for x86_64 and
+    // aarch64: no symbol of a newer C library, and the x86_64 one records
+    // every block of a threaded program here as the usual build does.
+    let dir = tempdir();
+    for target in ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"] {
+        let out = Command::new(env!("CARGO"))
+            .current_dir(root())
+            .args([
+                "zigbuild",
+                "--quiet",
+                "--release",
+                "-p",
+                "memlens-runtime",
+                "--target",
+            ])
+            .arg(format!("{target}.2.17"))
+            .arg("--target-dir")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cargo zigbuild (.ci/run installs cargo-zigbuild and zig): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let built = dir
+            .path()
+            .join(target)
+            .join("release/libmemlens_runtime.so");
+        assert!(
+            glibc_needed(&built) <= (2, 17),
+            "{target}: {:?}",
+            glibc_needed(&built)
+        );
+    }
+    let old = dir
+        .path()
+        .join("x86_64-unknown-linux-gnu/release/libmemlens_runtime.so");
+    let p = dir.path().join("p");
+    let out = record_with(
+        &[("MEMLENS_RUNTIME", old.to_str().unwrap())],
+        &p,
+        &["--leaks"],
+        &[&program("torture"), "threads"],
+    );
+    assert_ran(&out);
+    assert_eq!(
+        out.stdout,
+        run_native(&[&program("torture"), "threads"]).stdout
+    );
+    let r = report_json(&p);
+    assert_eq!(r["losses"]["dropped_events"], 0, "{:#}", r["losses"]);
+    let blocks: f64 = objects(&r, "objects_by_allocated")
+        .iter()
+        .map(|o| o["allocations"].as_f64().unwrap())
+        .sum();
+    assert!(blocks > 1000.0, "{blocks} blocks recorded");
 }
