@@ -1908,14 +1908,6 @@ fn counts_stay_exact_across_calls_throws_and_longjmps() {
     // clang's LLVM, and the fast path written in its dialect: with clang-14
     // (typed pointers, no LTO), 15, 16 and 19 (.ci/run installs them) the
     // counts are the same.
-    let (rounds, n) = (2000u64, 1000u64);
-    let thrown = (0..rounds).filter(|r| r % 3 == 0).count() as u64;
-    let jumped = (0..rounds).filter(|r| r % 5 == 0).count() as u64;
-    // Per round: the sink's load and store, inner's n loads and stores, a
-    // store after the try or in the catch; per jump a load and a store;
-    // the final printf's load.
-    let loads = rounds + rounds * n + jumped + 1;
-    let stores8 = rounds + rounds * n + rounds + jumped;
     for clang in ["clang-14", "clang-15", "clang-16", "clang-19"] {
         let dir = tempdir();
         // The C driver compiles a .cpp as C++; the C++ and math libraries are named.
@@ -1927,54 +1919,9 @@ fn counts_stay_exact_across_calls_throws_and_longjmps() {
         );
         let p = dir.path().join("p");
         assert_ran(&record(&p, &[], &[&app.to_string_lossy()]));
-        let r = report_json(&p);
-        let thread = &r["threads"][0];
-        assert_eq!(thread["loads"].as_u64(), Some(loads), "{clang}: {thread}");
-        assert_eq!(
-            thread["stores"].as_u64(),
-            Some(stores8 + thrown),
-            "{clang}: {thread}"
-        );
-        assert_eq!(
-            thread["bytes_read"].as_u64(),
-            Some(8 * loads),
-            "{clang}: {thread}"
-        );
-        assert_eq!(
-            thread["bytes_written"].as_u64(),
-            Some(8 * stores8 + 4 * thrown),
-            "{clang}: {thread}"
-        );
-        // Every sample's address is the access's own: they fall in `data`
-        // (all but 1 in 1,600 accesses are its), whose estimated bytes are
-        // its exact ones within 5%.
-        let a = &r["access"];
-        let samples = a["samples"].as_f64().unwrap();
-        let data = named(
-            &a["objects"],
-            &format!("data [{}]", app.file_name().unwrap().to_string_lossy()),
-        );
-        assert!(
-            samples > 100.0 && data["samples"].as_f64().unwrap() >= 0.99 * samples,
-            "{clang}: {data}"
-        );
-        let near = |est: &serde_json::Value, truth: u64| {
-            (est.as_f64().unwrap() / truth as f64 - 1.0).abs() < 0.05
-        };
-        assert!(
-            near(
-                &data["est_bytes_read"],
-                8 * (rounds * n + rounds + jumped + 1)
-            ),
-            "{clang}: {data}"
-        );
-        assert!(
-            near(&data["est_bytes_written"], 8 * rounds * n),
-            "{clang}: {data}"
-        );
+        assert_calls_and_jumps_counted(&report_json(&p), &app, clang);
 
-        // STREAM's kernels, whose copy loop the optimizer makes a memcpy
-        // (which the runtime counts by wrapping it): each region's exact bytes.
+        // STREAM's kernels, whose copy loop the optimizer makes a memcpy.
         let stream = memlens_cc_with(
             &[("MEMLENS_CLANG", clang)],
             dir.path(),
@@ -1983,21 +1930,7 @@ fn counts_stay_exact_across_calls_throws_and_longjmps() {
         );
         let p = dir.path().join("stream");
         assert_ran(&record(&p, &[], &[&stream.to_string_lossy(), "2"]));
-        let r = report_json(&p);
-        let array = 2 * 4_000_000 * 8u64;
-        for (name, arrays_read) in [("copy", 1), ("scale", 1), ("add", 2), ("triad", 2)] {
-            let region = named(&r["access"]["regions"], name);
-            assert_eq!(
-                region["bytes_read"].as_u64(),
-                Some(arrays_read * array),
-                "{clang}: {region}"
-            );
-            assert_eq!(
-                region["bytes_written"].as_u64(),
-                Some(array),
-                "{clang}: {region}"
-            );
-        }
+        assert_stream_regions_exact(&report_json(&p), clang);
     }
 }
 

@@ -28,57 +28,11 @@ fn gcc_builds_count_every_access_exactly_as_clang_builds_do() {
         "calls_and_jumps.cpp",
         &["-O2", "-lm"],
     );
-    let r = recorded(&app, &[]);
-    let (rounds, n) = (2000u64, 1000u64);
-    let thrown = (0..rounds).filter(|r| r % 3 == 0).count() as u64;
-    let jumped = (0..rounds).filter(|r| r % 5 == 0).count() as u64;
-    let loads = rounds + rounds * n + jumped + 1;
-    let stores8 = rounds + rounds * n + rounds + jumped;
-    let thread = &r["threads"][0];
-    assert_eq!(thread["loads"].as_u64(), Some(loads), "{thread}");
-    assert_eq!(
-        thread["stores"].as_u64(),
-        Some(stores8 + thrown),
-        "{thread}"
-    );
-    assert_eq!(thread["bytes_read"].as_u64(), Some(8 * loads), "{thread}");
-    assert_eq!(
-        thread["bytes_written"].as_u64(),
-        Some(8 * stores8 + 4 * thrown),
-        "{thread}"
-    );
-    // Samples at the program's own lines, in its array.
-    let data = named(&r["access"]["objects"], "data [calls_and_jumps]");
-    let samples = r["access"]["samples"].as_f64().unwrap();
-    assert!(
-        samples > 100.0 && data["samples"].as_f64().unwrap() >= 0.99 * samples,
-        "{data}"
-    );
-    let line = format!(
-        "calls_and_jumps.cpp:{}",
-        source_line("calls_and_jumps.cpp", "// n loads, n stores")
-    );
-    assert!(
-        data["lines"][0]["location"]
-            .as_str()
-            .unwrap()
-            .contains(&line),
-        "{data}"
-    );
+    assert_calls_and_jumps_counted(&recorded(&app, &[]), &app, "g++");
 
     // STREAM's kernels in their regions: each region's exact bytes.
     let stream = memlens_compile("gcc", &[], dir.path(), "stream_timed.c", &["-O2"]);
-    let r = recorded(&stream, &["2"]);
-    let array = 2 * 4_000_000 * 8u64;
-    for (name, arrays_read) in [("copy", 1), ("scale", 1), ("add", 2), ("triad", 2)] {
-        let region = named(&r["access"]["regions"], name);
-        assert_eq!(
-            region["bytes_read"].as_u64(),
-            Some(arrays_read * array),
-            "{region}"
-        );
-        assert_eq!(region["bytes_written"].as_u64(), Some(array), "{region}");
-    }
+    assert_stream_regions_exact(&recorded(&stream, &["2"]), "gcc");
 
     // Fortran: two arrays filled, one updated from both, one summed.
     let axpy = memlens_compile("gfortran", &[], dir.path(), "axpy.f90", &["-O2"]);

@@ -983,3 +983,70 @@ pub fn dhat_figures(program: &str) -> impl Fn(&str) -> (u64, u64) {
         (n[n.len() - 2], n[n.len() - 1])
     }
 }
+
+/// calls_and_jumps.cpp recorded (`r`, its report; `app`, its executable):
+/// its loads and stores counted exactly, whatever compiler (`built_by`)
+/// built it, and its samples at its own line in its array, whose bytes
+/// they estimate within 5%.
+pub fn assert_calls_and_jumps_counted(r: &serde_json::Value, app: &Path, built_by: &str) {
+    let (rounds, n) = (2000u64, 1000u64);
+    let thrown = (0..rounds).filter(|r| r % 3 == 0).count() as u64;
+    let jumped = (0..rounds).filter(|r| r % 5 == 0).count() as u64;
+    // Per round: the sink's load and store, inner's n loads and stores, a
+    // store after the try or in the catch; per jump a load and a store;
+    // the final printf's load.
+    let loads = rounds + rounds * n + jumped + 1;
+    let stores8 = rounds + rounds * n + rounds + jumped;
+    let thread = &r["threads"][0];
+    let counts = ["loads", "stores", "bytes_read", "bytes_written"].map(|k| thread[k].as_u64());
+    let truth = [loads, stores8 + thrown, 8 * loads, 8 * stores8 + 4 * thrown].map(Some);
+    assert_eq!(counts, truth, "{built_by}: {thread}");
+    // Every sample's address is the access's own: they fall in `data`
+    // (all but 1 in 1,600 accesses are its).
+    let a = &r["access"];
+    let samples = a["samples"].as_f64().unwrap();
+    let data = named(
+        &a["objects"],
+        &format!("data [{}]", app.file_name().unwrap().to_string_lossy()),
+    );
+    assert!(
+        samples > 100.0 && data["samples"].as_f64().unwrap() >= 0.99 * samples,
+        "{built_by}: {data}"
+    );
+    let line = format!(
+        "calls_and_jumps.cpp:{}",
+        source_line("calls_and_jumps.cpp", "// n loads, n stores")
+    );
+    let at = data["lines"][0]["location"].as_str().unwrap();
+    assert!(at.contains(&line), "{built_by}: {at}, not {line}");
+    let near = |est: &serde_json::Value, truth: u64| {
+        (est.as_f64().unwrap() / truth as f64 - 1.0).abs() < 0.05
+    };
+    assert!(
+        near(
+            &data["est_bytes_read"],
+            8 * (rounds * n + rounds + jumped + 1)
+        ),
+        "{built_by}: {data}"
+    );
+    assert!(
+        near(&data["est_bytes_written"], 8 * rounds * n),
+        "{built_by}: {data}"
+    );
+}
+
+/// stream_timed.c recorded with 2 rounds: each kernel's region has its
+/// exact bytes, whatever compiler (`built_by`) built it (the copy loop
+/// perhaps made a memcpy, which the runtime counts by wrapping it).
+pub fn assert_stream_regions_exact(r: &serde_json::Value, built_by: &str) {
+    let array = 2 * 4_000_000 * 8u64;
+    for (name, arrays_read) in [("copy", 1), ("scale", 1), ("add", 2), ("triad", 2)] {
+        let region = named(&r["access"]["regions"], name);
+        let bytes = ["bytes_read", "bytes_written"].map(|k| region[k].as_u64());
+        assert_eq!(
+            bytes,
+            [Some(arrays_read * array), Some(array)],
+            "{built_by}: {region}"
+        );
+    }
+}
