@@ -1354,3 +1354,27 @@ fn a_wrappers_help_leads_with_memlens_own() {
         .expect("clang's own help follows");
     assert!(ours < clangs);
 }
+
+#[test]
+fn the_architecture_docs_name_every_crate() {
+    // README's architecture section and docs/architecture.md's table name
+    // each crate of the workspace.
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme
+        .split("## Architecture")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has an Architecture section");
+    let table = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    for entry in std::fs::read_dir(root().join("crates")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert!(
+            section.contains(&format!("`{name}`")),
+            "README's architecture omits {name}"
+        );
+        assert!(
+            table.contains(&format!("`crates/{name}`")),
+            "docs/architecture.md omits {name}"
+        );
+    }
+}
