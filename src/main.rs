@@ -506,6 +506,16 @@ enum PlotKind {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `gettid` for a C library before 2.30, which has none: Rust's standard
+/// library calls it, and the release is linked against glibc 2.17's symbols
+/// (scripts/release.sh) to run on older clusters. The same system call;
+/// defined here, it serves this executable whatever the C library.
+#[no_mangle]
+pub extern "C" fn gettid() -> libc::pid_t {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
 /// What memlens was started with (signal mask, ignored signals, closed
 /// standard descriptors) is read before Rust's runtime changes it: the
 /// program `record` starts gets it unchanged.
