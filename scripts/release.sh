@@ -15,10 +15,11 @@ cd "$(dirname "$0")/.."
 glibc=2.17
 target="$(uname -m)-unknown-linux-gnu"
 cargo zigbuild --release --locked -p memlens --target "$target.$glibc"
-built="target/$target/release/memlens"
+out="${CARGO_TARGET_DIR:-target}/$target/release"
+built="$out/memlens"
 # The highest GLIBC_ version a file needs.
 needs() { objdump -T "$1" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1; }
-runtime=$(ls -t target/"$target"/release/build/memlens-*/out/libmemlens_runtime.so | head -1)
+runtime=$(ls -t "$out"/build/memlens-*/out/libmemlens_runtime.so | head -1)
 for file in "$built" "$runtime"; do
     need=$(needs "$file")
     if [ "$(printf '%s\n' "$need" "$glibc" | sort -V | tail -1)" != "$glibc" ]; then
