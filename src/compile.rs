@@ -176,9 +176,24 @@ struct IrDialect {
 }
 
 impl IrDialect {
-    /// The dialect of `clang`'s LLVM (`clang -dumpversion`), the newest
-    /// when it does not say.
+    /// The dialect of `clang`'s LLVM: its name's version (clang-16), else
+    /// `clang -dumpversion`'s (asked once per process: a build runs the
+    /// wrapper per file), the newest when it does not say.
     fn of(clang: &Path) -> IrDialect {
+        static ASKED: std::sync::Mutex<Vec<(PathBuf, IrDialect)>> =
+            std::sync::Mutex::new(Vec::new());
+        let suffix = (clang.file_name().and_then(|n| n.to_str()))
+            .and_then(|n| n.rsplit_once('-'))
+            .and_then(|(_, v)| v.parse().ok());
+        if let Some(major) = suffix {
+            return IrDialect { major };
+        }
+        let mut asked = ASKED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(&(_, dialect)) = asked.iter().find(|(c, _)| c == clang) {
+            return dialect;
+        }
         let major = Command::new(clang)
             .arg("-dumpversion")
             .output()
@@ -186,6 +201,7 @@ impl IrDialect {
             .and_then(|out| String::from_utf8(out.stdout).ok())
             .and_then(|v| v.trim().split('.').next()?.parse().ok())
             .unwrap_or(u32::MAX);
+        asked.push((clang.to_path_buf(), IrDialect { major }));
         IrDialect { major }
     }
 
