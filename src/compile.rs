@@ -282,6 +282,15 @@ pub(crate) fn has_llvm_config(clang: &Path) -> bool {
     llvm_sibling(clang, "llvm-config").is_some()
 }
 
+/// The ld.lld a build with `clang` links its LTO objects with: none when
+/// `MEMLENS_LTO=0` or when that LLVM's lld cannot link LTO code with the
+/// runtime's wraps (see [`IrDialect::wraps_through_lto`]).
+pub(crate) fn lto_linker(clang: &Path) -> Option<PathBuf> {
+    find_lld(clang)
+        .filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"))
+        .filter(|_| IrDialect::of(clang).wraps_through_lto())
+}
+
 /// ld.lld next to clang (clang-16 -> ld.lld-16) or on PATH: LTO needs it.
 pub(crate) fn find_lld(clang: &Path) -> Option<PathBuf> {
     llvm_sibling(clang, "ld.lld")
@@ -652,9 +661,7 @@ fn compile_with(
     runtime: &Path,
     link_extra: &[OsString],
 ) -> Result<i32> {
-    let lld = find_lld(&clang)
-        .filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"))
-        .filter(|_| IrDialect::of(&clang).wraps_through_lto());
+    let lld = lto_linker(&clang);
     let mut cmd = Command::new(&clang);
     cmd.args(INSTRUMENT);
     let plugin = pass_plugin(&clang);

@@ -82,9 +82,10 @@ pub fn report(runtime: anyhow::Result<PathBuf>) -> String {
         (Err(e), _) => Err((e.to_string(), "apt-get install clang-16 lld-16".into())),
         (Ok(clang), Ok(_)) => Ok({
             let version = compile::llvm_major(&clang).map_or("N".to_string(), |m| m.to_string());
-            let lld = match compile::find_lld(&clang) {
-                Some(_) => "with ld.lld: `memlens cc` inlines the fast path".to_string(),
-                None => format!("no ld.lld beside it: `memlens cc` works, slower; apt-get install lld-{version}"),
+            let lld = match (compile::lto_linker(&clang), compile::find_lld(&clang)) {
+                (Some(_), _) => "with ld.lld: `memlens cc` inlines the fast path".to_string(),
+                (None, Some(_)) => "without link-time optimization (MEMLENS_LTO=0, or LLVM 14's lld): `memlens cc` works, slower".to_string(),
+                (None, None) => format!("no ld.lld beside it: `memlens cc` works, slower; apt-get install lld-{version}"),
             };
             let pass = match compile::has_llvm_config(&clang) {
                 true => "its llvm-config builds the pass (per-block counts, atomics)".to_string(),

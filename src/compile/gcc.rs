@@ -58,8 +58,10 @@ pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Res
         cmd.arg("-g1");
     }
     cmd.args(&args);
-    let dir = tempdir::Dir::new()?;
+    // The shim and the stand-in libtsan, kept until the link is done.
+    let mut _link_dir = None;
     if is_link(&args) {
+        let dir = _link_dir.insert(tempdir::Dir::new()?);
         let shim = dir.path().join("memlens_tsan_shim.o");
         let source = dir.path().join("memlens_tsan_shim.c");
         std::fs::write(&source, SHIM)?;
