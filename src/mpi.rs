@@ -9,13 +9,34 @@
 use anyhow::{bail, Context, Result};
 use std::ffi::{c_int, c_void};
 
-/// The library names tried, in order.
-const LIBRARIES: [&str; 4] = [
-    "libmpi.so.40",
-    "libmpi.so.12",
-    "libmpich.so.12",
-    "libmpi.so",
-];
+/// Open MPI's library and MPICH's (MPICH, Intel MPI, MVAPICH).
+const OPEN_MPI_LIBRARIES: [&str; 1] = ["libmpi.so.40"];
+const MPICH_LIBRARIES: [&str; 2] = ["libmpi.so.12", "libmpich.so.12"];
+
+/// The job's size as its launcher tells each process: Open MPI's mpirun,
+/// MPICH's Hydra (also Intel MPI's).
+const LAUNCHER_SIZES: [&str; 2] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"];
+
+/// The library names to try, in order: the launcher's own implementation
+/// first, for a machine with both (Debian installs Open MPI and MPICH side by
+/// side; Open MPI's library under MPICH's mpirun initialises a job of one).
+fn libraries() -> Vec<&'static str> {
+    let (first, second): (&[&str], &[&str]) = if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none()
+        && std::env::var_os("PMI_SIZE").is_some()
+    {
+        (&MPICH_LIBRARIES, &OPEN_MPI_LIBRARIES)
+    } else {
+        (&OPEN_MPI_LIBRARIES, &MPICH_LIBRARIES)
+    };
+    [first, second, &["libmpi.so"]].concat()
+}
+
+/// The job's size the launcher announced, if it did.
+fn launched_size() -> Option<usize> {
+    LAUNCHER_SIZES
+        .iter()
+        .find_map(|name| std::env::var(name).ok()?.parse().ok())
+}
 
 /// MPICH's predefined handles (mpi.h of MPICH 3 and 4).
 const MPICH_COMM_WORLD: c_int = 0x4400_0000;
@@ -63,8 +84,8 @@ pub struct Mpi {
 impl Mpi {
     /// Loads the MPI library and initialises it.
     pub fn init() -> Result<Mpi> {
-        let (library, name) = LIBRARIES
-            .iter()
+        let (library, name) = libraries()
+            .into_iter()
             .find_map(|name| {
                 // Global: Open MPI's components, loaded by MPI_Init, resolve
                 // their symbols against it.
@@ -76,7 +97,7 @@ impl Mpi {
                         libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL,
                     )
                 };
-                lib.ok().map(|l| (libloading::Library::from(l), *name))
+                lib.ok().map(|l| (libloading::Library::from(l), name))
             })
             .context("--reduce runs under mpirun and loads the MPI library (libmpi.so.40 of Open MPI or libmpi.so.12 of MPICH): none was found; install the MPI the job ran with, or drop --reduce")?;
         // SAFETY: the symbols are MPI's, with the signatures of the ABI
@@ -119,6 +140,9 @@ impl Mpi {
                     (api.comm_rank)(api.comm_world, &mut rank);
                     (api.comm_size)(api.comm_world, &mut size);
                 }
+            }
+            if let Some(launched) = launched_size().filter(|&n| n > size.max(1) as usize) {
+                bail!("{name} sees a job of {size} process(es) where the launcher started {launched}: it is not the MPI of this mpirun; run the mpirun of the MPI whose library memlens found, or put the launcher's library first on LD_LIBRARY_PATH");
             }
             Ok(Mpi {
                 flavor,

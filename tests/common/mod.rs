@@ -1050,3 +1050,18 @@ pub fn assert_stream_regions_exact(r: &serde_json::Value, built_by: &str) {
         );
     }
 }
+
+/// Runs memlens with `args`, which must fail with `needle` in its error.
+pub fn fails_with(args: &[&str], needle: &str) {
+    let out = Command::new(memlens())
+        .env("MEMLENS_RUNTIME", runtime())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected '{needle}' in: {err}"
+    );
+}
