@@ -1094,3 +1094,42 @@ fn the_architecture_docs_name_every_crate() {
         );
     }
 }
+
+#[test]
+fn the_crates_use_only_the_layers_below_them() {
+    // docs/architecture.md's "Layers" list is each crate's memlens-*
+    // dependencies, exactly.
+    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let layers = doc.split("## Layers").nth(1).expect("a Layers section");
+    let mut listed = 0;
+    for line in layers.lines().filter_map(|l| l.strip_prefix("- `")) {
+        let (name, uses) = line.split_once("`: ").unwrap();
+        let mut documented: Vec<String> = (uses.split(", "))
+            .filter(|u| *u != "none")
+            .map(|u| format!("memlens-{u}"))
+            .collect();
+        let manifest =
+            std::fs::read_to_string(root().join("crates").join(name).join("Cargo.toml")).unwrap();
+        let dependencies = manifest
+            .split("[dependencies]")
+            .nth(1)
+            .map_or("", |d| d.split("\n[").next().unwrap());
+        let mut used: Vec<String> = (dependencies.lines())
+            .filter_map(|l| l.split_once(['.', ' ', '=']).map(|(n, _)| n.trim()))
+            .filter(|n| n.starts_with("memlens-"))
+            .map(str::to_string)
+            .collect();
+        documented.sort();
+        used.sort();
+        assert_eq!(
+            used, documented,
+            "crates/{name} uses other crates than its layer lists"
+        );
+        listed += 1;
+    }
+    assert_eq!(
+        listed,
+        std::fs::read_dir(root().join("crates")).unwrap().count(),
+        "every crate has its line"
+    );
+}

@@ -478,7 +478,7 @@ pub fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
 
 /// Samples per level: only hardware reports levels.
 fn level_rows(p: &Profile) -> Vec<LevelRow> {
-    use memlens_decoders::MemLevel;
+    use memlens_profile::MemLevel;
     // (samples, loads, stores, latency sum, samples with a latency)
     let mut by_level: BTreeMap<u8, (u64, u64, u64, f64, u64)> = BTreeMap::new();
     for s in &p.samples {

@@ -4,7 +4,7 @@
 
 use crate::access::attribute;
 use crate::{Objects, Profile};
-use memlens_decoders::MemLevel;
+use memlens_profile::MemLevel;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

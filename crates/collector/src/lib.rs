@@ -10,7 +10,7 @@ pub mod inherited;
 mod live;
 mod live_replay;
 mod live_samples;
-pub use live::{LiveSite, LiveView, RenderLive};
+pub use live::RenderLive;
 pub use live_replay::ReplayAhead;
 pub use live_samples::LiveSamples;
 mod mappings;

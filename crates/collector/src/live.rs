@@ -12,7 +12,7 @@ use crate::finalize::{estimate, module_def, stack_def};
 use crate::mappings::Mappings;
 use crate::tail::LogTail;
 use memlens_convert::symbols::{LoadedModule, Symbolizer};
-use memlens_profile::{code_label, site_frame, Allocation};
+use memlens_profile::{code_label, site_frame, Allocation, LiveSite, LiveView};
 use memlens_rawlog::{self as raw, tag, RawRecord};
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::{Entry, HashMap};
@@ -34,32 +34,6 @@ pub struct Image<'a> {
     pub seq: u32,
     pub log: &'a File,
     pub sample_rate: u64,
-}
-
-/// What the live view shows at one update.
-#[derive(Clone, Debug, Default)]
-pub struct LiveView {
-    /// Time since the recording started.
-    pub elapsed_ns: u64,
-    pub resident_bytes: u64,
-    pub heap_bytes: u64,
-    /// Exact bytes read and written per second since the last update
-    /// (instrumented code only; `None` when nothing was counted).
-    pub bandwidth: Option<(f64, f64)>,
-    pub processes: usize,
-    /// The sites holding the most live memory, most first.
-    pub sites: Vec<LiveSite>,
-}
-
-#[derive(Clone, Debug)]
-pub struct LiveSite {
-    /// "heap", "mmap" or "group".
-    pub kind: &'static str,
-    pub label: String,
-    pub bytes: f64,
-    pub blocks: f64,
-    /// Byte-sampled allocations scaled by 1/p (not exact sizes).
-    pub estimated: bool,
 }
 
 /// Writes a view as the lines of the block.

@@ -2,7 +2,7 @@
 //! redraws while the program runs.
 
 use crate::format::{human_bytes, rate};
-use memlens_collector::LiveView;
+use memlens_profile::LiveView;
 
 /// The status line (time, resident set, live heap, exact bandwidth, processes),
 /// then the sites holding the most live memory.
@@ -47,7 +47,7 @@ pub fn render_live(view: &LiveView) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::render_live;
-    use memlens_collector::{LiveSite, LiveView};
+    use memlens_profile::{LiveSite, LiveView};
 
     #[test]
     fn a_view_is_a_status_line_and_its_sites() {

@@ -6,13 +6,18 @@
 
 mod backend;
 mod columns;
+mod live;
 mod machine;
 mod meta;
 mod tables;
 
 pub use backend::Backend;
 pub use columns::ColumnType;
+pub use live::{LiveSite, LiveView};
 pub use machine::*;
+/// The memory level that served an access, as every backend and the cache
+/// model code it.
+pub use memlens_rawlog::level::MemLevel;
 pub use meta::*;
 pub use tables::*;
 
