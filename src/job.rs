@@ -4,9 +4,11 @@
 //! with the job's events).
 
 use anyhow::{bail, Result};
-use memlens_analysis::{job_view, summarize_ranks, Profile, RankSummary, TimeGrid};
+use memlens_analysis::{job_view, summarize_ranks, RankSummary, TimeGrid};
+
 use memlens_present::JobReport;
 use memlens_profile::Meta;
+use memlens_profile::Profile;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

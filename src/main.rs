@@ -13,9 +13,9 @@ mod validate;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use memlens_analysis::Profile;
 use memlens_collector::perf::backends::Kind;
 use memlens_collector::SamplerChoice;
+use memlens_profile::Profile;
 use memlens_rawlog::RuntimeSettings;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -1155,7 +1155,7 @@ fn load_parts(dir: &Path, parts: &[PathBuf]) -> Result<Profile> {
         .iter()
         .map(|part| Profile::load(part))
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(memlens_analysis::merge(dir, profiles))
+    Ok(memlens_profile::merge(dir, profiles))
 }
 
 /// `memlens report JOB`: the job's view across its ranks.
@@ -1238,8 +1238,8 @@ fn report(args: ReportArgs) -> Result<i32> {
     let parts = profile_parts(&dir)?;
     let job = job::Job::of(&parts)?;
     let mut only = match (args.pid, args.thread) {
-        (Some(pid), _) => Some(memlens_analysis::Only::Process(pid)),
-        (_, Some(tid)) => Some(memlens_analysis::Only::Thread(tid)),
+        (Some(pid), _) => Some(memlens_profile::Only::Process(pid)),
+        (_, Some(tid)) => Some(memlens_profile::Only::Thread(tid)),
         _ => None,
     };
     if job.is_some() && args.rank.is_none() && only.is_none() && !args.timed_by.is_empty() {
@@ -1257,7 +1257,7 @@ fn report(args: ReportArgs) -> Result<i32> {
             let shared = rank_parts.len() == 1
                 && memlens_profile::Meta::read(&rank_parts[0])?.processes.len() > pids.len();
             if shared {
-                only = Some(memlens_analysis::Only::Process(pids[0]));
+                only = Some(memlens_profile::Only::Process(pids[0]));
             }
             progress::step(&format!("reading rank {rank}"), || {
                 load_parts(&dir, &rank_parts)

@@ -427,16 +427,16 @@ fn the_call_stacks_of_one_source_line_are_one_object_whose_peak_is_bounded() {
     assert!(at_most <= 2000.0, "{at_most}");
     // record's summary reads the sites' timelines only for such objects,
     // and finds the same peaks.
-    let peaks = |p: memlens_analysis::Profile| -> Vec<(String, f64, Option<f64>)> {
+    let peaks = |p: memlens_profile::Profile| -> Vec<(String, f64, Option<f64>)> {
         let objects = memlens_analysis::data_objects(&p).list;
         (objects.into_iter())
             .filter(|o| o.kind == memlens_analysis::ObjectKind::Heap)
             .map(|o| (o.name, o.peak_bytes, o.peak_bytes_at_most))
             .collect()
     };
-    let summarized = memlens_analysis::Profile::load_for_summary(&p).unwrap();
+    let summarized = memlens_profile::Profile::load_for_summary(&p).unwrap();
     assert!(summarized.site_timeline.is_empty() && summarized.site_timeline_unread);
-    let whole = memlens_analysis::Profile::load(&p).unwrap();
+    let whole = memlens_profile::Profile::load(&p).unwrap();
     assert!(!whole.site_timeline.is_empty());
     assert_eq!(peaks(summarized), peaks(whole));
 }

@@ -6,7 +6,6 @@
 //! in every test run. Each returns whether the input got past the first check
 //! (so a bounded run can tell it reached the deeper code).
 
-use memlens_analysis::Profile;
 use memlens_collector::{finalize, RunInfo};
 use memlens_convert::perf::{convert, first_time};
 use memlens_decoders::datasrc::{DataSource, PerfText};
@@ -15,6 +14,7 @@ use memlens_decoders::perf_data::{Item, PerfData};
 use memlens_decoders::sample::Layout;
 use memlens_decoders::spe::{Packets, RecordDecoder};
 use memlens_present::{build_report, ReportOptions};
+use memlens_profile::Profile;
 use memlens_rawlog::{BLOCK_SIZE, HEADER_SIZE};
 
 /// Arm SPE packets and records, fed in two chunks split at a point the first

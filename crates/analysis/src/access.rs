@@ -602,7 +602,7 @@ impl Totals {
 /// timeline point.
 pub(crate) fn exact_totals(p: &Profile) -> Totals {
     let mut out = Totals::default();
-    if let Some(crate::Only::Thread(_)) = p.only {
+    if let Some(memlens_profile::Only::Thread(_)) = p.only {
         for t in &p.threads {
             let count = |c: Option<u64>| c.unwrap_or(0);
             out.add(

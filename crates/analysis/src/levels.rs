@@ -53,8 +53,8 @@ fn spe_breakdown(p: &Profile) -> Vec<SpeLatencyRow> {
     // Per level: samples, then sums of total, issue, translation.
     let mut by_level: BTreeMap<u8, (u64, [u64; 3])> = BTreeMap::new();
     let in_view = |r: &memlens_profile::SampleLatencies| match p.only {
-        Some(crate::Only::Process(pid)) => r.pid == pid,
-        Some(crate::Only::Thread(tid)) => r.tid == tid,
+        Some(memlens_profile::Only::Process(pid)) => r.pid == pid,
+        Some(memlens_profile::Only::Thread(tid)) => r.tid == tid,
         None => true,
     };
     for r in rows.iter().filter(|r| !r.is_store && in_view(r)) {

@@ -7,7 +7,7 @@
 use crate::export::collapsed;
 use crate::stacks::{Measure, Stacks};
 use crate::PlotError;
-use memlens_analysis::Profile;
+use memlens_profile::Profile;
 use std::path::Path;
 
 /// What the flame graph weighs.

@@ -7,19 +7,23 @@
 mod backend;
 mod columns;
 mod live;
+mod loaded;
 mod machine;
 mod meta;
 mod tables;
+mod thinning;
 
 pub use backend::Backend;
 pub use columns::ColumnType;
 pub use live::{LiveSite, LiveView};
+pub use loaded::{merge, Only, Profile};
 pub use machine::*;
 /// The memory level that served an access, as every backend and the cache
 /// model code it.
 pub use memlens_rawlog::level::MemLevel;
 pub use meta::*;
 pub use tables::*;
+pub use thinning::Thinned;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;

@@ -4,8 +4,10 @@
 //! shares: the image target, palette, fonts, shaded regions and legends.
 
 use crate::format::human_bytes;
-use memlens_analysis::{self as analysis, CapacitySeries, Profile};
+use memlens_analysis::{self as analysis, CapacitySeries};
+
 use memlens_profile::Calibration;
+use memlens_profile::Profile;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;

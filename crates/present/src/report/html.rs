@@ -12,7 +12,7 @@ use crate::plot::{
     plot_bandwidth, plot_capacity, plot_fold, plot_rank_band, plot_rank_map, plot_scatter, Image,
     RankMeasure,
 };
-use memlens_analysis::Profile;
+use memlens_profile::Profile;
 use serde::Serialize;
 
 const TEMPLATE: &str = include_str!("../../templates/report.html");

@@ -3,7 +3,7 @@
 use crate::format::seconds;
 use crate::report::model::{Section, Table};
 use crate::report::Report;
-use memlens_analysis::Only;
+use memlens_profile::Only;
 use memlens_profile::Process;
 
 pub fn section(r: &Report) -> Option<Section> {

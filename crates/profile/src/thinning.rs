@@ -7,7 +7,7 @@
 //! cumulative counts stay exact at every kept time, and what was merged is
 //! told with the figures ([`Thinned`]).
 
-use memlens_profile::TimelinePoint;
+use crate::TimelinePoint;
 use std::collections::HashMap;
 
 /// The readings a process keeps before its timeline is thinned.
