@@ -950,7 +950,7 @@ fn print_summary(
     // The summary's own figures, not a whole report's (a report computes
     // the data objects twice, and every section).
     let peak = memlens_analysis::peak(&p);
-    let top = memlens_present::objects_by_peak(&p, &memlens_analysis::data_objects(&p), 1);
+    let top = memlens_analysis::objects_by_peak(&p, &memlens_analysis::data_objects(&p), 1);
     let command = memlens_present::printable(&p.meta.command.join(" ")).into_owned();
     let duration = memlens_present::seconds(p.meta.clock.duration_ns);
     let processes = match p.meta.processes.len() {

@@ -867,6 +867,42 @@ pub fn top_by(objects: &[DataObject], n: usize, key: impl Fn(&DataObject) -> f64
     idx
 }
 
+/// Listed objects carry their whole stacks.
+pub fn with_frames(p: &Profile, list: &[DataObject], idx: Vec<usize>) -> Vec<DataObject> {
+    idx.into_iter()
+        .map(|i| {
+            let mut o = list[i].clone();
+            o.frames = (p.stacks.get(&(o.pid, o.stack_id)).into_iter().flatten())
+                .map(|f| crate::code_label(&f.function, &f.file, f.line, &f.module))
+                .collect();
+            o
+        })
+        .collect()
+}
+
+/// The `top` objects by peak size. Thread stacks are reserved address space,
+/// mostly not resident: they are summarized apart instead of crowding the
+/// top list. System libraries' own variables (libc's, ld.so's) come after
+/// the program's objects, one row per library.
+pub fn objects_by_peak(p: &Profile, all: &Objects, top: usize) -> Vec<DataObject> {
+    let listed = listed_objects(p, all);
+    let peak_of = |o: &DataObject| {
+        if o.kind == ObjectKind::Stack {
+            0.0
+        } else {
+            o.peak_bytes
+        }
+    };
+    let mut by_peak = with_frames(p, &listed.own, top_by(&listed.own, top, peak_of));
+    let room = top.saturating_sub(by_peak.len());
+    by_peak.extend(with_frames(
+        p,
+        &listed.libraries,
+        top_by(&listed.libraries, room, peak_of),
+    ));
+    by_peak
+}
+
 #[cfg(test)]
 mod tests {
     use crate::Profile;

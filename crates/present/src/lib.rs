@@ -29,8 +29,8 @@ pub use plot::{
 };
 pub use pprof::pprof;
 pub use report::{
-    build_report, job_value, objects_by_peak, render_html, render_job_html, render_job_text,
-    render_json, render_text, report_schema, report_value, JobReport, Report, ReportOptions,
+    build_report, job_value, render_html, render_job_html, render_job_text, render_json,
+    render_text, report_schema, report_value, JobReport, Report, ReportOptions,
     REPORT_SCHEMA_VERSION,
 };
 pub use stacks::{Measure, Stacks};

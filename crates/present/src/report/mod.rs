@@ -172,48 +172,12 @@ pub struct PidBytes {
     pub bytes: u64,
 }
 
-/// Listed objects carry their whole stacks.
-fn with_frames(p: &Profile, list: &[DataObject], idx: Vec<usize>) -> Vec<DataObject> {
-    idx.into_iter()
-        .map(|i| {
-            let mut o = list[i].clone();
-            o.frames = (p.stacks.get(&(o.pid, o.stack_id)).into_iter().flatten())
-                .map(|f| analysis::code_label(&f.function, &f.file, f.line, &f.module))
-                .collect();
-            o
-        })
-        .collect()
-}
-
-/// The `top` objects by peak size. Thread stacks are reserved address space,
-/// mostly not resident: they are summarized apart instead of crowding the
-/// top list. System libraries' own variables (libc's, ld.so's) come after
-/// the program's objects, one row per library.
-pub fn objects_by_peak(p: &Profile, all: &analysis::Objects, top: usize) -> Vec<DataObject> {
-    let listed = analysis::listed_objects(p, all);
-    let peak_of = |o: &DataObject| {
-        if o.kind == ObjectKind::Stack {
-            0.0
-        } else {
-            o.peak_bytes
-        }
-    };
-    let mut by_peak = with_frames(p, &listed.own, analysis::top_by(&listed.own, top, peak_of));
-    let room = top.saturating_sub(by_peak.len());
-    by_peak.extend(with_frames(
-        p,
-        &listed.libraries,
-        analysis::top_by(&listed.libraries, room, peak_of),
-    ));
-    by_peak
-}
-
 pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
     let top = options.top;
     let all = analysis::data_objects(p);
     let objects = &all.list;
-    let pick = |idx: Vec<usize>| with_frames(p, objects, idx);
-    let by_peak = objects_by_peak(p, &all, top);
+    let pick = |idx: Vec<usize>| analysis::with_frames(p, objects, idx);
+    let by_peak = analysis::objects_by_peak(p, &all, top);
     let stacks: Vec<&DataObject> = objects
         .iter()
         .filter(|o| o.kind == ObjectKind::Stack)
