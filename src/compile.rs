@@ -70,12 +70,12 @@ fn is_this_memlens(candidate: &Path) -> bool {
 /// in `build_var` ($CC, $CXX) when that is one of `base`'s kind (`base`,
 /// `base-N` or a path to one); else the newest `base[-N]` on PATH
 /// (memlens' own wrappers passed over: a build whose $CC is memlens).
-fn find_tool(var: &str, build_var: Option<&str>, base: &str, package: &str) -> Result<PathBuf> {
+fn find_tool(var: &str, build_var: &str, base: &str, package: &str) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(var) {
         return Ok(PathBuf::from(p));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let named = build_var.and_then(std::env::var_os).map(PathBuf::from);
+    let named = std::env::var_os(build_var).map(PathBuf::from);
     let on_path = |name: &Path| -> Option<PathBuf> {
         match name.components().count() {
             1 => std::env::split_paths(&path)
@@ -110,12 +110,84 @@ fn find_tool(var: &str, build_var: Option<&str>, base: &str, package: &str) -> R
     bail!("no {base} found on PATH: install it (e.g. `apt-get install {package}`) or set {var}")
 }
 
+/// "0": clang's wrappers build without LTO.
+const LTO_VAR: &str = "MEMLENS_LTO";
+
+/// A compiler memlens wraps: `memlens <wrapper>` runs it.
+pub(crate) struct Compiler {
+    pub wrapper: &'static str,
+    /// Its executable's name (`name-N`, a version, also matches).
+    pub base: &'static str,
+    /// The variable naming it for memlens.
+    pub var: &'static str,
+    /// The variable a build names it by (`CC=clang-19` chooses clang-19).
+    pub build_var: &'static str,
+    /// The Debian package installing it, for the message when none is found.
+    pub package: &'static str,
+}
+
+/// Every compiler memlens wraps: clang's (sanitizer coverage and the pass)
+/// and GCC's (its ThreadSanitizer instrumentation, `gcc.rs`).
+pub(crate) const COMPILERS: [Compiler; 6] = [
+    Compiler {
+        wrapper: "cc",
+        base: "clang",
+        var: "MEMLENS_CLANG",
+        build_var: "CC",
+        package: "clang-16",
+    },
+    Compiler {
+        wrapper: "c++",
+        base: "clang++",
+        var: "MEMLENS_CLANGXX",
+        build_var: "CXX",
+        package: "clang-16",
+    },
+    Compiler {
+        wrapper: "fc",
+        base: "flang-new",
+        var: "MEMLENS_FLANG",
+        build_var: "FC",
+        package: "flang-16",
+    },
+    Compiler {
+        wrapper: "gcc",
+        base: "gcc",
+        var: "MEMLENS_GCC",
+        build_var: "CC",
+        package: "gcc",
+    },
+    Compiler {
+        wrapper: "g++",
+        base: "g++",
+        var: "MEMLENS_GXX",
+        build_var: "CXX",
+        package: "g++",
+    },
+    Compiler {
+        wrapper: "gfortran",
+        base: "gfortran",
+        var: "MEMLENS_GFORTRAN",
+        build_var: "FC",
+        package: "gfortran",
+    },
+];
+
+/// The compiler `memlens <wrapper>` runs.
+pub(crate) fn compiler_of(wrapper: &str) -> Result<&'static Compiler> {
+    (COMPILERS.iter())
+        .find(|c| c.wrapper == wrapper)
+        .with_context(|| format!("memlens wraps no compiler as `{wrapper}`"))
+}
+
+/// The executable of `memlens <wrapper>`'s compiler.
+pub(crate) fn find_compiler(wrapper: &str) -> Result<PathBuf> {
+    let c = compiler_of(wrapper)?;
+    find_tool(c.var, c.build_var, c.base, c.package)
+}
+
 pub(crate) fn find_clang(cxx: bool) -> Result<PathBuf> {
-    if cxx {
-        find_tool("MEMLENS_CLANGXX", Some("CXX"), "clang++", "clang-16")
-    } else {
-        find_tool("MEMLENS_CLANG", Some("CC"), "clang", "clang-16")
-    }
+    find_compiler(if cxx { "c++" } else { "cc" })
 }
 
 fn is_link(args: &[OsString]) -> bool {
@@ -287,7 +359,7 @@ pub(crate) fn has_llvm_config(clang: &Path) -> bool {
 /// runtime's wraps (see [`IrDialect::wraps_through_lto`]).
 pub(crate) fn lto_linker(clang: &Path) -> Option<PathBuf> {
     find_lld(clang)
-        .filter(|_| std::env::var_os("MEMLENS_LTO").is_none_or(|v| v != "0"))
+        .filter(|_| std::env::var_os(LTO_VAR).is_none_or(|v| v != "0"))
         .filter(|_| IrDialect::of(clang).wraps_through_lto())
 }
 
@@ -417,7 +489,7 @@ fn target_arch(args: &[OsString]) -> String {
 /// for that target beside this one (target/aarch64-unknown-linux-gnu/release
 /// next to target/release), or an installed one in `<arch>/` beside it.
 fn target_runtime(runtime: &Path, arch: &str) -> Result<PathBuf> {
-    if arch == std::env::consts::ARCH || std::env::var_os("MEMLENS_RUNTIME").is_some() {
+    if arch == std::env::consts::ARCH || std::env::var_os(crate::runtime::VAR).is_some() {
         return Ok(runtime.to_path_buf());
     }
     let name = memlens_profile::RUNTIME_FILE;
@@ -511,14 +583,12 @@ pub(crate) mod tempdir {
 /// compiler's own options.
 pub fn wrapper(wrapper: &str, args: Vec<OsString>) -> Result<i32> {
     if args.iter().any(|a| a == "--help" || a == "-help") {
-        let (compiler, use_as, variable) = match wrapper {
-            "c++" => ("clang++", "CXX", "MEMLENS_CLANGXX"),
-            "fc" => ("flang", "FC", "MEMLENS_FLANG"),
-            "gcc" => ("gcc", "CC", "MEMLENS_GCC"),
-            "g++" => ("g++", "CXX", "MEMLENS_GXX"),
-            "gfortran" => ("gfortran", "FC", "MEMLENS_GFORTRAN"),
-            _ => ("clang", "CC", "MEMLENS_CLANG"),
-        };
+        let Compiler {
+            base: compiler,
+            build_var: use_as,
+            var: variable,
+            ..
+        } = compiler_of(wrapper)?;
         let (adds, lto) = match gcc::is_gcc(wrapper) {
             true => (
                 "GCC's ThreadSanitizer instrumentation\n(-fsanitize=thread, its calls answered by memlens instead of libtsan),\n-g1 without -g",
@@ -595,7 +665,7 @@ fn is_fortran(arg: &OsString) -> bool {
 /// goes through flang to LLVM IR, and clang instruments and compiles the IR; the
 /// link adds flang's runtime libraries.
 pub fn compile_fortran(args: Vec<OsString>, runtime: &Path) -> Result<i32> {
-    let flang = find_tool("MEMLENS_FLANG", None, "flang-new", "flang-16")?;
+    let flang = find_compiler("fc")?;
     let clang = find_clang(false)?;
     let ir_dir = tempdir::Dir::new()?;
     // Flags flang understands for the front end; output, linking and inputs stay
@@ -732,18 +802,24 @@ fn compile_with(
 /// library's data-moving routines. Without `memlens record` the runtime
 /// stays idle and the program runs as usual.
 fn runtime_link_args(runtime: &Path) -> Result<Vec<String>> {
-    let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
-        bail!(
-            "runtime library not found at {}: point MEMLENS_RUNTIME at an existing file, or unset it to use the runtime built into memlens",
-            runtime.display()
-        );
-    };
+    let dir = runtime_dir(runtime)?;
     Ok(vec![
         format!("-L{}", dir.display()),
         format!("-Wl,-rpath,{}", dir.display()),
         "-lmemlens_runtime".to_string(),
         wrap_flags(),
     ])
+}
+
+/// The directory of the runtime library `runtime`, which must exist.
+fn runtime_dir(runtime: &Path) -> Result<&Path> {
+    runtime.parent().filter(|_| runtime.is_file()).with_context(|| {
+        format!(
+            "runtime library not found at {}: point {} at an existing file, or unset it to use the runtime built into memlens",
+            runtime.display(),
+            crate::runtime::VAR
+        )
+    })
 }
 
 /// The linker flag that sends instrumented code's calls of the C library
@@ -758,12 +834,7 @@ fn wrap_flags() -> String {
 /// `memlens rustflags`: the RUSTFLAGS that instrument a Rust crate's loads and
 /// stores and link the runtime (build with `codegen-units = 1`).
 pub fn rustflags(runtime: &Path) -> Result<String> {
-    let Some(dir) = runtime.parent().filter(|_| runtime.is_file()) else {
-        bail!(
-            "runtime library not found at {}: point MEMLENS_RUNTIME at an existing file, or unset it to use the runtime built into memlens",
-            runtime.display()
-        );
-    };
+    let dir = runtime_dir(runtime)?;
     let dir = std::fs::canonicalize(dir)?;
     Ok([
         "-Cpasses=sancov-module".to_string(),

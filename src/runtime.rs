@@ -13,9 +13,12 @@ use std::path::{Path, PathBuf};
 static EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libmemlens_runtime.so"));
 const EMBEDDED_HASH: &str = include_str!(concat!(env!("OUT_DIR"), "/runtime_hash.txt"));
 
+/// The variable naming the runtime library to use.
+pub const VAR: &str = "MEMLENS_RUNTIME";
+
 /// The runtime library to preload and link instrumented programs with.
 pub fn path() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("MEMLENS_RUNTIME") {
+    if let Some(p) = std::env::var_os(VAR) {
         return Ok(PathBuf::from(p));
     }
     let exe = std::env::current_exe().unwrap_or_default();

@@ -1133,3 +1133,47 @@ fn the_crates_use_only_the_layers_below_them() {
         "every crate has its line"
     );
 }
+
+#[test]
+fn every_memlens_variable_is_in_the_options_table() {
+    // Each MEMLENS_* variable the code reads (named once: rawlog's `env`,
+    // the compiler table, the runtime's path) has its row in
+    // docs/recording.md's table of options, and the table names no other.
+    fn names_in(dir: &std::path::Path, found: &mut std::collections::BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                names_in(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for quoted in text.split("\"MEMLENS_").skip(1) {
+                    let name: String = (quoted.chars())
+                        .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                        .collect();
+                    if quoted[name.len()..].starts_with('"') {
+                        found.insert(format!("MEMLENS_{name}"));
+                    }
+                }
+            }
+        }
+    }
+    let mut read = std::collections::BTreeSet::new();
+    names_in(&root().join("src"), &mut read);
+    names_in(&root().join("crates"), &mut read);
+    assert!(read.len() >= 20, "{read:?}");
+    let doc = std::fs::read_to_string(root().join("docs/recording.md")).unwrap();
+    let table: Vec<&str> = (doc.lines())
+        .skip_while(|l| !l.starts_with("| `-o DIR`"))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let mut documented = std::collections::BTreeSet::new();
+    for row in &table {
+        for part in row.split("`MEMLENS_").skip(1) {
+            let name: String = (part.chars())
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
+            documented.insert(format!("MEMLENS_{name}"));
+        }
+    }
+    assert_eq!(read, documented, "docs/recording.md's options table");
+}

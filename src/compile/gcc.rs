@@ -5,10 +5,10 @@
 //! libtsan (`crates/runtime/gcc/tsan_shim.c`): the same counts, samples
 //! and atomics as the clang path, at a call per access.
 
-use super::{find_tool, has_debug_info, is_link, runtime_link_args, tempdir};
+use super::{compiler_of, find_compiler, has_debug_info, is_link, runtime_link_args, tempdir};
 use anyhow::{bail, Result};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The entry points the instrumentation calls, compiled (without it) into
@@ -21,29 +21,13 @@ const SHIM: &str = include_str!("../../crates/runtime/gcc/tsan_shim.c");
 /// path, takes its place.
 const NO_LIBTSAN: &str = "/* memlens: ThreadSanitizer's entry points are memlens' shim */\n";
 
-/// The GCC compilers memlens wraps: the wrapper's name, the compiler's,
-/// the variable naming it for memlens, and the one a build names it by.
-const COMPILERS: [(&str, &str, &str, &str); 3] = [
-    ("gcc", "gcc", "MEMLENS_GCC", "CC"),
-    ("g++", "g++", "MEMLENS_GXX", "CXX"),
-    ("gfortran", "gfortran", "MEMLENS_GFORTRAN", "FC"),
-];
-
-/// The compiler `wrapper` runs and the variable that chooses it.
-pub(crate) fn compiler(wrapper: &str) -> Result<(PathBuf, &'static str)> {
-    let Some(&(_, base, var, build_var)) = COMPILERS.iter().find(|c| c.0 == wrapper) else {
-        bail!("no GCC compiler for `memlens {wrapper}`");
-    };
-    Ok((find_tool(var, Some(build_var), base, base)?, var))
-}
-
 /// Whether `wrapper` is one of GCC's.
 pub(crate) fn is_gcc(wrapper: &str) -> bool {
-    COMPILERS.iter().any(|c| c.0 == wrapper)
+    matches!(wrapper, "gcc" | "g++" | "gfortran")
 }
 
 pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Result<i32> {
-    let (gcc, _) = compiler(wrapper)?;
+    let gcc = find_compiler(wrapper)?;
     let mut cmd = Command::new(&gcc);
     // The instrumentation without its predefined macro: the program
     // compiles as it would without memlens (code that tests for
@@ -95,7 +79,10 @@ pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Res
 /// `memlens doctor`'s line: the gcc `memlens gcc` runs, and whether it
 /// compiles with the instrumentation; else why not and the fix.
 pub(crate) fn doctor_check() -> Result<String, (String, String)> {
-    let (gcc, var) = compiler("gcc").map_err(|e| (e.to_string(), "apt-get install gcc".into()))?;
+    let var = compiler_of("gcc")
+        .map_err(|e| (e.to_string(), String::new()))?
+        .var;
+    let gcc = find_compiler("gcc").map_err(|e| (e.to_string(), "apt-get install gcc".into()))?;
     let dir = tempdir::Dir::new()
         .map_err(|e| (e.to_string(), "set TMPDIR to a writable directory".into()))?;
     let source = dir.path().join("probe.c");
