@@ -333,6 +333,8 @@ enum BackendArg {
     PageFaults,
 }
 
+/// `--unwind`: its values are rawlog's `unwinder::OPTIONS`, which the
+/// runtime reads (checked by a unit test).
 #[derive(Clone, Copy, ValueEnum)]
 enum Unwinder {
     /// Frame pointers, validated against the thread's stack (fast).
@@ -879,15 +881,9 @@ fn record(args: RecordArgs) -> Result<i32> {
         min_size: args.min_size,
         sample_rate: args.sample_rate.or(args.leaks.then_some(1)),
         keep_blocks: args.keep_blocks,
-        unwinder: args.unwind.map(|u| {
-            match u {
-                Unwinder::Fp => "fp",
-                Unwinder::Dwarf => "dwarf",
-                Unwinder::Libgcc => "libgcc",
-                Unwinder::None => "none",
-            }
-            .to_string()
-        }),
+        unwinder: (args.unwind)
+            .and_then(|u| u.to_possible_value())
+            .map(|v| v.get_name().to_string()),
         max_frames: args.max_frames,
         period: args.period.or(args.reuse),
         sample_lines: args.reuse.is_some(),

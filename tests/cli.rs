@@ -1177,3 +1177,26 @@ fn every_memlens_variable_is_in_the_options_table() {
     }
     assert_eq!(read, documented, "docs/recording.md's options table");
 }
+
+#[test]
+fn each_unwind_option_reaches_the_runtime() {
+    // `--unwind`'s values are rawlog's spellings: each reaches the runtime
+    // through MEMLENS_UNWIND and comes back as the profile's name of it.
+    use memlens_rawlog::unwinder::{NAMES, OPTIONS};
+    let dir = tempdir();
+    for (option, name) in OPTIONS.iter().zip(NAMES) {
+        let out = dir.path().join(option);
+        assert_ran(
+            &Command::new(memlens())
+                .env("MEMLENS_RUNTIME", runtime())
+                .args(["record", "--unwind", option, "-o"])
+                .arg(&out)
+                .args(["--", "true"])
+                .output()
+                .unwrap(),
+        );
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("meta.json")).unwrap()).unwrap();
+        assert_eq!(meta["settings"]["unwinder"], name, "--unwind {option}");
+    }
+}

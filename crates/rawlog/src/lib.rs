@@ -465,6 +465,15 @@ pub mod unwinder {
     pub const LIBGCC: u32 = 3;
     /// The profile's name of each code.
     pub const NAMES: [&str; 4] = ["frame-pointers", "dwarf", "none", "dwarf-libgcc"];
+    /// Each code as `--unwind` and `MEMLENS_UNWIND` spell it.
+    pub const OPTIONS: [&str; 4] = ["fp", "dwarf", "none", "libgcc"];
+
+    /// The code `MEMLENS_UNWIND`'s value names.
+    pub fn from_option(value: &[u8]) -> Option<u32> {
+        (OPTIONS.iter())
+            .position(|o| o.as_bytes() == value)
+            .map(|code| code as u32)
+    }
 }
 
 /// Why an allocation carries an event.

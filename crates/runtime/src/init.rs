@@ -143,11 +143,8 @@ unsafe fn configure() -> bool {
     if let Some(v) = env(raw::env::MAX_FRAMES).and_then(raw::parse_size) {
         s.max_frames = v.clamp(1, raw::MAX_FRAMES as u64) as u32;
     }
-    match env(raw::env::UNWIND) {
-        Some(b"fp") => s.unwinder = raw::unwinder::FP,
-        Some(b"none") => s.unwinder = raw::unwinder::NONE,
-        Some(b"libgcc") => s.unwinder = raw::unwinder::LIBGCC,
-        _ => {}
+    if let Some(code) = env(raw::env::UNWIND).and_then(raw::unwinder::from_option) {
+        s.unwinder = code;
     }
     if let Some(v) = env(raw::env::PERIOD).and_then(raw::parse_size) {
         s.access_period = v;

@@ -780,7 +780,7 @@ pub fn finalize(
             sample_rate: settings.sample_rate,
             unwinder: raw::unwinder::NAMES
                 .get(settings.unwinder as usize)
-                .unwrap_or(&"frame-pointers")
+                .unwrap_or(&"unknown")
                 .to_string(),
             max_frames: settings.max_frames,
             cache_model: run.cache_model.clone().unwrap_or_default(),
