@@ -32,9 +32,13 @@ pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Res
     // The instrumentation without its predefined macro: the program
     // compiles as it would without memlens (code that tests for
     // ThreadSanitizer would call its annotation functions).
+    // Without the calls at each function's entry and exit: contexts come
+    // from the frame-pointer walk of the sampled access (the calls cost
+    // LULESH 4.25x -> see docs/access-profiling.md).
     cmd.args([
         "-fsanitize=thread",
         "-U__SANITIZE_THREAD__",
+        "--param=tsan-instrument-func-entry-exit=0",
         "-fno-omit-frame-pointer",
     ]);
     if !has_debug_info(&args) {
