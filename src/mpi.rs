@@ -141,15 +141,17 @@ impl Mpi {
                     (api.comm_size)(api.comm_world, &mut size);
                 }
             }
-            if let Some(launched) = launched_size().filter(|&n| n > size.max(1) as usize) {
-                bail!("{name} sees a job of {size} process(es) where the launcher started {launched}: it is not the MPI of this mpirun; run the mpirun of the MPI whose library memlens found, or put the launcher's library first on LD_LIBRARY_PATH");
-            }
-            Ok(Mpi {
+            let mpi = Mpi {
                 flavor,
                 rank: rank.max(0) as usize,
                 size: size.max(1) as usize,
                 _library: library,
-            })
+            };
+            // Returned as an error, `mpi` is dropped: MPI finalised.
+            if let Some(launched) = launched_size().filter(|&n| n > mpi.size) {
+                bail!("{name} sees a job of {size} process(es) where the launcher started {launched}: it is not the MPI of this mpirun; run the mpirun of the MPI whose library memlens found, or put the launcher's library first on LD_LIBRARY_PATH");
+            }
+            Ok(mpi)
         }
     }
 
