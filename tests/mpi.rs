@@ -144,23 +144,7 @@ fn an_mpi_job_is_read_across_its_ranks() {
     assert!(!field.contains('~'), "{field}");
     // Read as an MPI job itself: three processes share the four ranks and
     // gather their aggregates; process 0 writes the same report.
-    let single = Command::new(memlens())
-        .args(["report", "--format", "json", "--per-rank"])
-        .arg(&job)
-        .output()
-        .unwrap();
-    assert_ran(&single);
-    let reduced = mpirun(3)
-        .arg(memlens())
-        .args(["report", "--format", "json", "--per-rank", "--reduce"])
-        .arg(&job)
-        .output()
-        .unwrap();
-    assert_ran(&reduced);
-    assert!(
-        reduced.stdout == single.stdout,
-        "the reduced report differs from one process's"
-    );
+    assert_reduced_alike(mpirun(3), &job);
     // One rank's own report.
     let three = report_json_with(&job, &["--rank", "3"]);
     assert_eq!(three["kind"], "profile");
@@ -327,25 +311,29 @@ fn an_mpich_job_builds_through_the_wrapper_and_reduces_with_mpich() {
             "rank {rank} wrote {written} bytes"
         );
     }
+    let mut mpirun = Command::new("mpirun.mpich");
+    mpirun.args(["-n", "2"]);
+    let single = assert_reduced_alike(mpirun, &job);
+    let block = spread(&object_at(&single, "mpi_ranks.c", "malloc(len)")["peak_bytes"]);
+    assert_eq!(block.4, [1.0, 2.0].map(|m| m * (1u64 << 20) as f64));
+}
+
+/// `memlens report --reduce` of `job` under `launcher` (an mpirun and its
+/// process count) writes the report one process writes, byte for byte;
+/// returns that report.
+fn assert_reduced_alike(mut launcher: Command, job: &std::path::Path) -> serde_json::Value {
+    let report = ["report", "--format", "json", "--per-rank"];
     let single = Command::new(memlens())
-        .args(["report", "--format", "json", "--per-rank"])
-        .arg(&job)
+        .args(report)
+        .arg(job)
         .output()
         .unwrap();
     assert_ran(&single);
-    let block = spread(
-        &object_at(
-            &serde_json::from_slice(&single.stdout).unwrap(),
-            "mpi_ranks.c",
-            "malloc(len)",
-        )["peak_bytes"],
-    );
-    assert_eq!(block.4, [1.0, 2.0].map(|m| m * (1u64 << 20) as f64));
-    let reduced = Command::new("mpirun.mpich")
-        .args(["-n", "2"])
+    let reduced = launcher
         .arg(memlens())
-        .args(["report", "--format", "json", "--per-rank", "--reduce"])
-        .arg(&job)
+        .args(report)
+        .arg("--reduce")
+        .arg(job)
         .output()
         .unwrap();
     assert_ran(&reduced);
@@ -353,4 +341,5 @@ fn an_mpich_job_builds_through_the_wrapper_and_reduces_with_mpich() {
         reduced.stdout == single.stdout,
         "the reduced report differs from one process's"
     );
+    serde_json::from_slice(&single.stdout).unwrap()
 }
