@@ -15,7 +15,9 @@ pub struct Meta {
     pub host: String,
     pub cpu: String,
     pub kernel: String,
-    /// What produced the data: names of [`crate::Backend`]s.
+    /// What produced the data: names of [`crate::Backend`]s (as strings: a
+    /// profile naming a backend this memlens does not know still loads;
+    /// [`Meta::backends`] reads the known ones).
     pub backend: Vec<String>,
     pub settings: Settings,
     pub clock: Clock,
