@@ -664,8 +664,11 @@ fn long_steps_show_a_spinner_on_a_terminal_only() {
     );
     // What a shell command draws on a terminal.
     let on_terminal = |command: &str| {
+        // A terminal that draws: a CI's TERM may be unset or "dumb", where
+        // progress is rightly not drawn.
         let out = Command::new("script")
             .args(["-qec", command, "/dev/null"])
+            .env("TERM", "xterm-256color")
             .output()
             .unwrap();
         assert_ran(&out);
