@@ -9,33 +9,35 @@
 use anyhow::{bail, Context, Result};
 use std::ffi::{c_int, c_void};
 
-/// Open MPI's library and MPICH's (MPICH, Intel MPI, MVAPICH).
-const OPEN_MPI_LIBRARIES: [&str; 1] = ["libmpi.so.40"];
-const MPICH_LIBRARIES: [&str; 2] = ["libmpi.so.12", "libmpich.so.12"];
+/// Each launcher's variable giving every process the job's size, and the
+/// libraries of its MPI: Open MPI's mpirun; MPICH's Hydra (also Intel MPI's,
+/// MVAPICH's).
+const LAUNCHERS: [(&str, &[&str]); 2] = [
+    ("OMPI_COMM_WORLD_SIZE", &["libmpi.so.40"]),
+    ("PMI_SIZE", &["libmpi.so.12", "libmpich.so.12"]),
+];
 
-/// The job's size as its launcher tells each process: Open MPI's mpirun,
-/// MPICH's Hydra (also Intel MPI's).
-const LAUNCHER_SIZES: [&str; 2] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"];
+/// The launcher this process runs under, if one is known.
+fn launcher() -> Option<&'static (&'static str, &'static [&'static str])> {
+    LAUNCHERS
+        .iter()
+        .find(|(var, _)| std::env::var_os(var).is_some())
+}
 
-/// The library names to try, in order: the launcher's own implementation
-/// first, for a machine with both (Debian installs Open MPI and MPICH side by
-/// side; Open MPI's library under MPICH's mpirun initialises a job of one).
+/// The library names to try, in order: the launcher's own MPI first, for a
+/// machine with both (Debian installs Open MPI and MPICH side by side; Open
+/// MPI's library under MPICH's mpirun initialises a job of one).
 fn libraries() -> Vec<&'static str> {
-    let (first, second): (&[&str], &[&str]) = if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none()
-        && std::env::var_os("PMI_SIZE").is_some()
-    {
-        (&MPICH_LIBRARIES, &OPEN_MPI_LIBRARIES)
-    } else {
-        (&OPEN_MPI_LIBRARIES, &MPICH_LIBRARIES)
-    };
-    [first, second, &["libmpi.so"]].concat()
+    let first: &[&str] = launcher().map_or(&[], |l| l.1);
+    let others = (LAUNCHERS.iter().flat_map(|l| l.1)).filter(|name| !first.contains(name));
+    (first.iter().chain(others).chain(&["libmpi.so"]))
+        .copied()
+        .collect()
 }
 
 /// The job's size the launcher announced, if it did.
 fn launched_size() -> Option<usize> {
-    LAUNCHER_SIZES
-        .iter()
-        .find_map(|name| std::env::var(name).ok()?.parse().ok())
+    std::env::var(launcher()?.0).ok()?.parse().ok()
 }
 
 /// MPICH's predefined handles (mpi.h of MPICH 3 and 4).
