@@ -124,17 +124,27 @@ pub(crate) struct Compiler {
     pub build_var: &'static str,
     /// The Debian package installing it, for the message when none is found.
     pub package: &'static str,
+    /// GCC's (ThreadSanitizer's instrumentation, `gcc.rs`), else LLVM's.
+    pub gcc: bool,
+}
+
+impl Compiler {
+    /// Its executable: the one `var` names, else the build's, else PATH's.
+    pub fn find(&self) -> Result<PathBuf> {
+        find_tool(self.var, self.build_var, self.base, self.package)
+    }
 }
 
 /// Every compiler memlens wraps: clang's (sanitizer coverage and the pass)
 /// and GCC's (its ThreadSanitizer instrumentation, `gcc.rs`).
-pub(crate) const COMPILERS: [Compiler; 6] = [
+const COMPILERS: [Compiler; 6] = [
     Compiler {
         wrapper: "cc",
         base: "clang",
         var: "MEMLENS_CLANG",
         build_var: "CC",
         package: "clang-16",
+        gcc: false,
     },
     Compiler {
         wrapper: "c++",
@@ -142,6 +152,7 @@ pub(crate) const COMPILERS: [Compiler; 6] = [
         var: "MEMLENS_CLANGXX",
         build_var: "CXX",
         package: "clang-16",
+        gcc: false,
     },
     Compiler {
         wrapper: "fc",
@@ -149,6 +160,7 @@ pub(crate) const COMPILERS: [Compiler; 6] = [
         var: "MEMLENS_FLANG",
         build_var: "FC",
         package: "flang-16",
+        gcc: false,
     },
     Compiler {
         wrapper: "gcc",
@@ -156,6 +168,7 @@ pub(crate) const COMPILERS: [Compiler; 6] = [
         var: "MEMLENS_GCC",
         build_var: "CC",
         package: "gcc",
+        gcc: true,
     },
     Compiler {
         wrapper: "g++",
@@ -163,6 +176,7 @@ pub(crate) const COMPILERS: [Compiler; 6] = [
         var: "MEMLENS_GXX",
         build_var: "CXX",
         package: "g++",
+        gcc: true,
     },
     Compiler {
         wrapper: "gfortran",
@@ -170,6 +184,7 @@ pub(crate) const COMPILERS: [Compiler; 6] = [
         var: "MEMLENS_GFORTRAN",
         build_var: "FC",
         package: "gfortran",
+        gcc: true,
     },
 ];
 
@@ -182,8 +197,7 @@ pub(crate) fn compiler_of(wrapper: &str) -> Result<&'static Compiler> {
 
 /// The executable of `memlens <wrapper>`'s compiler.
 pub(crate) fn find_compiler(wrapper: &str) -> Result<PathBuf> {
-    let c = compiler_of(wrapper)?;
-    find_tool(c.var, c.build_var, c.base, c.package)
+    compiler_of(wrapper)?.find()
 }
 
 pub(crate) fn find_clang(cxx: bool) -> Result<PathBuf> {
@@ -589,14 +603,14 @@ pub fn wrapper(wrapper: &str, args: Vec<OsString>) -> Result<i32> {
             var: variable,
             ..
         } = compiler_of(wrapper)?;
-        let (adds, lto) = match gcc::is_gcc(wrapper) {
+        let (adds, lto) = match compiler_of(wrapper)?.gcc {
             true => (
                 "GCC's ThreadSanitizer instrumentation\n(-fsanitize=thread, its calls answered by memlens instead of libtsan),\n-g1 without -g",
-                "",
+                String::new(),
             ),
             false => (
                 "the\ninstrumentation, -gline-tables-only without -g, -flto with ld.lld (the\nruntime's fast path inlined)",
-                "\n  MEMLENS_LTO=0    no -flto (every access calls into the runtime: slower)",
+                format!("\n  {:<16} no -flto (every access calls into the runtime: slower)", format!("{LTO_VAR}=0")),
             ),
         };
         println!(
@@ -609,10 +623,11 @@ runs as usual outside `memlens record -- ./program`.
 
 Environment:
   {variable:<16} the compiler to run (default: ${use_as} if it names one, else found on PATH)
-  MEMLENS_RUNTIME  the runtime library to link (default: the one built into memlens){lto}
+  {runtime_var:<16} the runtime library to link (default: the one built into memlens){lto}
 
 See docs/access-profiling.md. The compiler's own options follow.
-"
+",
+            runtime_var = crate::runtime::VAR,
         );
         std::io::Write::flush(&mut std::io::stdout())?;
     }

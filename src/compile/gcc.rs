@@ -23,7 +23,7 @@ const NO_LIBTSAN: &str = "/* memlens: ThreadSanitizer's entry points are memlens
 
 /// Whether `wrapper` is one of GCC's.
 pub(crate) fn is_gcc(wrapper: &str) -> bool {
-    matches!(wrapper, "gcc" | "g++" | "gfortran")
+    compiler_of(wrapper).is_ok_and(|c| c.gcc)
 }
 
 pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Result<i32> {
@@ -32,9 +32,8 @@ pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Res
     // The instrumentation without its predefined macro: the program
     // compiles as it would without memlens (code that tests for
     // ThreadSanitizer would call its annotation functions).
-    // Without the calls at each function's entry and exit: contexts come
-    // from the frame-pointer walk of the sampled access (the calls cost
-    // LULESH 4.25x -> see docs/access-profiling.md).
+    // Without the calls at each function's entry and exit: the shim's
+    // are empty (contexts come from the sampled access's frame-pointer walk).
     cmd.args([
         "-fsanitize=thread",
         "-U__SANITIZE_THREAD__",
@@ -83,10 +82,14 @@ pub(crate) fn compile(wrapper: &str, args: Vec<OsString>, runtime: &Path) -> Res
 /// `memlens doctor`'s line: the gcc `memlens gcc` runs, and whether it
 /// compiles with the instrumentation; else why not and the fix.
 pub(crate) fn doctor_check() -> Result<String, (String, String)> {
-    let var = compiler_of("gcc")
-        .map_err(|e| (e.to_string(), String::new()))?
-        .var;
-    let gcc = find_compiler("gcc").map_err(|e| (e.to_string(), "apt-get install gcc".into()))?;
+    let compiler = compiler_of("gcc").map_err(|e| (e.to_string(), String::new()))?;
+    let var = compiler.var;
+    let gcc = (compiler.find()).map_err(|e| {
+        (
+            e.to_string(),
+            format!("apt-get install {}", compiler.package),
+        )
+    })?;
     let dir = tempdir::Dir::new()
         .map_err(|e| (e.to_string(), "set TMPDIR to a writable directory".into()))?;
     let source = dir.path().join("probe.c");
