@@ -5,10 +5,8 @@
 
 use anyhow::{bail, Result};
 use memlens_analysis::{job_view, summarize_ranks, RankSummary, TimeGrid};
-
 use memlens_present::JobReport;
-use memlens_profile::Meta;
-use memlens_profile::Profile;
+use memlens_profile::{Meta, Profile};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -334,7 +334,7 @@ enum BackendArg {
 }
 
 /// `--unwind`: its values are rawlog's `unwinder::OPTIONS`, which the
-/// runtime reads (checked by a unit test).
+/// runtime reads (test `each_unwind_option_reaches_the_runtime`).
 #[derive(Clone, Copy, ValueEnum)]
 enum Unwinder {
     /// Frame pointers, validated against the thread's stack (fast).

@@ -12,10 +12,8 @@ use fxprof_processed_profile::{
     MarkerTiming, ProcessHandle, Profile as Fx, ReferenceTimestamp, SamplingInterval, StackHandle,
     StaticSchemaMarker, StaticSchemaMarkerField, StringHandle, ThreadHandle, Timestamp,
 };
-use memlens_analysis::{self as analysis};
-
-use memlens_profile::Profile;
-use memlens_profile::TimelinePoint;
+use memlens_analysis as analysis;
+use memlens_profile::{Profile, TimelinePoint};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 

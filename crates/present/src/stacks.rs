@@ -4,10 +4,8 @@
 //! stack, the object, then the access's calling context (DrCCTProf's
 //! data-centric tree).
 
-use memlens_analysis::{self as analysis};
-
-use memlens_profile::code_label;
-use memlens_profile::Profile;
+use memlens_analysis as analysis;
+use memlens_profile::{code_label, Profile};
 use std::collections::HashMap;
 
 /// One frame of an exported stack: code, or a node memlens adds (an object,

@@ -5,9 +5,7 @@
 
 use crate::format::human_bytes;
 use memlens_analysis::{self as analysis, CapacitySeries};
-
-use memlens_profile::Calibration;
-use memlens_profile::Profile;
+use memlens_profile::{Calibration, Profile};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;

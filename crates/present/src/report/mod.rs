@@ -22,9 +22,7 @@ pub fn render_job_text(j: &JobReport) -> String {
 
 use crate::format::human_bytes;
 use memlens_analysis::{self as analysis, DataObject, ObjectKind, Peak, RegionCapacity};
-
-use memlens_profile::Profile;
-use memlens_profile::{self as profile, Backend, Losses, Process};
+use memlens_profile::{self as profile, Backend, Losses, Process, Profile};
 use serde::Serialize;
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -69,7 +67,7 @@ pub struct Report {
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct Summary {
     /// The part of the profile shown (null: all of it).
-    pub only: Option<memlens_profile::Only>,
+    pub only: Option<profile::Only>,
     pub command: Vec<String>,
     pub host: String,
     pub cpu: String,
@@ -279,8 +277,8 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
     }
 }
 
-/// What the report merged of long timelines (see `memlens_profile::Thinned`).
-fn thinned_note(thinned: &[memlens_profile::Thinned], interval_ms: u64) -> String {
+/// What the report merged of long timelines (see `profile::Thinned`).
+fn thinned_note(thinned: &[profile::Thinned], interval_ms: u64) -> String {
     thinned
         .iter()
         .map(|t| {
