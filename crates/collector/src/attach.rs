@@ -11,12 +11,12 @@
 //! event at all), annotated regions, exact access counts of an instrumented
 //! build, and its exit status (it goes to the process's parent).
 
+use crate::config::{claim_profile_dir, RecordConfig, RecordOutcome, SamplerChoice, TargetExit};
 use crate::perf::backends::{self, Kind};
 use crate::perf::counters::Counters;
-use crate::record::{
-    claim_profile_dir, now_ns, proc_timeline, realtime_ns, PerfSession, RecordConfig,
-    RecordOutcome, Sampler, SamplerChoice, TargetExit,
-};
+use crate::perf::session::PerfSession;
+use crate::sampler::{proc_timeline, Sampler};
+use crate::sysinfo::{now_ns, realtime_ns};
 use crate::{Error, Result, RunInfo};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};

@@ -5,7 +5,7 @@
 //! ld.so or libgcc_s, whose DWARF read ahead cost the run ~10 ms of the
 //! second core and 9 MB).
 
-use crate::finalize::{module_def, stack_def};
+use crate::image::{module_def, stack_def};
 use memlens_convert::symbols::{is_c_library, LoadedModule, Wanted};
 use memlens_rawlog::{self as raw, tag, RawRecord};
 use std::collections::HashSet;

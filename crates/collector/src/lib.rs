@@ -5,7 +5,9 @@ mod attach;
 mod block_map;
 pub mod calibrate;
 mod code_seen;
+mod config;
 mod finalize;
+mod image;
 pub mod inherited;
 mod live;
 mod live_replay;
@@ -15,13 +17,18 @@ pub use live_replay::ReplayAhead;
 pub use live_samples::LiveSamples;
 mod mappings;
 pub mod perf;
+mod process_tree;
+mod reaper;
 mod record;
+mod replay;
 mod rescue;
+mod sampler;
 pub mod sysinfo;
 mod tail;
 
+pub use config::{RecordConfig, RecordOutcome, SamplerChoice, TargetExit};
 pub use finalize::{finalize, FollowedLogs, RunInfo};
-pub use record::{record, RecordConfig, RecordOutcome, SamplerChoice, TargetExit};
+pub use record::record;
 
 use std::path::{Path, PathBuf};
 

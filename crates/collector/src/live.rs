@@ -8,8 +8,9 @@
 //! the block is redrawn in place, otherwise each update is appended.
 
 use crate::block_map::{block_map, BlockMap};
-use crate::finalize::{estimate, module_def, stack_def};
+use crate::image::{module_def, stack_def};
 use crate::mappings::Mappings;
+use crate::replay::estimate;
 use crate::tail::LogTail;
 use memlens_convert::symbols::{LoadedModule, Symbolizer};
 use memlens_profile::{code_label, site_frame, Allocation, LiveSite, LiveView};

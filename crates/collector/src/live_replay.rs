@@ -20,7 +20,8 @@
 //! keeps a row per freed block, which this replay does not.
 
 use crate::code_seen::CodeSeen;
-use crate::finalize::{is_definition, timed, Definitions, Replay, Sinks, Taken, TimeWindow};
+use crate::image::{is_definition, timed, Definitions, Taken, TimeWindow};
+use crate::replay::{Replay, Sinks};
 use crate::tail::LogTail;
 use memlens_convert::symbols::ReadAhead;
 use memlens_rawlog::{self as raw, tag, FileHeader};
@@ -156,7 +157,7 @@ impl Follower {
         unsafe {
             libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
         }
-        let h = crate::record::header_of(&self.header);
+        let h = crate::tail::header_of(&self.header);
         let window = TimeWindow::from_start(h.start_ns);
         let defs = Cow::Owned(Definitions::default());
         let mut replay = Replay::new(self.pid, h.settings, defs, self.t0, &self.sinks);

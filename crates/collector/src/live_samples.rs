@@ -7,7 +7,8 @@
 //! the end after its process ended or exec'd; the finalizer replays the
 //! samples of any other image itself.
 
-use crate::finalize::{sample_row, TimeWindow};
+use crate::image::TimeWindow;
+use crate::replay::sample_row;
 use crate::Result;
 use memlens_profile::{AccessSample, TableWriter};
 use memlens_rawlog::{self as raw, tag, RawRecord};

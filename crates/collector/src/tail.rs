@@ -7,10 +7,16 @@
 //! appears whole (the runtime writes its header after its records): it is read
 //! once, past the records already handed out from the staging block.
 
-use memlens_rawlog::{self as raw, BlockState, RawRecord, Records};
+use memlens_rawlog::{self as raw, BlockState, FileHeader, RawRecord, Records};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+
+/// The log header a mapping of its first HEADER_SIZE bytes holds.
+pub(crate) fn header_of(mapping: &memmap2::MmapRaw) -> &FileHeader {
+    // SAFETY: the mapping is HEADER_SIZE bytes and FileHeader fits in it.
+    unsafe { &*(mapping.as_ptr() as *const FileHeader) }
+}
 
 /// A staging block being followed.
 struct Staging {

@@ -4,9 +4,10 @@
 //! whose rings are saved as perf.data and read back here.
 
 use crate::symbols::LoadedModule;
+use memlens_decoders::bytes::{u32_at, u64_at};
 use memlens_decoders::datasrc::DataSource;
 use memlens_decoders::ibs::IbsOp;
-use memlens_decoders::perf_data::{feature, u32_at, u64_at, user, DamagedRecord, Item, PerfData};
+use memlens_decoders::perf_data::{feature, user, DamagedRecord, Item, PerfData};
 use memlens_decoders::record::{self, aux_flag, Parsed};
 use memlens_decoders::sample;
 use memlens_decoders::spe::{self, RecordDecoder};

@@ -4,6 +4,7 @@
 //! the perf.data container.
 //! All take untrusted bytes and return errors or counts, never panic.
 
+pub mod bytes;
 pub mod datasrc;
 pub mod ibs;
 pub mod perf_data;

@@ -8,6 +8,7 @@
 //! against the bytes that exist before it is used, a damaged record ends the
 //! stream with an error naming its offset, and what precedes it stays readable.
 
+use crate::bytes::{u32_at, u64_at};
 use crate::record::{self, Record};
 use crate::sample::{Layout, Sample, Truncated};
 use std::collections::HashMap;
@@ -598,22 +599,6 @@ fn section(bytes: &[u8], offset: u64, size: u64) -> Option<Range<usize>> {
 
 fn le64(b: &[u8]) -> u64 {
     u64::from_le_bytes(b.try_into().unwrap_or_default())
-}
-
-/// The little-endian u64 at `b[i..]`, if there.
-#[inline]
-pub fn u64_at(b: &[u8], i: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(i..i.checked_add(8)?)?.try_into().ok()?,
-    ))
-}
-
-/// The little-endian u32 at `b[i..]`, if there.
-#[inline]
-pub fn u32_at(b: &[u8], i: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(i..i.checked_add(4)?)?.try_into().ok()?,
-    ))
 }
 
 #[cfg(test)]

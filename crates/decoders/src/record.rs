@@ -2,7 +2,7 @@
 //! copies them into perf.data: the 8-byte header and the bodies memlens reads.
 //! Shared by the perf.data reader and the live ring-buffer reader.
 
-use crate::perf_data::{u32_at, u64_at};
+use crate::bytes::{u32_at, u64_at};
 
 /// PERF_RECORD_* types the kernel writes.
 pub mod kind {

@@ -11,6 +11,7 @@
 pub mod backends;
 pub mod counters;
 pub mod pmu;
+pub(crate) mod session;
 
 use memlens_convert::perf::{TimeConv, AUXTRACE_ARM_SPE};
 use memlens_decoders::perf_data::{user, EventAttr};

@@ -8,19 +8,13 @@
 //! was published, so a target that crashed or was killed still gives a profile up
 //! to that point; blocks cut short are counted as losses.
 
-mod image;
-mod replay;
-mod sites;
-
-pub(crate) use image::{
-    is_definition, module_def, stack_def, timed, Definitions, Taken, TimeWindow,
+use crate::image::{
+    definitions, read_header, Definitions, ImageHeader, ImageLog, Merged, TimeWindow,
 };
-pub(crate) use replay::{estimate, sample_row, BlockRows, Replay, Sinks};
-
 use crate::live_replay::{ReplayAhead, ReplayedPart};
 use crate::live_samples::{self, LiveSamples};
+use crate::replay::{replay, timeline_point, BlockRows, Replay, Sinks};
 use crate::{Error, Result};
-use image::{definitions, read_header, ImageHeader, ImageLog, Merged};
 use memlens_convert::perf::{convert_into, Streamed};
 use memlens_convert::symbols::{self, LoadedModule, Symbolizer};
 use memlens_decoders::perf_data::PerfData;
@@ -29,7 +23,6 @@ use memlens_profile::{
     TableWriter, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, tag};
-use replay::replay;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -72,33 +65,6 @@ impl FollowedLogs {
 
     fn get(&self, path: &Path) -> Option<&Definitions> {
         self.0.get(&crate::live_samples::key(path))
-    }
-}
-
-fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
-    let numa = |i: usize| (t.numa[i] != u64::MAX).then_some(t.numa[i]);
-    TimelinePoint {
-        pid: t.pid as u32,
-        time_ns: t.time.saturating_sub(t0),
-        rss: t.rss,
-        anon: t.anon,
-        file: t.file,
-        shmem: t.shmem,
-        swap: t.swap,
-        heap_live: t.heap_live(),
-        heap_before_start: t.heap_before_start,
-        heap_alloc_bytes: t.heap_alloc_bytes,
-        heap_free_bytes: t.heap_free_bytes,
-        heap_allocs: t.heap_allocs,
-        heap_frees: t.heap_frees,
-        bytes_read: t.bytes_read,
-        bytes_written: t.bytes_written,
-        loads: t.loads,
-        stores: t.stores,
-        numa0: numa(0),
-        numa1: numa(1),
-        numa2: numa(2),
-        numa3: numa(3),
     }
 }
 
@@ -839,8 +805,8 @@ fn perf_samples(raw_dir: &Path, t0: u64, sink: &mut TableWriter<AccessSample>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::Taken;
     use crate::tail::test_log::{frees, write_block, write_staging};
-    use image::Taken;
 
     /// A log of thread 7 (records 1-4 copied to block 1, 5-6 staged for
     /// block 2) and of thread 8 (record 10 staged), as the finalizer reads it.

@@ -12,29 +12,29 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 /// What an image log's header says.
-pub(super) struct ImageHeader {
-    pub(super) path: PathBuf,
-    pub(super) pid: u32,
-    pub(super) ppid: u32,
-    pub(super) exec_seq: u32,
-    pub(super) rank: i32,
-    pub(super) start_ns: u64,
-    pub(super) settings: raw::RuntimeSettings,
-    pub(super) dropped: u64,
-    pub(super) untracked: u64,
+pub(crate) struct ImageHeader {
+    pub(crate) path: PathBuf,
+    pub(crate) pid: u32,
+    pub(crate) ppid: u32,
+    pub(crate) exec_seq: u32,
+    pub(crate) rank: i32,
+    pub(crate) start_ns: u64,
+    pub(crate) settings: raw::RuntimeSettings,
+    pub(crate) dropped: u64,
+    pub(crate) untracked: u64,
     /// Bits of `memlens_rawlog::fault`.
-    pub(super) faults: u32,
+    pub(crate) faults: u32,
     /// Instrumented code ran in this image (access counts and samples exist).
-    pub(super) instrumented: bool,
+    pub(crate) instrumented: bool,
     /// Threads holding a header slot when the image ended, as last published.
-    pub(super) live_threads: Vec<raw::ThreadTotals>,
+    pub(crate) live_threads: Vec<raw::ThreadTotals>,
     /// Size of the log's blocks (the file after its header).
-    pub(super) block_bytes: u64,
+    pub(crate) block_bytes: u64,
     /// Stacks captured, by `raw::walked_by` code.
-    pub(super) stacks_walked: [u64; raw::walked_by::COUNT],
+    pub(crate) stacks_walked: [u64; raw::walked_by::COUNT],
 }
 
-pub(super) fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
+pub(crate) fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
     let mut buf = vec![0u8; raw::HEADER_SIZE];
     // A FIFO or a link to a device in a log's place is refused, not read.
     let mut f = memlens_profile::open_regular(path)?;
@@ -90,12 +90,12 @@ pub(super) fn read_header(path: &Path) -> Result<Option<ImageHeader>> {
 }
 
 /// One thread's published records: its blocks in the order it wrote them, which is time order.
-pub(super) struct ThreadStream<'a> {
-    pub(super) tid: u32,
-    pub(super) blocks: Vec<&'a [u8]>,
+pub(crate) struct ThreadStream<'a> {
+    pub(crate) tid: u32,
+    pub(crate) blocks: Vec<&'a [u8]>,
     /// Its blocks' pages are dropped once read ([`release`]): the log is
     /// large.
-    pub(super) release: bool,
+    pub(crate) release: bool,
 }
 
 /// What a reader took of one thread's first records, summed so that two
@@ -124,7 +124,7 @@ impl Taken {
 
 impl ThreadStream<'_> {
     /// Its first `records` records, summed.
-    pub(super) fn first(&self, records: u64) -> Taken {
+    pub(crate) fn first(&self, records: u64) -> Taken {
         let mut taken = Taken::default();
         let all = self.blocks.iter().flat_map(|b| Records::new(b));
         all.take(records as usize).for_each(|rec| taken.add(&rec));
@@ -133,7 +133,7 @@ impl ThreadStream<'_> {
 
     /// Its bytes and its last record (as [`Taken`]'s) read from its blocks'
     /// lengths and its last block: its records are not counted.
-    pub(super) fn whole(&self) -> (u64, (u16, usize, u64)) {
+    pub(crate) fn whole(&self) -> (u64, (u16, usize, u64)) {
         let bytes = self.blocks.iter().map(|b| b.len() as u64).sum();
         let mut last = Taken::default();
         if let Some(block) = self.blocks.iter().rev().find(|b| !b.is_empty()) {
@@ -150,12 +150,12 @@ impl ThreadStream<'_> {
 const RELEASED_LOG_BYTES: usize = 64 << 20;
 
 /// An image log mapped in memory, split into per-thread streams.
-pub(super) struct ImageLog {
-    pub(super) data: memmap2::Mmap,
+pub(crate) struct ImageLog {
+    pub(crate) data: memmap2::Mmap,
     /// The byte ranges the file has data in: a hole (a block whose disk space
     /// was refused while another thread's later block got some) is never
     /// touched, since reading a hole of a full tmpfs raises SIGBUS.
-    pub(super) extents: Vec<std::ops::Range<usize>>,
+    pub(crate) extents: Vec<std::ops::Range<usize>>,
     /// The blocks' headers are read from the file: through the mapping each
     /// would map its whole block (the kernel maps the pages around a fault),
     /// which the large logs' streams then had to drop again (the 735 MB log
@@ -164,7 +164,7 @@ pub(super) struct ImageLog {
 }
 
 impl ImageLog {
-    pub(super) fn open(path: &Path) -> Result<ImageLog> {
+    pub(crate) fn open(path: &Path) -> Result<ImageLog> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         // SAFETY: read-only mapping of a log nobody writes any more.
         let data = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
@@ -177,7 +177,7 @@ impl ImageLog {
     }
 
     /// How many bytes from `at` on lie in one data extent (0 in a hole).
-    pub(super) fn data_after(&self, at: usize) -> usize {
+    pub(crate) fn data_after(&self, at: usize) -> usize {
         // Extents are sorted and disjoint: the first ending past `at`.
         let i = self.extents.partition_point(|e| e.end <= at);
         self.extents
@@ -193,7 +193,7 @@ impl ImageLog {
     /// order); a staging block whose destination holds a written block of its
     /// thread was copied there already (the process ended between the copy
     /// and the staging block's restart) and is passed over.
-    pub(super) fn streams(&self) -> (Vec<ThreadStream<'_>>, u64) {
+    pub(crate) fn streams(&self) -> (Vec<ThreadStream<'_>>, u64) {
         use std::os::unix::fs::FileExt;
         let data = &self.data[..];
         let release_pages = data.len() >= RELEASED_LOG_BYTES;
@@ -269,7 +269,7 @@ impl ImageLog {
 
 /// The data extents of a file of `len` bytes, from SEEK_DATA and SEEK_HOLE;
 /// the whole file where the file system cannot tell.
-pub(super) fn data_extents(file: &std::fs::File, len: usize) -> Vec<std::ops::Range<usize>> {
+pub(crate) fn data_extents(file: &std::fs::File, len: usize) -> Vec<std::ops::Range<usize>> {
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
     let mut extents = Vec::new();
@@ -300,20 +300,20 @@ pub(super) fn data_extents(file: &std::fs::File, len: usize) -> Vec<std::ops::Ra
 /// finalize).
 #[derive(Default, Clone)]
 pub(crate) struct Definitions {
-    pub(super) strings: HashMap<u64, String>,
-    pub(super) stacks: HashMap<u64, Vec<u64>>,
+    pub(crate) strings: HashMap<u64, String>,
+    pub(crate) stacks: HashMap<u64, Vec<u64>>,
     /// In the order seen: [`Definitions::by_time`] sorts them.
-    pub(super) modules: Vec<(u64, LoadedModule)>,
+    pub(crate) modules: Vec<(u64, LoadedModule)>,
     /// The command line the runtime recorded (transparent mode).
-    pub(super) command: Vec<String>,
-    pub(super) exit_ns: Option<u64>,
+    pub(crate) command: Vec<String>,
+    pub(crate) exit_ns: Option<u64>,
     /// Status the program passed to exit/_exit, when the runtime saw it.
-    pub(super) exit_status: Option<i32>,
+    pub(crate) exit_status: Option<i32>,
     /// Blocks with an event live now and at most, counted in the order the
     /// records were read (threads one after another): the replay's table of
     /// live blocks is made this large at once, not grown by doubling.
     live_blocks: u64,
-    pub(super) most_live_blocks: u64,
+    pub(crate) most_live_blocks: u64,
 }
 
 impl Definitions {
@@ -371,7 +371,7 @@ impl Definitions {
     }
 
     /// The modules in load order.
-    pub(super) fn by_time(mut self) -> Definitions {
+    pub(crate) fn by_time(mut self) -> Definitions {
         self.modules.sort_by_key(|m| m.0);
         self
     }
@@ -391,15 +391,15 @@ pub(crate) fn is_definition(tag: u16) -> bool {
 /// counted, so that no garbage time reaches spans, sums and timelines.
 #[derive(Clone, Copy)]
 pub(crate) struct TimeWindow {
-    pub(super) start: u64,
-    pub(super) end: u64,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
 }
 
 impl TimeWindow {
     const SLACK_NS: u64 = 60_000_000_000;
     const LONGEST_RUN_NS: u64 = 366 * 24 * 3600 * 1_000_000_000;
 
-    pub(super) fn of(log: &ImageHeader) -> TimeWindow {
+    pub(crate) fn of(log: &ImageHeader) -> TimeWindow {
         TimeWindow::from_start(log.start_ns)
     }
 
@@ -417,7 +417,7 @@ impl TimeWindow {
 }
 
 /// The definitions of an image's log, by a pass over it.
-pub(super) fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions {
+pub(crate) fn definitions(streams: &[ThreadStream<'_>], window: TimeWindow) -> Definitions {
     let mut d = Definitions::default();
     let mut release = Release::default();
     for s in streams {
@@ -473,7 +473,7 @@ pub(crate) fn module_def(rec: &RawRecord<'_>) -> Option<(u64, LoadedModule)> {
 /// released together, up to [`Release::RUN`] bytes at once, instead of one
 /// call per 64 KiB block (24 000 calls for bench/malloc.sh's every-block log).
 #[derive(Default)]
-pub(super) struct Release {
+pub(crate) struct Release {
     start: usize,
     end: usize,
 }
@@ -481,7 +481,7 @@ pub(super) struct Release {
 impl Release {
     const RUN: usize = 2 << 20;
 
-    pub(super) fn block(&mut self, block: &[u8]) {
+    pub(crate) fn block(&mut self, block: &[u8]) {
         let page = 4096usize;
         let start = block.as_ptr() as usize / page * page;
         let end = (block.as_ptr() as usize + block.len()).div_ceil(page) * page;
@@ -515,7 +515,7 @@ impl Drop for Release {
     }
 }
 
-pub(super) struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     tid: u32,
     /// Records still to pass over: the replay begun while the log was
     /// written took them.
@@ -528,23 +528,23 @@ pub(super) struct Cursor<'a> {
 }
 
 /// The timed records of all threads of an image, merged in time order.
-pub(super) struct Merged<'a> {
-    pub(super) window: TimeWindow,
+pub(crate) struct Merged<'a> {
+    pub(crate) window: TimeWindow,
     /// Bytes of the log's blocks opened so far (progress).
-    pub(super) blocks_started: u64,
+    pub(crate) blocks_started: u64,
     /// Per stream: its thread, its blocks to come, the records of the
     /// current block, and that block and the one before: the last record of
     /// a block is read after the next block is opened, so a block is
     /// released one block later.
-    pub(super) cursors: Vec<Cursor<'a>>,
-    pub(super) heads: BinaryHeap<Reverse<(u64, usize)>>,
-    pub(super) pending: Vec<Option<RawRecord<'a>>>,
+    pub(crate) cursors: Vec<Cursor<'a>>,
+    pub(crate) heads: BinaryHeap<Reverse<(u64, usize)>>,
+    pub(crate) pending: Vec<Option<RawRecord<'a>>>,
     /// Access samples are passed over (they are in the table already).
     skip_samples: bool,
-    pub(super) counts: LogCounts,
+    pub(crate) counts: LogCounts,
     /// Blocks whose records were all handed out, for the reader to
     /// [`release`] once it has used them.
-    pub(super) read: Vec<&'a [u8]>,
+    pub(crate) read: Vec<&'a [u8]>,
 }
 
 /// What the merge counts over every record of a log.
@@ -552,18 +552,18 @@ pub(super) struct Merged<'a> {
 pub(crate) struct LogCounts {
     /// Samples whose context the runtime walked by frame pointers (every
     /// one but a bulk call's), which it leaves to the finalizer to count.
-    pub(super) sample_walks: u64,
+    pub(crate) sample_walks: u64,
     /// Records whose time lies outside the image's window (scribbled on).
-    pub(super) damaged_records: u64,
+    pub(crate) damaged_records: u64,
     /// Blocks whose records end in one that cannot be read.
-    pub(super) malformed_blocks: u64,
+    pub(crate) malformed_blocks: u64,
     /// The time of the image's last event.
-    pub(super) last_ns: u64,
+    pub(crate) last_ns: u64,
 }
 
 impl LogCounts {
     /// The counts of two parts of a log together.
-    pub(super) fn add(&mut self, other: &LogCounts) {
+    pub(crate) fn add(&mut self, other: &LogCounts) {
         self.sample_walks += other.sample_walks;
         self.damaged_records += other.damaged_records;
         self.malformed_blocks += other.malformed_blocks;
@@ -576,7 +576,7 @@ impl<'a> Merged<'a> {
     /// [`LogCounts::sample_walks`]); `replayed`: how many of each thread's
     /// first records to pass over, not counted again (the replay begun
     /// while the log was written took them).
-    pub(super) fn new(
+    pub(crate) fn new(
         streams: &'a [ThreadStream<'a>],
         window: TimeWindow,
         skip_samples: bool,
@@ -612,7 +612,7 @@ impl<'a> Merged<'a> {
     }
 
     /// Loads the next timed record of stream `i` into `pending` and the heap.
-    pub(super) fn advance(&mut self, i: usize) {
+    pub(crate) fn advance(&mut self, i: usize) {
         let c = &mut self.cursors[i];
         let counts = &mut self.counts;
         loop {

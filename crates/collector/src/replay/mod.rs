@@ -4,24 +4,25 @@
 //! samples go to the sinks as soon as they are complete, so memory holds only
 //! what is live; the small tables are returned whole.
 
-use super::image::{Definitions, ImageHeader, LogCounts, Merged};
-use super::timeline_point;
+mod sites;
+
 use crate::block_map::{block_map, BlockMap};
+use crate::image::{Definitions, ImageHeader, LogCounts, Merged};
 use crate::mappings::Mappings;
 
-use super::sites::{HeapSites, LiveBlock};
 use memlens_profile::{
     AccessSample, Allocation, HeapPeak, HeapSite, Region, SiteLivePoint, TableWriter, TagRange,
     ThreadRow, TimelinePoint,
 };
 use memlens_rawlog::{self as raw, alloc_flags, alloc_kind, tag, RawRecord};
 use rustc_hash::FxHashMap;
+use sites::{HeapSites, LiveBlock};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Rows of one image that are kept whole (small tables), and counts.
 #[derive(Default)]
-pub(super) struct Built {
+pub(crate) struct Built {
     pub regions: Vec<Region>,
     pub threads: Vec<ThreadRow>,
     pub tags: Vec<TagRange>,
@@ -142,7 +143,7 @@ impl Sinks {
 /// the definitions.
 /// `samples_written`: its samples are in the samples table already (written
 /// while it ran); those the merge hands over only find their blocks.
-pub(super) fn replay<'a>(
+pub(crate) fn replay<'a>(
     log: &ImageHeader,
     defs: Cow<'a, Definitions>,
     merged: Merged<'_>,
@@ -303,7 +304,7 @@ impl<'a> Replay<'a> {
     /// first touch of the log's pages) runs on a thread of its own, a batch
     /// of records ahead of the replay: the two halves of the work on the two
     /// cores a run leaves.
-    pub(super) fn replay_merged(
+    pub(crate) fn replay_merged(
         &mut self,
         mut merged: Merged<'_>,
         sinks: &mut Sinks,
@@ -323,7 +324,7 @@ impl<'a> Replay<'a> {
                     return merged.counts;
                 }
             });
-            let mut release = super::image::Release::default();
+            let mut release = crate::image::Release::default();
             for batch in received {
                 for (tid, time, rec) in &batch.records {
                     self.record(sinks, *tid, *time, rec);
@@ -379,7 +380,7 @@ impl<'a> Replay<'a> {
         out.push(row);
     }
 
-    /// One timed record (at `time`, as [`super::image::timed`] read it), by
+    /// One timed record (at `time`, as [`crate::image::timed`] read it), by
     /// its kind; a payload too short for its kind is skipped.
     pub(crate) fn record(
         &mut self,
@@ -760,7 +761,7 @@ impl<'a> Replay<'a> {
 
     /// The threads' rows, and whatever is still live: it was live when the
     /// process ended.
-    pub(super) fn finish(
+    pub(crate) fn finish(
         mut self,
         log: &ImageHeader,
         sinks: &mut Sinks,
@@ -827,6 +828,33 @@ impl<'a> Replay<'a> {
         (self.built, self.defs)
     }
 }
+pub(crate) fn timeline_point(t: &raw::Timeline, t0: u64) -> TimelinePoint {
+    let numa = |i: usize| (t.numa[i] != u64::MAX).then_some(t.numa[i]);
+    TimelinePoint {
+        pid: t.pid as u32,
+        time_ns: t.time.saturating_sub(t0),
+        rss: t.rss,
+        anon: t.anon,
+        file: t.file,
+        shmem: t.shmem,
+        swap: t.swap,
+        heap_live: t.heap_live(),
+        heap_before_start: t.heap_before_start,
+        heap_alloc_bytes: t.heap_alloc_bytes,
+        heap_free_bytes: t.heap_free_bytes,
+        heap_allocs: t.heap_allocs,
+        heap_frees: t.heap_frees,
+        bytes_read: t.bytes_read,
+        bytes_written: t.bytes_written,
+        loads: t.loads,
+        stores: t.stores,
+        numa0: numa(0),
+        numa1: numa(1),
+        numa2: numa(2),
+        numa3: numa(3),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
