@@ -230,11 +230,31 @@ fn imports(from: &str, text: &str, modules: &BTreeMap<String, PathBuf>) -> BTree
         Some((parent, _)) => parent.split("::").map(str::to_string).collect(),
         None => Vec::new(),
     };
-    for (at, _) in code.match_indices("super::") {
-        let name: String = (code[at + "super::".len()..].chars())
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        paths.push(parent.iter().cloned().chain([name]).collect());
+    // Within an inline `mod x { … }`, `super::` is the file's own module.
+    let mut inline_ends: Vec<String> = Vec::new();
+    for line in code.lines() {
+        if inline_ends.last().is_some_and(|end| line == end) {
+            inline_ends.pop();
+            continue;
+        }
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let declared = (trimmed.strip_prefix("pub(crate) "))
+            .or_else(|| trimmed.strip_prefix("pub "))
+            .unwrap_or(trimmed);
+        if declared.starts_with("mod ") && declared.ends_with(" {") {
+            inline_ends.push(format!("{indent}}}"));
+            continue;
+        }
+        if !inline_ends.is_empty() {
+            continue;
+        }
+        for (at, _) in line.match_indices("super::") {
+            let name: String = (line[at + "super::".len()..].chars())
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            paths.push(parent.iter().cloned().chain([name]).collect());
+        }
     }
     let related = |m: &str| {
         m.is_empty()
@@ -348,6 +368,13 @@ fn the_import_check_finds_a_loop_and_reads_groups() {
         &modules,
     );
     assert!(c.is_empty(), "{c:?}: its parent only");
+    // In an inline module of a, `super::d` is a's own item, not module d.
+    let inner = imports(
+        "a",
+        "mod inner {\n    use super::d;\n}\nfn f() {}",
+        &modules,
+    );
+    assert!(inner.is_empty(), "{inner:?}");
     let d = imports(
         "d",
         "// crate::a in a comment\nfn f() { crate::a::g() }",
