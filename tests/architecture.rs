@@ -310,10 +310,6 @@ fn import_loop(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>
     (graph.keys()).find_map(|m| visit(m, graph, &mut marks, &mut Vec::new()))
 }
 
-/// The crates whose modules still import each other in a loop, each with
-/// the work that removes it (docs/architecture.md, "Modules").
-const LOOPS_LEFT: [&str; 1] = ["runtime"];
-
 #[test]
 fn no_two_modules_of_a_crate_import_each_other() {
     // Within each crate (and the CLI), no module reaches back to one that
@@ -333,13 +329,6 @@ fn no_two_modules_of_a_crate_import_each_other() {
             })
             .collect();
         let found = import_loop(&graph);
-        if LOOPS_LEFT.contains(&name.as_str()) {
-            assert!(
-                found.is_some(),
-                "{name} has no loop left: take it off LOOPS_LEFT"
-            );
-            continue;
-        }
         assert_eq!(
             found, None,
             "crates/{name}: these modules import each other in a loop"

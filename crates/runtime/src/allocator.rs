@@ -403,3 +403,15 @@ mod arena {
         q
     }
 }
+
+/// Says in the log when the heap cannot be followed: another allocator comes
+/// before the runtime in symbol lookup (its malloc is not ours), or the one in
+/// use cannot tell block sizes.
+pub(crate) fn record_faults() {
+    if !malloc_reaches(object_of(record_faults as *const () as usize)) {
+        crate::log::set_fault(memlens_rawlog::fault::HEAP_NOT_HOOKED);
+    }
+    if !sizes_known() {
+        crate::log::set_fault(memlens_rawlog::fault::HEAP_SIZES_UNKNOWN);
+    }
+}

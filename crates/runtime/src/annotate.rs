@@ -1,7 +1,9 @@
 //! The annotation API of `include/memlens.h`: regions, tags, groups.
 
 use crate::events::intern;
-use crate::guard::{enter, errno, leave, set_errno, READY, STATE};
+use crate::guard::{enter, leave};
+use crate::stage::{READY, STATE};
+use crate::sys::{errno, set_errno};
 use crate::{access, thread};
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::Ordering;

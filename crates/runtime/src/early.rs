@@ -4,7 +4,7 @@
 //! and recorded once the runtime starts, as a group of their own, so that
 //! the heap's peak holds them and their frees find their blocks.
 
-use crate::guard::{STATE, UNINIT};
+use crate::stage::{STATE, UNINIT};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Blocks kept at most; more are in the exact heap counter only (the C

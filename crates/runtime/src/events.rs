@@ -2,12 +2,11 @@
 //! (each defined once per log), allocation and thread records, and the log
 //! of threads that already exited.
 
-use crate::guard::{errno, set_errno};
-use crate::init::settings;
-use crate::process::record_modules;
+use crate::settings::settings;
+use crate::sys::{errno, set_errno};
 use crate::thread::ThreadState;
 use crate::ways::Ways;
-use crate::{access, log, modules, sys, track, unwind};
+use crate::{log, modules, sys, track, unwind};
 use core::ffi::{c_char, CStr};
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -157,9 +156,9 @@ pub(crate) fn capture_counted_stack(st: &mut ThreadState, method: u32, entry: u6
 /// walked it, for the caller to count.
 pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) -> (u64, usize) {
     // A remembered walk holds no OpenMP region's context.
-    let memo = method == raw::unwinder::DWARF && !crate::openmp::in_region(st);
+    let memo = method == raw::unwinder::DWARF && !st.team_contexts().is_some_and(|t| t.in_region());
     if memo {
-        if let Some(id) = unwind::memo::recall(st, entry) {
+        if let Some(id) = unwind::memo::recall(&st.memo, (st.stack_lo, st.stack_hi), entry) {
             return (id, raw::walked_by::CACHED_RULES);
         }
     }
@@ -168,10 +167,10 @@ pub(crate) fn capture_stack_by(st: &mut ThreadState, method: u32, entry: u64) ->
     let max = settings().max_frames as usize;
     let mut reads = unwind::memo::Reads::new();
     let (n, walked_by) = unwind::capture(st, method, entry, &mut frames[..max], &mut reads);
-    let n = crate::openmp::complete(st, &mut frames[..max], n);
+    let n = (st.team_contexts()).map_or(n, |t| t.complete(&mut frames[..max], n));
     let id = intern_stack(st, &frames, n);
     if memo && walked_by == raw::walked_by::CACHED_RULES && id != 0 && stack_seen(id) {
-        unwind::memo::remember(st, entry, &reads, id);
+        unwind::memo::remember(&mut st.memo, (st.stack_lo, st.stack_hi), entry, &reads, id);
     }
     (id, walked_by)
 }
@@ -276,7 +275,7 @@ pub(crate) fn record_thread_totals(st: &mut ThreadState) {
     let mut ev = raw::ThreadTotals {
         time: st.clock.now(),
         tid: st.tid as u64,
-        access: access::exact_counts(st),
+        access: st.access.exact_counts(),
         sorts: st.sorts,
         ..Default::default()
     };
@@ -309,4 +308,13 @@ pub(crate) fn record_thread_start(st: &mut ThreadState) {
         stack_hi: st.stack_hi,
     };
     st.writer.write(st.tid, tag::THREAD_START, &ev, &[]);
+}
+
+/// Records the loaded objects through the thread's writer.
+pub(crate) fn record_modules(st: &mut ThreadState) {
+    let tid = st.tid;
+    let w = &mut st.writer;
+    modules::scan(&mut |m, path| {
+        w.write(tid, tag::MODULE, m, path);
+    });
 }

@@ -2,18 +2,10 @@
 //! ready, the calling thread's state, and errno kept as the program left it.
 
 use crate::events::record_thread_start;
+use crate::stage::{READY, STATE};
 use crate::thread;
 use crate::thread::ThreadState;
-use core::ffi::c_int;
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-
-pub(crate) const UNINIT: u8 = 0;
-
-pub(crate) const READY: u8 = 1;
-
-pub(crate) const DISABLED: u8 = 2;
-
-pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+use core::sync::atomic::{AtomicBool, Ordering};
 
 /// READY with glibc's allocator and sampled recording: the malloc family's
 /// fast path ([`fast_state`]) is open. Kept with `STATE` by [`set_state`].
@@ -25,16 +17,6 @@ pub(crate) fn set_state(state: u8) {
     let fast = state == READY && crate::allocator::is_glibc() && !crate::track::every_block();
     FAST_PATH.store(fast, Ordering::Relaxed);
     STATE.store(state, Ordering::Release);
-}
-
-pub(crate) fn errno() -> c_int {
-    // SAFETY: errno location is always valid for the calling thread.
-    unsafe { *libc::__errno_location() }
-}
-
-pub(crate) fn set_errno(v: c_int) {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = v };
 }
 
 /// The calling thread's state with the reentrancy guard taken, or `None` when the
@@ -111,7 +93,7 @@ fn first_state(slot: usize) -> Option<usize> {
     if slot != thread::NONE {
         return None;
     }
-    let p = thread::create();
+    let p = crate::lifecycle::create();
     // SAFETY: a fresh state of this thread, not yet in use.
     let st = unsafe { p.as_mut() }?;
     guarded(st, record_thread_start);

@@ -3,30 +3,18 @@
 //! directory and opens the log; the destructor writes the last records.
 
 use crate::events::record_thread_totals;
-use crate::guard::{enter, errno, leave, set_errno, set_state, DISABLED, READY, STATE, UNINIT};
+use crate::guard::{enter, leave, set_state};
 use crate::process::{
     fork_child, fork_parent, fork_prepare, record_command_line, record_exit,
     record_modules_from_here, EXIT_STATUS,
 };
-use crate::{access, allocator, clock, log, model, sampler, sys, thread};
-use core::ffi::{c_char, CStr};
+use crate::settings::{env, open_log, settings, DIR, DIR_LEN, INTERVAL_MS, OWN_SAMPLER, SETTINGS};
+use crate::stage::{DISABLED, READY, STATE, UNINIT};
+use crate::sys::{errno, set_errno};
+use crate::{access, allocator, clock, log, model, sampler, sys};
+use core::ffi::c_char;
 use core::sync::atomic::Ordering;
-use memlens_rawlog::{self as raw, access_filter, tag, RuntimeSettings};
-
-static mut SETTINGS: RuntimeSettings = RuntimeSettings::DEFAULT;
-
-static mut DIR: [u8; 4096] = [0; 4096];
-
-static mut DIR_LEN: usize = 0;
-
-pub(crate) static mut INTERVAL_MS: u64 = 10;
-
-pub(crate) static mut OWN_SAMPLER: bool = false;
-
-pub(crate) fn settings() -> &'static RuntimeSettings {
-    // SAFETY: written once during init and in the fork child, read-only otherwise.
-    unsafe { &*core::ptr::addr_of!(SETTINGS) }
-}
+use memlens_rawlog::{self as raw, access_filter, tag};
 
 #[used]
 #[link_section = ".init_array"]
@@ -35,26 +23,6 @@ static INIT: extern "C" fn() = init;
 #[used]
 #[link_section = ".fini_array"]
 static FINI: extern "C" fn() = fini;
-
-fn env(name: &CStr) -> Option<&'static [u8]> {
-    // SAFETY: getenv does not allocate; the environment outlives us.
-    let p = unsafe { libc::getenv(name.as_ptr()) };
-    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
-}
-
-fn mpi_rank() -> i32 {
-    for var in [
-        c"OMPI_COMM_WORLD_RANK",
-        c"PMIX_RANK",
-        c"PMI_RANK",
-        c"SLURM_PROCID",
-    ] {
-        if let Some(n) = env(var).and_then(raw::parse_size) {
-            return n.min(i32::MAX as u64) as i32;
-        }
-    }
-    -1
-}
 
 extern "C" fn init() {
     if STATE.load(Ordering::Acquire) != UNINIT {
@@ -72,7 +40,7 @@ extern "C" fn init() {
         allocator::resolve();
         crate::malloc::configure(settings());
         clock::init();
-        thread::init_key();
+        crate::lifecycle::init_key();
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
         if !open_log(libc::getppid() as u32) {
             set_state(DISABLED);
@@ -88,7 +56,7 @@ extern "C" fn init() {
         if let (Some(total), Some(h)) = (before_start, log::header()) {
             (h.heap_before_start).store(total.saturating_sub(early), Ordering::Relaxed);
         }
-        record_allocator_faults();
+        allocator::record_faults();
         record_modules_from_here();
         // Also under a collector: if it is killed, the log still tells the command.
         record_command_line();
@@ -240,23 +208,6 @@ unsafe fn own_private_dir(path: *const c_char, create: bool) -> bool {
     libc::lstat(path, &mut st) == 0
         && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
         && st.st_uid == libc::geteuid()
-}
-
-/// Says in the log when the heap cannot be followed: another allocator comes
-/// before the runtime in symbol lookup (its malloc is not ours), or the one in
-/// use cannot tell block sizes.
-pub(crate) fn record_allocator_faults() {
-    if !allocator::malloc_reaches(allocator::object_of(init as *const () as usize)) {
-        log::set_fault(raw::fault::HEAP_NOT_HOOKED);
-    }
-    if !allocator::sizes_known() {
-        log::set_fault(raw::fault::HEAP_SIZES_UNKNOWN);
-    }
-}
-
-pub(crate) unsafe fn open_log(ppid: u32) -> bool {
-    let dir = &(&*core::ptr::addr_of!(DIR))[..DIR_LEN];
-    log::open(dir, sys::getpid(), ppid, mpi_rank(), *settings())
 }
 
 extern "C" fn fini() {

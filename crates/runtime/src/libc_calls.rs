@@ -134,19 +134,19 @@ wrapped!(fn __wrap_strnlen = strnlen(s: *const c_char, max: usize) -> usize,
 
 wrapped!(fn __wrap_strcmp = strcmp(a: *const c_char, b: *const c_char) -> c_int,
 |_r| {
-    let n = compared(a as *const u8, b as *const u8, usize::MAX, true);
+    let n = compared(a.cast(), b.cast(), usize::MAX, true);
     (&[(a as u64, n), (b as u64, n)], None)
 });
 
 wrapped!(fn __wrap_strncmp = strncmp(a: *const c_char, b: *const c_char, limit: usize) -> c_int,
 |_r| {
-    let n = compared(a as *const u8, b as *const u8, limit, true);
+    let n = compared(a.cast(), b.cast(), limit, true);
     (&[(a as u64, n), (b as u64, n)], None)
 });
 
 wrapped!(fn __wrap_memcmp = memcmp(a: *const c_void, b: *const c_void, limit: usize) -> c_int,
 |_r| {
-    let n = compared(a as *const u8, b as *const u8, limit, false);
+    let n = compared(a.cast(), b.cast(), limit, false);
     (&[(a as u64, n), (b as u64, n)], None)
 });
 
@@ -154,7 +154,7 @@ wrapped!(
 /// What clang calls for a memcmp whose result is only tested for zero.
 fn __wrap_bcmp = bcmp(a: *const c_void, b: *const c_void, limit: usize) -> c_int,
 |_r| {
-    let n = compared(a as *const u8, b as *const u8, limit, false);
+    let n = compared(a.cast(), b.cast(), limit, false);
     (&[(a as u64, n), (b as u64, n)], None)
 });
 

@@ -207,7 +207,7 @@ unsafe fn reserve(fd: i32, off: u64, len: usize) -> bool {
 unsafe fn write_all(fd: i32, mut bytes: *const u8, mut len: usize, mut off: u64) -> bool {
     while len > 0 {
         let w = sys::pwrite(fd, bytes as *const c_void, len, off as i64);
-        if w < 0 && crate::guard::errno() == libc::EINTR {
+        if w < 0 && crate::sys::errno() == libc::EINTR {
             continue;
         }
         if w <= 0 {
@@ -418,9 +418,9 @@ impl Writer {
     /// Runs a step whose system calls may set errno: the program's errno is
     /// kept whatever they say (a hook of `free` writes events too).
     fn preserving_errno(&mut self, step: impl FnOnce(&mut Self) -> bool) -> bool {
-        let saved = crate::guard::errno();
+        let saved = crate::sys::errno();
         let ok = step(self);
-        crate::guard::set_errno(saved);
+        crate::sys::set_errno(saved);
         ok
     }
 

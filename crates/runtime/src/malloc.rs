@@ -5,7 +5,8 @@ use crate::events::{
     count, count_dead, count_own_alloc, count_own_free, next_sample_countdown, record_alloc,
     with_orphan,
 };
-use crate::guard::{enter, errno, fast_state, guarded, is_dead_thread, leave, set_errno, state};
+use crate::guard::{enter, fast_state, guarded, is_dead_thread, leave, state};
+use crate::sys::{errno, set_errno};
 use crate::thread::ThreadState;
 use crate::{allocator, sys, track};
 use core::ffi::{c_int, c_void};

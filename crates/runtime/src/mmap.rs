@@ -1,8 +1,9 @@
 //! mmap, munmap and mremap, interposed: every mapping is a recorded event.
 
 use crate::events::capture_stack;
-use crate::guard::{enter, errno, leave, set_errno};
+use crate::guard::{enter, leave};
 use crate::sys;
+use crate::sys::{errno, set_errno};
 use core::ffi::{c_int, c_void};
 use memlens_rawlog::{self as raw, tag};
 

@@ -3,11 +3,13 @@
 //! and pthread_getattr_np (a thread's state is made before glibc's lock).
 
 use crate::events::{with_orphan, ORPHAN_LOCK, STACK_SEEN, STRING_SEEN};
-use crate::guard::{enter, errno, leave, set_errno, set_state, DISABLED, READY, STATE};
-use crate::init::{open_log, record_allocator_faults, INTERVAL_MS, OWN_SAMPLER};
+use crate::guard::{enter, leave, set_state};
+use crate::settings::{open_log, INTERVAL_MS, OWN_SAMPLER};
+use crate::stage::{DISABLED, READY, STATE};
+use crate::sys::{errno, set_errno};
 use crate::thread::ThreadState;
 use crate::{access, log, modules, sampler, sys, thread, track, unwind};
-use core::ffi::{c_int, c_void, CStr};
+use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU64, Ordering};
 use memlens_rawlog::{self as raw, tag};
 
@@ -35,7 +37,7 @@ pub(crate) fn record_exit(st: &mut ThreadState, status: i32) {
 #[no_mangle]
 pub unsafe extern "C" fn exit(status: c_int) -> ! {
     EXIT_STATUS.store(status & 0xff, Ordering::Relaxed);
-    let real = next_definition(&REAL_EXIT, c"exit");
+    let real = sys::next_definition(&REAL_EXIT, c"exit");
     if real != 0 {
         let f: extern "C" fn(c_int) -> ! = core::mem::transmute(real as usize);
         f(status);
@@ -88,7 +90,7 @@ pub unsafe extern "C" fn __libc_start_main(
     rtld_fini: *mut c_void,
     stack_end: *mut c_void,
 ) -> c_int {
-    let real = next_definition(&REAL_START_MAIN, c"__libc_start_main");
+    let real = sys::next_definition(&REAL_START_MAIN, c"__libc_start_main");
     if real == 0 {
         // No glibc underneath: nothing to wrap, nothing to start.
         libc::abort();
@@ -127,16 +129,6 @@ pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
     _exit(status)
 }
 
-/// The definition of `name` that this runtime interposes, looked up once.
-unsafe fn next_definition(cache: &AtomicU64, name: &CStr) -> u64 {
-    let mut real = cache.load(Ordering::Acquire);
-    if real == 0 {
-        real = libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as u64;
-        cache.store(real, Ordering::Release);
-    }
-    real
-}
-
 static REAL_DLCLOSE: AtomicU64 = AtomicU64::new(0);
 
 /// Unloading a library ends what the unwinder learnt about its code.
@@ -145,7 +137,7 @@ static REAL_DLCLOSE: AtomicU64 = AtomicU64::new(0);
 /// C `dlclose` contract.
 #[no_mangle]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    let real = next_definition(&REAL_DLCLOSE, c"dlclose");
+    let real = sys::next_definition(&REAL_DLCLOSE, c"dlclose");
     if real == 0 {
         return -1;
     }
@@ -153,22 +145,6 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     let r = f(handle);
     unwind::forget_unloaded_code();
     r
-}
-
-static REAL_GETATTR: AtomicU64 = AtomicU64::new(0);
-
-/// glibc's `pthread_getattr_np`, which the runtime asks for a thread's stack.
-pub(crate) unsafe fn real_pthread_getattr_np(
-    thread: libc::pthread_t,
-    attr: *mut libc::pthread_attr_t,
-) -> c_int {
-    let real = next_definition(&REAL_GETATTR, c"pthread_getattr_np");
-    if real == 0 {
-        return libc::ENOSYS;
-    }
-    let f: unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int =
-        core::mem::transmute(real as usize);
-    f(thread, attr)
 }
 
 /// glibc's `pthread_getattr_np` reallocs while it holds the thread's lock; were
@@ -186,7 +162,7 @@ pub unsafe extern "C" fn pthread_getattr_np(
     if let Some(st) = enter() {
         leave(st);
     }
-    real_pthread_getattr_np(thread, attr)
+    crate::sys::real_pthread_getattr_np(thread, attr)
 }
 
 /// Records the image's command line (transparent mode: no collector knows
@@ -206,17 +182,9 @@ pub(crate) fn record_command_line() {
 /// Records the loaded objects through the calling thread's writer.
 pub(crate) fn record_modules_from_here() {
     if let Some(st) = enter() {
-        record_modules(st);
+        crate::events::record_modules(st);
         leave(st);
     }
-}
-
-pub(crate) fn record_modules(st: &mut ThreadState) {
-    let tid = st.tid;
-    let w = &mut st.writer;
-    modules::scan(&mut |m, path| {
-        w.write(tid, tag::MODULE, m, path);
-    });
 }
 
 pub(crate) extern "C" fn fork_prepare() {
@@ -264,7 +232,7 @@ pub(crate) extern "C" fn fork_child() {
             return;
         }
     }
-    record_allocator_faults();
+    crate::allocator::record_faults();
     // The child starts with the parent's heap: carry the live total over.
     if let (Some(h), Some((ab, fb, ac, fc))) = (log::header(), inherited) {
         h.retired.alloc_bytes.store(ab, Ordering::Relaxed);

@@ -3,9 +3,11 @@
 //! file I/O goes through here too: glibc's `open`, `read`, `pwrite` and `close`
 //! are cancellation points, and a thread with a `pthread_cancel` pending must
 //! not be cancelled inside a malloc that writes a log block (glibc's
-//! `syscall` is no cancellation point).
+//! `syscall` is no cancellation point). The C library's own definitions of
+//! what the runtime interposes are found here too.
 
-use core::ffi::c_void;
+use core::ffi::{c_int, c_void, CStr};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 pub unsafe fn mmap(
     addr: *mut c_void,
@@ -214,4 +216,40 @@ impl SpinLock {
     pub fn unlock(&self) {
         self.0.store(false, core::sync::atomic::Ordering::Release);
     }
+}
+
+pub(crate) fn errno() -> c_int {
+    // SAFETY: errno location is always valid for the calling thread.
+    unsafe { *libc::__errno_location() }
+}
+
+pub(crate) fn set_errno(v: c_int) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = v };
+}
+
+/// The definition of `name` that this runtime interposes, looked up once.
+pub(crate) unsafe fn next_definition(cache: &AtomicU64, name: &CStr) -> u64 {
+    let mut real = cache.load(Ordering::Acquire);
+    if real == 0 {
+        real = libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as u64;
+        cache.store(real, Ordering::Release);
+    }
+    real
+}
+
+static REAL_GETATTR: AtomicU64 = AtomicU64::new(0);
+
+/// glibc's `pthread_getattr_np`, which the runtime asks for a thread's stack.
+pub(crate) unsafe fn real_pthread_getattr_np(
+    thread: libc::pthread_t,
+    attr: *mut libc::pthread_attr_t,
+) -> c_int {
+    let real = next_definition(&REAL_GETATTR, c"pthread_getattr_np");
+    if real == 0 {
+        return libc::ENOSYS;
+    }
+    let f: unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int =
+        core::mem::transmute(real as usize);
+    f(thread, attr)
 }

@@ -42,7 +42,7 @@ fn bucket(ptr: u64) -> usize {
 /// per call.
 #[inline(always)]
 pub(crate) fn every_block() -> bool {
-    crate::init::settings().sample_rate == 1
+    crate::settings::settings().sample_rate == 1
 }
 
 /// Cheap, lock-free: false means the block's free certainly carries no event.

@@ -8,7 +8,6 @@
 //! The reads are compared, not trusted: a different caller or a changed saved
 //! register is a miss, then a walk.
 
-use crate::thread::ThreadState;
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -109,19 +108,20 @@ fn slot(entry: u64) -> usize {
     ((entry ^ ret.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOT_BITS)) as usize
 }
 
-/// Whether `entry` is a frame of this thread's stack a walk can start from.
-fn usable(st: &ThreadState, entry: u64) -> bool {
-    entry.is_multiple_of(8) && entry > st.stack_lo && entry.saturating_add(16) <= st.stack_hi
+/// Whether `entry` is a frame of this thread's stack, [lo, hi), a walk can
+/// start from.
+fn usable(entry: u64, (lo, hi): (u64, u64)) -> bool {
+    entry.is_multiple_of(8) && entry > lo && entry.saturating_add(16) <= hi
 }
 
 /// The stack of the remembered walk from `entry` if every word it read still
 /// holds the value it read.
 #[inline(always)]
-pub fn recall(st: &ThreadState, entry: u64) -> Option<u64> {
-    if !usable(st, entry) {
+pub fn recall(memo: &WalkMemo, bounds: (u64, u64), entry: u64) -> Option<u64> {
+    if !usable(entry, bounds) {
         return None;
     }
-    let e = &st.memo.entries[slot(entry)];
+    let e = &memo.entries[slot(entry)];
     if e.entry != entry || e.generation != GENERATION.load(Ordering::Relaxed) {
         return None;
     }
@@ -137,15 +137,15 @@ pub fn recall(st: &ThreadState, entry: u64) -> Option<u64> {
 
 /// Keeps a walk by the cached rules that started at `entry` and gave `stack`
 /// (already defined in the log).
-pub fn remember(st: &mut ThreadState, entry: u64, reads: &Reads, stack: u64) {
+pub fn remember(memo: &mut WalkMemo, bounds: (u64, u64), entry: u64, reads: &Reads, stack: u64) {
     // A walk that started elsewhere (no usable entry: its first word is the
     // return address above another frame) or read more than is kept.
     let words = reads.words();
-    if reads.full || words.first().is_none_or(|w| w.0 != entry + 8) || !usable(st, entry) {
+    if reads.full || words.first().is_none_or(|w| w.0 != entry + 8) || !usable(entry, bounds) {
         return;
     }
     let generation = GENERATION.load(Ordering::Relaxed);
-    let e = &mut st.memo.entries[slot(entry)];
+    let e = &mut memo.entries[slot(entry)];
     e.entry = entry;
     e.generation = generation;
     e.stack = stack;

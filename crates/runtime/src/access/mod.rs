@@ -8,115 +8,17 @@
 //! sample when one is due, publishes the exact count for the collector, and sets
 //! the next countdown. Exact count at any instant = credited + (reset - remaining).
 
-use crate::guard::{enter, errno, leave, set_errno};
-use crate::init::settings;
+pub(crate) mod state;
+
+use state::countdowns;
+
+use crate::guard::{enter, leave};
 use crate::log;
+use crate::settings::settings;
+use crate::sys::{errno, set_errno};
 use crate::thread::{self, ThreadState};
 use core::sync::atomic::Ordering;
-use memlens_rawlog::{self as raw, tag, ACCESS_CLASSES, COUNTS, PUBLISH_EVERY};
-
-/// Bookkeeping of one countdown array (not on the fast path).
-#[derive(Clone, Copy)]
-pub struct Counting {
-    /// Accesses accounted for at the last reset of each class.
-    pub credited: [u64; ACCESS_CLASSES],
-    /// Value the countdown was last reset to.
-    pub reset: [u64; ACCESS_CLASSES],
-    /// Accesses left until the next sample of each class.
-    pub until_sample: [u64; ACCESS_CLASSES],
-}
-
-/// Countdown arrays one thread can count from: the runtime's own, and one per
-/// instrumented executable or shared library (each links its own, hidden).
-/// The arrays of libraries past this many stay idle, their accesses uncounted.
-const SOURCES: usize = 8;
-
-/// A thread's access bookkeeping. Its countdown arrays: the runtime's own TLS
-/// (the exported callbacks, used by code built without the pass plugin), and
-/// each instrumented module's (`memlens cc` links one into every executable
-/// and library it counts per block, and the fast path's LTO inlines).
-pub struct AccessState {
-    pub sources: [Counting; SOURCES],
-    /// Each source's countdown array on this thread (null until it calls
-    /// in): the first is the runtime's own.
-    pub countdown_arrays: [*mut [u64; ACCESS_CLASSES]; SOURCES],
-    /// Bytes of intercepted memcpy/memmove (read) and memcpy/memmove/memset (written).
-    pub bulk: [u64; 2],
-    /// Bytes of bulk calls left until the next sample of bytes read, written
-    /// (0: not started).
-    pub bulk_until: [u64; 2],
-    /// Accesses counted since the counts were last published.
-    pub unpublished: u64,
-    /// Nanoseconds this thread spent in the slow path (sampling, publishing):
-    /// region marks carry it, so that a region says what of its time was
-    /// memlens' sampling code.
-    pub slow_ns: u64,
-    /// This thread has marked its process's log as holding instrumented
-    /// code's accesses (a flag in the header, read once a thread).
-    pub marked_instrumented: bool,
-}
-
-impl AccessState {
-    /// The calling thread's bookkeeping, counting from the runtime's own
-    /// countdown array.
-    pub fn new() -> Self {
-        let zero = Counting {
-            credited: [0; ACCESS_CLASSES],
-            reset: [0; ACCESS_CLASSES],
-            until_sample: [0; ACCESS_CLASSES],
-        };
-        AccessState {
-            sources: [zero; SOURCES],
-            countdown_arrays: {
-                let mut arrays = [core::ptr::null_mut(); SOURCES];
-                arrays[0] = countdowns();
-                arrays
-            },
-            bulk: [0; 2],
-            bulk_until: [0; 2],
-            unpublished: 0,
-            slow_ns: 0,
-            marked_instrumented: false,
-        }
-    }
-
-    /// The source `remaining` is, registered on its first call; none when
-    /// this thread already counts from as many as it can.
-    fn source_of(&mut self, remaining: *mut [u64; ACCESS_CLASSES]) -> Option<usize> {
-        let arrays = &mut self.countdown_arrays;
-        let at = (arrays.iter()).position(|&a| a == remaining || a.is_null())?;
-        arrays[at] = remaining;
-        Some(at)
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-core::arch::global_asm!(
-    ".section .tbss.memlens_access_countdown,\"awT\",@nobits",
-    ".p2align 6",
-    ".globl memlens_access_countdown",
-    ".hidden memlens_access_countdown",
-    ".type memlens_access_countdown, @object",
-    ".size memlens_access_countdown, 80",
-    "memlens_access_countdown:",
-    ".zero 80",
-    ".text",
-);
-
-#[cfg(target_arch = "x86_64")]
-fn countdowns() -> *mut [u64; ACCESS_CLASSES] {
-    let base: usize;
-    // SAFETY: computes the address of our own TLS block (fs base + offset).
-    unsafe {
-        core::arch::asm!(
-            "mov {b}, qword ptr fs:[0]",
-            "add {b}, qword ptr [rip + memlens_access_countdown@GOTTPOFF]",
-            b = out(reg) base,
-            options(nostack, readonly)
-        );
-    }
-    base as *mut [u64; ACCESS_CLASSES]
-}
+use memlens_rawlog::{self as raw, tag, ACCESS_CLASSES, PUBLISH_EVERY};
 
 /// One exported callback per class: subtract, and on borrow tail-call the slow path
 /// with (address, class, return address) so it returns straight to the caller.
@@ -143,17 +45,6 @@ macro_rules! callback {
             )
         }
     };
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-std::thread_local! {
-    static COUNTDOWNS: core::cell::UnsafeCell<[u64; ACCESS_CLASSES]> =
-        const { core::cell::UnsafeCell::new([0; ACCESS_CLASSES]) };
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn countdowns() -> *mut [u64; ACCESS_CLASSES] {
-    COUNTDOWNS.with(|c| c.get())
 }
 
 /// Portable callbacks (through `thread_local!`, slower than the x86_64 ones).
@@ -232,26 +123,6 @@ fn jittered_period(st: &mut ThreadState, class: usize) -> u64 {
     p - j + (draw >> 64) as u64
 }
 
-/// The exact access counts of the calling thread now.
-pub fn exact_counts(st: &ThreadState) -> [u64; COUNTS] {
-    let a = &st.access;
-    let mut out = [0u64; COUNTS];
-    for (src, array) in a.sources.iter().zip(a.countdown_arrays) {
-        // SAFETY: TLS arrays of this thread (ours, or the executable's).
-        let Some(remaining) = (unsafe { array.as_ref() }) else {
-            continue;
-        };
-        for c in 0..ACCESS_CLASSES {
-            // Just after a borrow the countdown wrapped: nothing is pending then.
-            let pending = src.reset[c].saturating_sub(remaining[c].min(src.reset[c]));
-            out[c] += src.credited[c] + pending;
-        }
-    }
-    out[raw::BULK_READ] = a.bulk[0];
-    out[raw::BULK_WRITTEN] = a.bulk[1];
-    out
-}
-
 /// Publishes the thread's exact counts to its own header slot (a thread on the
 /// shared overflow slot publishes only when it exits).
 pub fn publish(st: &ThreadState) {
@@ -261,7 +132,7 @@ pub fn publish(st: &ThreadState) {
     // SAFETY: points into the mapped header, or is null in a fork child before it
     // has its own slot.
     if let Some(slot) = unsafe { st.access_counters.as_ref() } {
-        for (v, n) in slot.counts.iter().zip(exact_counts(st)) {
+        for (v, n) in slot.counts.iter().zip(st.access.exact_counts()) {
             v.store(n, Ordering::Relaxed);
         }
     }

@@ -23,95 +23,15 @@
 //! The tool stands aside when the user names OMPT tools of their own
 //! (`OMP_TOOL_LIBRARIES`) or when memlens is not recording.
 
+pub(crate) mod contexts;
+
 use crate::guard;
 use crate::thread::ThreadState;
+use contexts::{Boundary, Context, Running, TeamContexts, CONTEXTS_MAPPED, DEPTH, NO_CONTEXT};
 use core::ffi::{c_char, c_int, c_long, c_uint, c_void, CStr};
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
 use memlens_rawlog::{unwinder, COUNTS, MAX_FRAMES};
-
-/// Nested parallel regions whose contexts a thread keeps; deeper ones are
-/// left as walked.
-const DEPTH: usize = 4;
-
-/// A region's calling context (return addresses, innermost first), the
-/// tally its team's workers add their counts to, and where a walk made in
-/// the region leaves the program's frames for the OpenMP runtime's.
-#[derive(Clone, Copy)]
-pub struct Context {
-    len: usize,
-    frames: [u64; MAX_FRAMES],
-    team: *const [AtomicU64; COUNTS],
-    boundary: Boundary,
-}
-
-/// The OpenMP runtime's code a walk reaches below a region's body: the
-/// frames from the first one in [start, end) on give way to the region's
-/// context, that first one kept or not.
-#[derive(Clone, Copy)]
-struct Boundary {
-    start: u64,
-    end: u64,
-    keep: bool,
-}
-
-const NO_CONTEXT: Context = Context {
-    len: 0,
-    frames: [0; MAX_FRAMES],
-    team: core::ptr::null(),
-    boundary: Boundary {
-        start: 0,
-        end: 0,
-        keep: false,
-    },
-};
-
-/// An implicit task this thread runs: its region's context, and for a
-/// worker the counts it had when it last added to the team's tally.
-#[derive(Clone, Copy)]
-struct Running {
-    context: Context,
-    worker: bool,
-    added: [u64; COUNTS],
-}
-
-/// A thread's OpenMP contexts.
-pub struct TeamContexts {
-    /// The context of the region this thread opened at each nesting depth,
-    /// which its team copies when their implicit tasks begin.
-    opened: [Context; DEPTH],
-    /// What the workers of the regions this thread opened at each depth
-    /// counted (exact, as [`crate::access::exact_counts`]).
-    forked: [[AtomicU64; COUNTS]; DEPTH],
-    /// The implicit tasks this thread runs, innermost last.
-    running: [Running; DEPTH],
-    depth: usize,
-}
-
-impl TeamContexts {
-    pub const fn new() -> TeamContexts {
-        const NOT_RUNNING: Running = Running {
-            context: NO_CONTEXT,
-            worker: false,
-            added: [0; COUNTS],
-        };
-        TeamContexts {
-            opened: [NO_CONTEXT; DEPTH],
-            forked: [const { [const { AtomicU64::new(0) }; COUNTS] }; DEPTH],
-            running: [NOT_RUNNING; DEPTH],
-            depth: 0,
-        }
-    }
-}
-
-/// Bytes of the mapping a thread's contexts take (whole pages).
-const CONTEXTS_MAPPED: usize = core::mem::size_of::<TeamContexts>().next_multiple_of(4096);
-
-/// The thread's OpenMP contexts, if it has met a parallel region.
-fn contexts(st: &ThreadState) -> Option<&TeamContexts> {
-    // SAFETY: null, or this thread's own mapping made by `contexts_mut`.
-    unsafe { st.omp.as_ref() }
-}
 
 /// The thread's OpenMP contexts, mapped at its first parallel region: a
 /// thread that never meets one keeps its state as small as it was (none
@@ -134,65 +54,22 @@ fn contexts_met(st: &mut ThreadState) -> Option<&mut TeamContexts> {
     unsafe { st.omp.as_mut() }
 }
 
-/// Unmaps a thread's contexts (its state is going away).
-pub fn release(st: &mut ThreadState) {
-    if !st.omp.is_null() {
-        // SAFETY: the mapping `contexts_mut` made, no longer used.
-        unsafe { crate::sys::munmap(st.omp as *mut c_void, CONTEXTS_MAPPED) };
-        st.omp = core::ptr::null_mut();
-    }
-}
-
-/// Whether the thread runs a parallel region's implicit task: its walks
-/// are then completed with the region's context.
-pub fn in_region(st: &ThreadState) -> bool {
-    contexts(st).is_some_and(|t| t.depth > 0)
-}
-
 /// The code of libomp's microtask invoker (`__kmp_invoke_microtask`), which
 /// calls a region's outlined body: [start, end), or empty.
 static INVOKER_START: AtomicU64 = AtomicU64::new(0);
 static INVOKER_END: AtomicU64 = AtomicU64::new(0);
 
-/// Completes a walk of `n` frames made inside a parallel region: the frames
-/// past the region's body (the OpenMP runtime's, which end at a worker's
-/// thread start) give way to the region's context. Returns the new count.
-pub fn complete(st: &ThreadState, frames: &mut [MaybeUninit<u64>], n: usize) -> usize {
-    let Some(t) = contexts(st) else {
-        return n;
-    };
-    let Some(Running { context, .. }) = t.depth.checked_sub(1).and_then(|d| t.running.get(d))
-    else {
-        return n;
-    };
-    if context.len == 0 {
-        return n;
-    }
-    let Boundary { start, end, keep } = context.boundary;
-    // SAFETY: the walk wrote the first n entries.
-    let walked = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
-    let Some(runtime) = walked.iter().position(|&pc| pc >= start && pc < end) else {
-        return n;
-    };
-    let keep = runtime + usize::from(keep);
-    let added = context.len.min(frames.len() - keep);
-    for (slot, &pc) in frames[keep..keep + added].iter_mut().zip(&context.frames) {
-        slot.write(pc);
-    }
-    keep + added
-}
-
 /// What the workers of the regions the thread opened at its current depth
 /// counted so far.
 pub fn team_counts(st: &ThreadState) -> [u64; COUNTS] {
-    let forked = contexts(st).and_then(|t| t.forked.get(t.depth));
+    let forked = st.team_contexts().and_then(|t| t.forked.get(t.depth));
     core::array::from_fn(|c| forked.map_or(0, |f| f[c].load(Ordering::Acquire)))
 }
 
 /// The thread's exact counts plus [`team_counts`]: what its region marks
 /// carry.
 pub fn counts_with_teams(st: &ThreadState) -> [u64; COUNTS] {
-    let mut counts = crate::access::exact_counts(st);
+    let mut counts = st.access.exact_counts();
     for (c, t) in counts.iter_mut().zip(team_counts(st)) {
         *c += t;
     }
@@ -268,7 +145,7 @@ pub unsafe extern "C" fn ompt_start_tool(
     _runtime_version: *const c_char,
 ) -> *mut StartToolResult {
     let theirs = !libc::getenv(c"OMP_TOOL_LIBRARIES".as_ptr()).is_null();
-    if theirs || guard::STATE.load(Ordering::Relaxed) != guard::READY {
+    if theirs || crate::stage::STATE.load(Ordering::Relaxed) != crate::stage::READY {
         return core::ptr::null_mut();
     }
     core::ptr::addr_of_mut!(RESULT)
@@ -309,9 +186,9 @@ fn open_region(st: &mut ThreadState, from: u64, boundary: Boundary) -> *const Co
     };
     let mut frames = [MaybeUninit::<u64>::uninit(); MAX_FRAMES];
     let mut reads = crate::unwind::memo::Reads::new();
-    let max = crate::init::settings().max_frames as usize;
+    let max = crate::settings::settings().max_frames as usize;
     let (n, _) = crate::unwind::capture(st, unwinder::DWARF, 0, &mut frames[..max], &mut reads);
-    let n = complete(st, &mut frames[..max], n);
+    let n = (st.team_contexts()).map_or(n, |t| t.complete(&mut frames[..max], n));
     // SAFETY: the walk and its completion wrote the first n entries.
     let walked = unsafe { core::slice::from_raw_parts(frames.as_ptr() as *const u64, n) };
     let from = walked.iter().position(|&pc| pc == from).unwrap_or(0);

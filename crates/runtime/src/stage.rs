@@ -1,0 +1,13 @@
+//! Where the runtime is in its life: not started yet, ready (recording), or
+//! disabled (it could not start, or the process is past its exit).
+
+use core::sync::atomic::AtomicU8;
+
+/// Before the constructor ran (allocations then are kept by `early`).
+pub(crate) const UNINIT: u8 = 0;
+
+pub(crate) const READY: u8 = 1;
+
+pub(crate) const DISABLED: u8 = 2;
+
+pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
