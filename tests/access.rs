@@ -2252,3 +2252,57 @@ fn an_autotools_project_builds_through_memlens_cc_with_its_openmp() {
     build_step(&tree, "make", &[&include]);
     assert_triad_counted(&tree.join("triad"), dir.path());
 }
+
+#[test]
+fn fortran_module_runs_with_and_without_memlens() {
+    let dir = tempdir();
+    let d = dir.path();
+    let src = d.join("app.f90");
+    std::fs::write(
+        &src,
+        "program app\n use memlens\n use iso_c_binding\n implicit none\n real(8), allocatable, target :: grid(:)\n allocate(grid(100000))\n call memlens_region_begin(\"solve\")\n call memlens_tag(\"grid\", grid, int(size(grid) * 8, c_size_t))\n grid = 1.0d0\n call memlens_region_end(\"solve\")\n print *, sum(grid)\nend program\n",
+    )
+    .unwrap();
+    let r = root();
+    let run = |args: &[&str]| {
+        let st = Command::new(args[0])
+            .args(&args[1..])
+            .current_dir(d)
+            .status()
+            .expect("compiler (.ci/run installs gfortran)");
+        assert!(st.success(), "{args:?}");
+    };
+    let inc = format!("-I{}", r.join("include").display());
+    run(&[
+        "gcc",
+        "-c",
+        &inc,
+        r.join("fortran/memlens_f.c").to_str().unwrap(),
+        "-o",
+        "memlens_f.o",
+    ]);
+    run(&[
+        "gfortran",
+        "-c",
+        r.join("fortran/memlens.f90").to_str().unwrap(),
+        "-o",
+        "memlens.o",
+    ]);
+    run(&[
+        "gfortran",
+        "app.f90",
+        "memlens.o",
+        "memlens_f.o",
+        "-o",
+        "app",
+    ]);
+    let app = d.join("app").to_string_lossy().into_owned();
+    let rep = same_behaviour(&[&app]);
+    assert_eq!(rep["regions"][0]["name"], "solve");
+    let tag = objects(&rep, "objects_by_peak")
+        .into_iter()
+        .find(|o| o["kind"] == "tag")
+        .expect("tag");
+    assert_eq!(tag["name"], "grid");
+    assert_eq!(tag["peak_bytes"].as_f64().unwrap(), 800000.0);
+}

@@ -400,3 +400,107 @@ fn raw_logs_that_are_not_regular_files_are_not_read() {
         "{err}"
     );
 }
+
+/// Truncated and corrupted raw logs (what a killed process or a bad disk leaves)
+/// give a profile or a one-line error, never a crash: the log of a threaded
+/// program with no samples, and of an instrumented one with regions and samples.
+/// (This build checks overflow, so a garbage count that reaches a sum panics.)
+#[test]
+fn corrupt_raw_logs_never_crash_the_finalizer() {
+    let dir = tempdir();
+    let folds = memlens_cc(dir.path(), "fold_phases.c", &["-O1", "-g"]);
+    let runs: [&[&str]; 2] = [
+        &[&program("torture"), "threads"],
+        &[&folds.to_string_lossy(), "200"],
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for (run, args) in runs.iter().enumerate() {
+        let p = dir.path().join(format!("p{run}"));
+        assert_ran(&record(&p, &["--keep-raw"], args));
+        let log = raw_log(&p);
+        let bytes = std::fs::read(&log).unwrap();
+        for case in 0..24 {
+            let mut data = bytes.clone();
+            match case % 4 {
+                0 => data.truncate((next() as usize) % data.len()),
+                1 => {
+                    for _ in 0..64 {
+                        let i = (next() as usize) % data.len();
+                        data[i] = next() as u8;
+                    }
+                }
+                2 => {
+                    // Scribble over a whole stretch of records.
+                    let start = (next() as usize) % data.len();
+                    let end = (start + 4096).min(data.len());
+                    for b in &mut data[start..end] {
+                        *b = next() as u8;
+                    }
+                }
+                _ => {
+                    // Extreme values in the header's counters and settings.
+                    for _ in 0..8 {
+                        let i = (8 + (next() as usize) % 4088) & !7;
+                        let word = [u64::MAX, 0, i64::MAX as u64, next()][case / 4 % 4];
+                        data[i..i + 8].copy_from_slice(&word.to_le_bytes());
+                    }
+                }
+            }
+            let case_dir = dir.path().join(format!("case{run}-{case}"));
+            std::fs::create_dir_all(case_dir.join("raw")).unwrap();
+            std::fs::write(case_dir.join("raw").join(log.file_name().unwrap()), &data).unwrap();
+            let out = Command::new(memlens())
+                .args(["report", "--format", "json"])
+                .arg(&case_dir)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            let code = out.status.code().expect("memlens must not die of a signal");
+            assert!(
+                code == 0 || code == 125,
+                "run {run} case {case}: exit {code}: {err}"
+            );
+            if code == 125 {
+                assert_eq!(
+                    err.trim().lines().count(),
+                    1,
+                    "run {run} case {case}: one-line error: {err}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_raw_log_of_another_format_is_named_not_misread() {
+    // The raw log's layout changes between memlens versions: one written by
+    // another version is refused with its format and the fix, in one line.
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--keep-raw"], &[&program("phases")]));
+    std::fs::remove_file(p.join(memlens_profile::META_FILE)).unwrap();
+    let log = raw_log(&p);
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = std::mem::offset_of!(memlens_rawlog::FileHeader, version);
+    bytes[at..at + 4].copy_from_slice(&(memlens_rawlog::VERSION - 1).to_le_bytes());
+    std::fs::write(&log, &bytes).unwrap();
+    let out = Command::new(memlens())
+        .arg("finalize")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains(&format!("raw log format {}", memlens_rawlog::VERSION - 1))
+            && err.contains("finalize it with the memlens that recorded it")
+            && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}

@@ -1172,3 +1172,132 @@ fn names_from_the_program_are_escaped_in_every_text_and_image() {
         }
     }
 }
+
+/// The lines of each live update (the status line and the sites under it)
+/// drawn after `marker` and before `until`, but the first.
+fn live_updates<'a>(err: &'a str, marker: &str, until: &str) -> Vec<Vec<&'a str>> {
+    let from = err
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker}: {err}"));
+    let to = err[from..].find(until).map_or(err.len(), |i| from + i);
+    let mut updates: Vec<Vec<&str>> = Vec::new();
+    for line in err[from..to].lines() {
+        if line.starts_with("memlens: ") && line.contains(" s  resident ") {
+            updates.push(vec![line]);
+        } else if let Some(update) = updates.last_mut() {
+            update.push(line);
+        }
+    }
+    // The first update may have read the logs just before the phase's memory
+    // was in place and printed after its marker: it is left out.
+    assert!(
+        updates.len() >= 2,
+        "fewer than two updates after {marker}: {err}"
+    );
+    updates.remove(0);
+    updates
+}
+
+/// The live bytes an update shows for a site, in MiB, and whether estimated.
+fn site_mib(update: &[&str], site: &str) -> Option<(f64, bool)> {
+    let line = update
+        .iter()
+        .find(|l| l.contains(&format!("{site} (live_sites.c:")))?;
+    let estimated = line.trim_start().starts_with('~');
+    let mut words = line.split_whitespace().map(|w| w.trim_start_matches('~'));
+    let value: f64 = words.find(|w| !w.is_empty())?.parse().ok()?;
+    let unit = words.next()?;
+    Some((
+        if unit == "MiB" { value } else { value / 1024.0 },
+        estimated,
+    ))
+}
+
+#[test]
+fn live_view_follows_the_top_allocation_sites_as_they_change() {
+    let dir = tempdir();
+    let app = dir.path().join("live_sites");
+    let source = root().join("tests/programs/live_sites.c");
+    let built = Command::new("gcc")
+        .args(["-O1", "-g"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&app)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let app = app.to_string_lossy();
+    // Each phase is held until three updates were drawn after its marker
+    // (the first may predate its memory: `live_updates` leaves it out).
+    let go = dir.path().join("go");
+    std::fs::create_dir(&go).unwrap();
+    let mut phase: Option<(String, usize)> = None;
+    let (status, err) = record_streaming(
+        &dir.path().join("p"),
+        &["--live", "--sample-rate", "16384"],
+        &[&app, &go.to_string_lossy()],
+        |line| {
+            if let Some(name) = line.strip_prefix("PHASE ") {
+                phase = Some((name.to_owned(), 0));
+            } else if line.contains(" s  resident ") {
+                if let Some((name, updates)) = &mut phase {
+                    *updates += 1;
+                    if *updates == 3 {
+                        std::fs::write(go.join(&*name), "").unwrap();
+                    }
+                }
+            }
+        },
+    );
+    assert!(status.success(), "{err}");
+    // Phase one: its six exact 4 MiB blocks, nothing of what comes later.
+    let one = live_updates(&err, "PHASE one", "END one");
+    assert!(
+        one.iter()
+            .all(|u| site_mib(u, "site_one") == Some((24.0, false))),
+        "{one:?}"
+    );
+    assert!(
+        one.iter().all(|u| site_mib(u, "site_two").is_none()),
+        "{one:?}"
+    );
+    // Phase two: site one is gone; the forked child's site is listed with it.
+    let two = live_updates(&err, "PHASE two", "END two");
+    assert!(
+        two.iter()
+            .all(|u| site_mib(u, "site_two") == Some((40.0, false))),
+        "{two:?}"
+    );
+    assert!(
+        two.iter().all(|u| site_mib(u, "site_one").is_none()),
+        "{two:?}"
+    );
+    assert!(
+        two.iter()
+            .any(|u| u[0].contains("2 processes")
+                && site_mib(u, "child_site") == Some((16.0, false))),
+        "{two:?}"
+    );
+    // Phase three: 10 MiB of 256-byte blocks, seen only through byte sampling
+    // (about 640 sampled blocks: the estimate is within 25% far beyond 3 sigma).
+    let three = live_updates(&err, "PHASE three", "END three");
+    for update in &three {
+        let (mib, estimated) = site_mib(update, "small_blocks").expect("listed");
+        assert!(estimated && (7.5..12.5).contains(&mib), "{update:?}");
+        assert!(site_mib(update, "site_two").is_none(), "{update:?}");
+    }
+    // On a terminal the block is redrawn in place: back up over the last one.
+    let command = format!(
+        "MEMLENS_RUNTIME={} {} record --live -o {} -- {app}",
+        runtime().display(),
+        memlens().display(),
+        dir.path().join("q").display(),
+    );
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(terminal.contains("\u{1b}[2F\r\u{1b}[J"), "{terminal:?}");
+}

@@ -861,3 +861,54 @@ fn the_runtime_for_older_clusters_needs_glibc_2_17_and_records() {
         .sum();
     assert!(blocks > 1000.0, "{blocks} blocks recorded");
 }
+
+#[test]
+fn transparent_preload_mode_with_env_configuration() {
+    let dir = tempdir();
+    let p = dir.path().join("t");
+    let out = Command::new(program("phases"))
+        .env("LD_PRELOAD", runtime())
+        .env("MEMLENS_DIR", &p)
+        .env("MEMLENS_INTERVAL", "5")
+        .env("MEMLENS_MIN_SIZE", "1M")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let r = report_json(&p);
+    assert_eq!(r["summary"]["settings"]["min_size"], 1 << 20);
+    assert!(
+        r["peak"]["samples"].as_u64().unwrap() >= 3,
+        "the runtime's own sampler ran"
+    );
+    // Without a collector the runtime records the command line and the exit
+    // status itself.
+    assert_eq!(
+        r["summary"]["command"],
+        serde_json::json!([program("phases")])
+    );
+    assert_eq!(r["summary"]["processes"][0]["exit_code"], 0);
+    assert!(r["peak"]["rss_bytes"].as_u64().unwrap() > (40u64 << 20));
+}
+
+#[test]
+fn each_unwind_option_reaches_the_runtime() {
+    // `--unwind`'s values are rawlog's spellings: each reaches the runtime
+    // through MEMLENS_UNWIND and comes back as the profile's name of it.
+    use memlens_rawlog::unwinder::{NAMES, OPTIONS};
+    let dir = tempdir();
+    for (option, name) in OPTIONS.iter().zip(NAMES) {
+        let out = dir.path().join(option);
+        assert_ran(
+            &Command::new(memlens())
+                .env("MEMLENS_RUNTIME", runtime())
+                .args(["record", "--unwind", option, "-o"])
+                .arg(&out)
+                .args(["--", "true"])
+                .output()
+                .unwrap(),
+        );
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("meta.json")).unwrap()).unwrap();
+        assert_eq!(meta["settings"]["unwinder"], name, "--unwind {option}");
+    }
+}
