@@ -13,7 +13,7 @@ use crate::image::{
 };
 use crate::live_replay::{ReplayAhead, ReplayedPart};
 use crate::live_samples::{self, LiveSamples};
-use crate::replay::{replay, timeline_point, BlockRows, Replay, Sinks};
+use crate::replay::{replay, timeline_point, BlockRows, Built, Replay, Sinks};
 use crate::{Error, Result};
 use memlens_convert::perf::{convert_into, Streamed};
 use memlens_convert::symbols::{self, LoadedModule, Symbolizer};
@@ -420,7 +420,7 @@ pub fn finalize(
         images.extend(read_header(&path)?);
     }
     let collector = read_collector_log(&raw_dir.join(memlens_profile::RAW_COLLECTOR_LOG));
-    let (collector_timeline, exits) = (&collector.timeline, &collector.exits);
+    let collector_timeline = &collector.timeline;
     if images.is_empty() && collector_timeline.is_empty() {
         return Err(Error::Profile(profile::ProfileError::NotAProfile(
             dir.to_path_buf(),
@@ -440,59 +440,22 @@ pub fn finalize(
     // the replay does not see.
     let perf_sampled = raw_dir.join(memlens_profile::RAW_PERF_DATA).exists();
     let keep_blocks = run.keep_blocks || perf_sampled;
-    let rows = if keep_blocks {
-        BlockRows::All
-    } else if images.iter().any(|l| l.instrumented) {
-        BlockRows::LargeAndHit
-    } else {
-        BlockRows::Large
+    let (mut sinks, mut written, mut ahead) =
+        open_sinks(dir, run, &images, live, ahead, keep_blocks)?;
+    let mut tables = Tables {
+        timeline: (collector_timeline.iter())
+            .map(|t| timeline_point(t, t0))
+            .collect(),
+        symbolizer: (run.read_ahead.clone())
+            .map_or_else(Symbolizer::default, Symbolizer::with_read_ahead),
+        ..Default::default()
     };
-    // Their rows count time from the run's start, as t0 is in a recording.
-    let (samples, mut written) = match live {
-        Some(live) => live.into_parts(),
-        None => (TableWriter::create(dir)?, HashMap::new()),
-    };
-    let model_cost = match (
-        &run.cache_model,
-        profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)),
-    ) {
-        (Some(_), Ok(c)) => std::array::from_fn(|code| c.model_level_ns(code as u8)),
-        _ => [None; 8],
-    };
-    // Replays begun while the program ran wrote their rows to the tables
-    // already: they go on in the same files, once checked.
-    let (sinks, mut ahead) = match ahead {
-        Some(ahead) => checked(ahead),
-        None => (None, Vec::new()),
-    };
-    let mut sinks = match sinks {
-        Some(sinks) => sinks,
-        None => Sinks::create(dir, run.interval_ms.max(1) * 1_000_000)?,
-    };
-    (sinks.samples, sinks.rows, sinks.model_cost) = (Some(samples), rows, model_cost);
-    let mut locations = Vec::new();
-    let mut regions = Vec::new();
-    let mut threads = Vec::new();
-    let mut tags = Vec::new();
-    let mut timeline: Vec<TimelinePoint> = collector_timeline
-        .iter()
-        .map(|t| timeline_point(t, t0))
-        .collect();
-    let mut frames = Vec::new();
-    let (mut listed, mut listed_pcs) = (HashSet::new(), HashSet::new());
-    let mut modules_rows = Vec::new();
-    let mut statics = Vec::new();
-    let mut sites = Vec::new();
     let mut processes = Vec::new();
     let mut losses = Losses {
         missed_ticks: run.missed_ticks,
         ..Default::default()
     };
-    let mut symbolizer =
-        (run.read_ahead.clone()).map_or_else(Symbolizer::default, Symbolizer::with_read_ahead);
     let mut last_time = run.end_ns.unwrap_or(0).saturating_sub(t0);
-    // Each process's modules (its last image's), for samples of perf backends.
-    let mut modules_of: HashMap<u32, Vec<LoadedModule>> = HashMap::new();
     let mut recorded_command = Vec::new();
 
     let total: u64 = images.iter().map(|l| l.block_bytes).sum();
@@ -501,41 +464,19 @@ pub fn finalize(
         let key = crate::live_samples::key(&log.path);
         let begun = (ahead.iter()).position(|(part, _)| live_samples::key(&part.path) == key);
         let begun = begun.map(|i| ahead.swap_remove(i));
-        // A log replayed whole during the run is not opened again (its check
-        // read it).
-        let mapped;
-        let (streams, truncated) = match &begun {
-            Some((part, _)) if part.complete => (Vec::new(), part.truncated),
-            _ => {
-                mapped = ImageLog::open(&log.path)?;
-                mapped.streams()
-            }
-        };
-        let window = TimeWindow::of(log);
         // Samples written while the image ran are not replayed.
         let live = written.remove(&key);
         let report = |bytes| progress(replayed + bytes, total);
-        let (mut built, defs) = match begun {
-            Some((part, mut image)) => {
-                if part.complete {
-                    image.counts_mut().malformed_blocks += part.malformed_blocks;
-                } else {
-                    let merged = Merged::new(&streams, window, live.is_some(), &part.replayed);
-                    image.replay_merged(merged, &mut sinks, &report);
-                }
-                let (built, defs) = image.finish(log, &mut sinks);
-                (built, Cow::Owned(defs.into_owned().by_time()))
-            }
-            None => {
-                let defs = match run.followed.get(&log.path) {
-                    Some(defs) => Cow::Borrowed(defs),
-                    None => Cow::Owned(definitions(&streams, window)),
-                };
-                let needed = Replay::needs_samples(&log.settings, &sinks, live.is_some());
-                let merged = Merged::new(&streams, window, !needed, &Default::default());
-                replay(log, defs, merged, t0, &mut sinks, live.is_some(), &report)
-            }
-        };
+        let followed = run.followed.get(&log.path);
+        let (mut built, defs, truncated) = replay_image(
+            log,
+            begun,
+            followed,
+            live.is_some(),
+            t0,
+            &mut sinks,
+            &report,
+        )?;
         // Without a collector, the first image's own record of it.
         if recorded_command.is_empty() {
             recorded_command = defs.command.clone();
@@ -546,125 +487,28 @@ pub fn finalize(
         }
         replayed += log.block_bytes;
         progress(replayed, total);
-        losses.dropped_events += log.dropped;
-        losses.untracked_allocs += log.untracked;
-        let fault = |bit| u64::from(log.faults & bit != 0);
-        losses.heap_not_hooked += fault(raw::fault::HEAP_NOT_HOOKED);
-        losses.heap_sizes_unknown += fault(raw::fault::HEAP_SIZES_UNKNOWN);
-        losses.log_lost += fault(raw::fault::LOG_LOST);
-        losses.disk_full += fault(raw::fault::DISK_FULL);
-        losses.truncated_blocks += truncated + built.counts.malformed_blocks;
-        losses.decode_errors += built.counts.damaged_records;
-        losses.unmatched_frees += built.unmatched_frees;
+        add_image_losses(&mut losses, log, truncated, &built);
         let modules: Vec<LoadedModule> = defs.modules.iter().map(|(_, m)| m.clone()).collect();
-        // The modules' variables are read beside the symbolizing, on the
-        // core the program left.
-        let image_statics = std::thread::scope(|scope| {
-            let image_statics = scope.spawn(|| variables(log.pid, &defs.modules));
-            // An exec keeps the pid: without address randomization its images
-            // share stack ids and code addresses, which are listed once per
-            // process.
-            for &id in &built.stack_ids {
-                let Some(addrs) = defs.stacks.get(&id) else {
-                    continue;
-                };
-                if listed.insert((log.pid, id)) {
-                    frames.extend(symbolizer.stack_rows(log.pid, id, addrs, &modules));
-                }
-            }
-            for &pc in &built.pcs {
-                if listed_pcs.insert((log.pid, pc)) {
-                    locations.push(symbolizer.location(log.pid, pc, &modules, true));
-                }
-            }
-            (image_statics.join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        });
-        statics.extend(image_statics);
-        modules_of.insert(log.pid, modules.clone());
-        for (time, m) in &defs.modules {
-            modules_rows.push(profile::Module {
-                pid: log.pid,
-                path: m.path.clone(),
-                start: m.start,
-                end: m.end,
-                bias: m.bias,
-                load_ns: time.saturating_sub(t0),
-            });
-        }
+        tables.add_image(log.pid, &defs, &built, &modules, t0);
         last_time = last_time.max(built.counts.last_ns.saturating_sub(t0));
-        // An image ends at its exit, at the next exec of the same pid, or when the
-        // collector saw the pid end.
-        let next_exec = images[i + 1..]
-            .iter()
-            .find(|l| l.pid == log.pid && l.exec_seq > log.exec_seq)
-            .map(|l| l.start_ns)
-            .into_iter()
-            .chain(
-                (collector.untracked.iter())
-                    .filter(|(u, _)| u.pid == log.pid && u.time > log.start_ns)
-                    .map(|(u, _)| u.time),
-            )
-            .min()
-            .map(|t| t.saturating_sub(t0));
-        let last_image = next_exec.is_none();
-        let exit = exits
-            .iter()
-            .find(|e| e.pid as u32 == log.pid)
-            .filter(|_| last_image);
-        let usage = collector
-            .usages
-            .iter()
-            .find(|u| u.pid as u32 == log.pid)
-            .filter(|_| last_image);
-        let exe = modules.first().map(|m| m.path.clone()).unwrap_or_default();
-        processes.push(Process {
-            pid: log.pid,
-            ppid: log.ppid,
-            exec_seq: log.exec_seq,
-            rank: (log.rank >= 0).then_some(log.rank as u32),
-            exe,
-            start_ns: log.start_ns.saturating_sub(t0),
-            end_ns: next_exec
-                .or(exit.map(|e| e.time.saturating_sub(t0)))
-                .or(defs.exit_ns.map(|t| t.saturating_sub(t0))),
-            exit_code: match exit {
-                Some(e) => (e.signaled == 0).then_some(e.status),
-                None => defs.exit_status.filter(|_| last_image),
-            },
-            signal: signal_of(exit),
-            usage: usage.map(kernel_usage),
-            untracked: false,
-            attached: false,
-            stacks_unwound: StacksUnwound {
-                frame_pointers: log.stacks_walked[raw::walked_by::FRAME_POINTERS]
-                    + built.counts.sample_walks,
-                cached_rules: log.stacks_walked[raw::walked_by::CACHED_RULES],
-                libgcc: log.stacks_walked[raw::walked_by::LIBGCC],
-            },
-            heap_peak: built.heap_peak,
-        });
-        sites.extend(built.sites);
-        regions.extend(built.regions);
-        threads.extend(built.threads);
-        tags.extend(built.tags);
-        timeline.extend(built.timeline);
+        processes.push(image_process(
+            &images[i..],
+            &collector,
+            &defs,
+            &mut built,
+            &modules,
+            t0,
+        ));
+        tables.sites.extend(built.sites);
+        tables.regions.extend(built.regions);
+        tables.threads.extend(built.threads);
+        tables.tags.extend(built.tags);
+        tables.timeline.extend(built.timeline);
     }
     let attached_modules =
         attached_mappings(&collector, t0, &mut |row| sinks.allocations.push(row));
     for (pid, time, m) in attached_modules {
-        modules_rows.push(profile::Module {
-            pid,
-            path: m.path.clone(),
-            start: m.start,
-            end: m.end,
-            bias: m.bias,
-            load_ns: time.saturating_sub(t0),
-        });
-        // A module maps several segments: its variables are listed once.
-        if (modules_of.get(&pid).into_iter().flatten()).all(|known| known.path != m.path) {
-            statics.extend(symbols::static_objects(pid, &m));
-        }
-        modules_of.entry(pid).or_default().push(m);
+        tables.add_attached_module(pid, time, m, t0);
     }
     processes.extend(untracked_processes(
         &collector,
@@ -683,9 +527,7 @@ pub fn finalize(
         let mut code: Vec<&(u32, u64)> = perf.code.iter().collect();
         code.sort_unstable();
         for &(pid, pc) in code {
-            let modules = modules_of.get(&pid).map_or(&[][..], Vec::as_slice);
-            // A PMU's or the kernel's sample names the instruction itself.
-            locations.push(symbolizer.location(pid, pc, modules, false));
+            tables.add_sampled_instruction(pid, pc);
         }
         // A damaged record that ended the stream is already among them.
         losses.add(&perf.converted.summary.losses);
@@ -696,8 +538,8 @@ pub fn finalize(
     sinks.allocations.flush();
     sinks.site_timeline.flush();
     samples.flush();
-    timeline.sort_by_key(|p| (p.pid, p.time_ns));
-    last_time = last_time.max(timeline.last().map_or(0, |p| p.time_ns));
+    tables.timeline.sort_by_key(|p| (p.pid, p.time_ns));
+    last_time = last_time.max(tables.timeline.last().map_or(0, |p| p.time_ns));
     // A collector's ticks without a run from `record` (or an attach): it was
     // killed, and the programs went on unsampled until their end.
     if let (None, Some(last_tick)) = (
@@ -707,6 +549,318 @@ pub fn finalize(
         losses.unsampled_ms += last_time.saturating_sub(last_tick.saturating_sub(t0)) / 1_000_000;
     }
 
+    let meta = run_meta(
+        run,
+        &images,
+        &collector,
+        perf.as_ref(),
+        keep_blocks,
+        recorded_command,
+        profile::Clock {
+            source: "CLOCK_MONOTONIC".into(),
+            start_ns: t0,
+            duration_ns: last_time,
+            realtime_start_ns: (run.start_ns.zip(run.realtime_start_ns))
+                .map(|(start, realtime)| realtime.saturating_sub(start.saturating_sub(t0))),
+        },
+        processes,
+        losses,
+    );
+    tables.write(dir, &collector, t0)?;
+    sinks.allocations.finish()?;
+    sinks.site_timeline.finish()?;
+    samples.finish()?;
+    // meta.json last: its presence marks a complete profile.
+    meta.write(dir)?;
+    // The debug information read (libc's alone is ~100 MB of small
+    // allocations) is freed beside the rest of the command, not before it;
+    // what is still being read ahead is of no use now.
+    if let Some(r) = &run.read_ahead {
+        r.stop();
+    }
+    let _ = std::thread::Builder::new().spawn(move || drop(tables));
+    Ok(meta)
+}
+
+/// The tables the replays stream their rows into: those the replays begun
+/// during the run opened (checked), or new ones; the samples table and
+/// what its rows already hold; the begun replays to carry on.
+#[allow(clippy::type_complexity)]
+fn open_sinks(
+    dir: &Path,
+    run: &RunInfo,
+    images: &[ImageHeader],
+    live: Option<LiveSamples>,
+    ahead: Option<ReplayAhead>,
+    keep_blocks: bool,
+) -> Result<(
+    Sinks,
+    HashMap<PathBuf, live_samples::ImageSamples>,
+    Vec<(ReplayedPart, Replay<'static>)>,
+)> {
+    let rows = if keep_blocks {
+        BlockRows::All
+    } else if images.iter().any(|l| l.instrumented) {
+        BlockRows::LargeAndHit
+    } else {
+        BlockRows::Large
+    };
+    // Their rows count time from the run's start, as t0 is in a recording.
+    let (samples, written) = match live {
+        Some(live) => live.into_parts(),
+        None => (TableWriter::create(dir)?, HashMap::new()),
+    };
+    let model_cost = match (
+        &run.cache_model,
+        profile::Calibration::read(&dir.join(profile::CALIBRATION_FILE)),
+    ) {
+        (Some(_), Ok(c)) => std::array::from_fn(|code| c.model_level_ns(code as u8)),
+        _ => [None; 8],
+    };
+    // Replays begun while the program ran wrote their rows to the tables
+    // already: they go on in the same files, once checked.
+    let (sinks, ahead) = match ahead {
+        Some(ahead) => checked(ahead),
+        None => (None, Vec::new()),
+    };
+    let mut sinks = match sinks {
+        Some(sinks) => sinks,
+        None => Sinks::create(dir, run.interval_ms.max(1) * 1_000_000)?,
+    };
+    (sinks.samples, sinks.rows, sinks.model_cost) = (Some(samples), rows, model_cost);
+    Ok((sinks, written, ahead))
+}
+
+/// Replays one image's log, or carries on the replay begun while it ran;
+/// the image's rows built, its definitions, and the bytes of its log cut
+/// short. `samples_written`: its samples went to the table while it ran.
+fn replay_image<'d>(
+    log: &ImageHeader,
+    begun: Option<(ReplayedPart, Replay<'static>)>,
+    followed: Option<&'d Definitions>,
+    samples_written: bool,
+    t0: u64,
+    sinks: &mut Sinks,
+    report: &dyn Fn(u64),
+) -> Result<(Built, Cow<'d, Definitions>, u64)> {
+    // A log replayed whole during the run is not opened again (its check
+    // read it).
+    let mapped;
+    let (streams, truncated) = match &begun {
+        Some((part, _)) if part.complete => (Vec::new(), part.truncated),
+        _ => {
+            mapped = ImageLog::open(&log.path)?;
+            mapped.streams()
+        }
+    };
+    let window = TimeWindow::of(log);
+    let (built, defs) = match begun {
+        Some((part, mut image)) => {
+            if part.complete {
+                image.counts_mut().malformed_blocks += part.malformed_blocks;
+            } else {
+                let merged = Merged::new(&streams, window, samples_written, &part.replayed);
+                image.replay_merged(merged, sinks, report);
+            }
+            let (built, defs) = image.finish(log, sinks);
+            (built, Cow::Owned(defs.into_owned().by_time()))
+        }
+        None => {
+            let defs = match followed {
+                Some(defs) => Cow::Borrowed(defs),
+                None => Cow::Owned(definitions(&streams, window)),
+            };
+            let needed = Replay::needs_samples(&log.settings, sinks, samples_written);
+            let merged = Merged::new(&streams, window, !needed, &Default::default());
+            replay(log, defs, merged, t0, sinks, samples_written, report)
+        }
+    };
+    Ok((built, defs, truncated))
+}
+
+/// The tables written whole at the end (the allocations, sites' timelines
+/// and samples are streamed), and what symbolizing them needs.
+#[derive(Default)]
+struct Tables {
+    sites: Vec<profile::HeapSite>,
+    frames: Vec<profile::Frame>,
+    locations: Vec<profile::CodeLocation>,
+    regions: Vec<profile::Region>,
+    threads: Vec<profile::ThreadRow>,
+    tags: Vec<profile::TagRange>,
+    timeline: Vec<TimelinePoint>,
+    modules: Vec<profile::Module>,
+    statics: Vec<StaticObject>,
+    symbolizer: Symbolizer,
+    /// The (pid, stack id) and (pid, pc) already listed: an exec keeps the
+    /// pid, and without address randomization its images share stack ids
+    /// and code addresses, which are listed once per process.
+    listed: HashSet<(u32, u64)>,
+    listed_pcs: HashSet<(u32, u64)>,
+    /// Each process's modules (its last image's), for samples of perf backends.
+    modules_of: HashMap<u32, Vec<LoadedModule>>,
+}
+
+impl Tables {
+    /// An image's stacks and code addresses symbolized, its modules and
+    /// their variables listed.
+    fn add_image(
+        &mut self,
+        pid: u32,
+        defs: &Definitions,
+        built: &Built,
+        modules: &[LoadedModule],
+        t0: u64,
+    ) {
+        // The modules' variables are read beside the symbolizing, on the
+        // core the program left.
+        let image_statics = std::thread::scope(|scope| {
+            let image_statics = scope.spawn(|| variables(pid, &defs.modules));
+            for &id in &built.stack_ids {
+                let Some(addrs) = defs.stacks.get(&id) else {
+                    continue;
+                };
+                if self.listed.insert((pid, id)) {
+                    (self.frames).extend(self.symbolizer.stack_rows(pid, id, addrs, modules));
+                }
+            }
+            for &pc in &built.pcs {
+                if self.listed_pcs.insert((pid, pc)) {
+                    (self.locations).push(self.symbolizer.location(pid, pc, modules, true));
+                }
+            }
+            (image_statics.join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        self.statics.extend(image_statics);
+        self.modules_of.insert(pid, modules.to_vec());
+        for (time, m) in &defs.modules {
+            self.modules.push(module_row(pid, *time, m, t0));
+        }
+    }
+
+    /// A module an attached process mapped (`record --pid`).
+    fn add_attached_module(&mut self, pid: u32, time: u64, m: LoadedModule, t0: u64) {
+        self.modules.push(module_row(pid, time, &m, t0));
+        // A module maps several segments: its variables are listed once.
+        let known = self.modules_of.entry(pid).or_default();
+        if known.iter().all(|k| k.path != m.path) {
+            self.statics.extend(symbols::static_objects(pid, &m));
+        }
+        known.push(m);
+    }
+
+    /// The code of a perf backend's sample: a PMU's or the kernel's sample
+    /// names the instruction itself.
+    fn add_sampled_instruction(&mut self, pid: u32, pc: u64) {
+        let modules = self.modules_of.get(&pid).map_or(&[][..], Vec::as_slice);
+        (self.locations).push(self.symbolizer.location(pid, pc, modules, false));
+    }
+
+    fn write(&self, dir: &Path, collector: &CollectorLog, t0: u64) -> Result<()> {
+        profile::write_table(dir, &self.sites)?;
+        profile::write_table(dir, &self.frames)?;
+        profile::write_table(dir, &self.locations)?;
+        profile::write_table(dir, &self.regions)?;
+        profile::write_table(dir, &self.threads)?;
+        profile::write_table(dir, &self.tags)?;
+        profile::write_table(dir, &self.timeline)?;
+        profile::write_table(dir, &thread_traffic_rows(collector, t0))?;
+        profile::write_table(dir, &self.modules)?;
+        profile::write_table(dir, &self.statics)?;
+        profile::write_table(dir, &counter_rows(collector, t0))?;
+        Ok(())
+    }
+}
+
+fn module_row(pid: u32, time: u64, m: &LoadedModule, t0: u64) -> profile::Module {
+    profile::Module {
+        pid,
+        path: m.path.clone(),
+        start: m.start,
+        end: m.end,
+        bias: m.bias,
+        load_ns: time.saturating_sub(t0),
+    }
+}
+
+/// The process row of an image: `images[0]`, followed by the later images
+/// of the run (an image ends at its process's exit, at the next exec of the
+/// same pid, or when the collector saw the pid end).
+fn image_process(
+    images: &[ImageHeader],
+    collector: &CollectorLog,
+    defs: &Definitions,
+    built: &mut Built,
+    modules: &[LoadedModule],
+    t0: u64,
+) -> Process {
+    let (log, later) = (&images[0], &images[1..]);
+    let exits = &collector.exits;
+    let next_exec = later
+        .iter()
+        .find(|l| l.pid == log.pid && l.exec_seq > log.exec_seq)
+        .map(|l| l.start_ns)
+        .into_iter()
+        .chain(
+            (collector.untracked.iter())
+                .filter(|(u, _)| u.pid == log.pid && u.time > log.start_ns)
+                .map(|(u, _)| u.time),
+        )
+        .min()
+        .map(|t| t.saturating_sub(t0));
+    let last_image = next_exec.is_none();
+    let exit = exits
+        .iter()
+        .find(|e| e.pid as u32 == log.pid)
+        .filter(|_| last_image);
+    let usage = collector
+        .usages
+        .iter()
+        .find(|u| u.pid as u32 == log.pid)
+        .filter(|_| last_image);
+    let exe = modules.first().map(|m| m.path.clone()).unwrap_or_default();
+    Process {
+        pid: log.pid,
+        ppid: log.ppid,
+        exec_seq: log.exec_seq,
+        rank: (log.rank >= 0).then_some(log.rank as u32),
+        exe,
+        start_ns: log.start_ns.saturating_sub(t0),
+        end_ns: next_exec
+            .or(exit.map(|e| e.time.saturating_sub(t0)))
+            .or(defs.exit_ns.map(|t| t.saturating_sub(t0))),
+        exit_code: match exit {
+            Some(e) => (e.signaled == 0).then_some(e.status),
+            None => defs.exit_status.filter(|_| last_image),
+        },
+        signal: signal_of(exit),
+        usage: usage.map(kernel_usage),
+        untracked: false,
+        attached: false,
+        stacks_unwound: StacksUnwound {
+            frame_pointers: log.stacks_walked[raw::walked_by::FRAME_POINTERS]
+                + built.counts.sample_walks,
+            cached_rules: log.stacks_walked[raw::walked_by::CACHED_RULES],
+            libgcc: log.stacks_walked[raw::walked_by::LIBGCC],
+        },
+        heap_peak: built.heap_peak.take(),
+    }
+}
+
+/// The profile's meta.json: the run, its settings, clock, processes and
+/// losses.
+#[allow(clippy::too_many_arguments)]
+fn run_meta(
+    run: &RunInfo,
+    images: &[ImageHeader],
+    collector: &CollectorLog,
+    perf: Option<&Streamed>,
+    keep_blocks: bool,
+    recorded_command: Vec<String>,
+    clock: profile::Clock,
+    processes: Vec<Process>,
+    losses: Losses,
+) -> Meta {
     // The settings of the program that was measured: a script or launcher
     // before it may have run with other heap sampling (each image's own
     // settings are in its rows' provenance).
@@ -714,7 +868,7 @@ pub fn finalize(
         .or(images.first())
         .map(|l| l.settings)
         .unwrap_or_default();
-    let meta = Meta {
+    Meta {
         format_version: profile::FORMAT_VERSION,
         memlens_version: env!("CARGO_PKG_VERSION").to_string(),
         command: if run.command.is_empty() {
@@ -731,7 +885,7 @@ pub fn finalize(
             if !images.is_empty() || collector.attached.is_empty() {
                 b.insert(0, profile::Backend::Preload);
             }
-            match &perf {
+            match perf {
                 Some(perf) => b.extend(perf.converted.backends()),
                 None if images.iter().any(|l| l.instrumented) => {
                     b.push(profile::Backend::Instrumented)
@@ -751,45 +905,29 @@ pub fn finalize(
             max_frames: settings.max_frames,
             cache_model: run.cache_model.clone().unwrap_or_default(),
             keep_blocks,
-            access_period: perf.as_ref().map_or(settings.access_period, |p| p.period),
+            access_period: perf.map_or(settings.access_period, |p| p.period),
             sample_loads: settings.access_filter & raw::access_filter::LOADS != 0,
             sample_stores: settings.access_filter & raw::access_filter::STORES != 0,
             sample_lines: perf.is_none() && settings.access_filter & raw::access_filter::LINES != 0,
         },
-        clock: profile::Clock {
-            source: "CLOCK_MONOTONIC".into(),
-            start_ns: t0,
-            duration_ns: last_time,
-            realtime_start_ns: (run.start_ns.zip(run.realtime_start_ns))
-                .map(|(start, realtime)| realtime.saturating_sub(start.saturating_sub(t0))),
-        },
+        clock,
         processes,
         losses,
-    };
-    profile::write_table(dir, &sites)?;
-    profile::write_table(dir, &frames)?;
-    profile::write_table(dir, &locations)?;
-    profile::write_table(dir, &regions)?;
-    profile::write_table(dir, &threads)?;
-    profile::write_table(dir, &tags)?;
-    profile::write_table(dir, &timeline)?;
-    profile::write_table(dir, &thread_traffic_rows(&collector, t0))?;
-    profile::write_table(dir, &modules_rows)?;
-    profile::write_table(dir, &statics)?;
-    profile::write_table(dir, &counter_rows(&collector, t0))?;
-    sinks.allocations.finish()?;
-    sinks.site_timeline.finish()?;
-    samples.finish()?;
-    // meta.json last: its presence marks a complete profile.
-    meta.write(dir)?;
-    // The debug information read (libc's alone is ~100 MB of small
-    // allocations) is freed beside the rest of the command, not before it;
-    // what is still being read ahead is of no use now.
-    if let Some(r) = &run.read_ahead {
-        r.stop();
     }
-    let _ = std::thread::Builder::new().spawn(move || drop(symbolizer));
-    Ok(meta)
+}
+
+/// What an image's log says it lost, added to `losses`.
+fn add_image_losses(losses: &mut Losses, log: &ImageHeader, truncated: u64, built: &Built) {
+    losses.dropped_events += log.dropped;
+    losses.untracked_allocs += log.untracked;
+    let fault = |bit| u64::from(log.faults & bit != 0);
+    losses.heap_not_hooked += fault(raw::fault::HEAP_NOT_HOOKED);
+    losses.heap_sizes_unknown += fault(raw::fault::HEAP_SIZES_UNKNOWN);
+    losses.log_lost += fault(raw::fault::LOG_LOST);
+    losses.disk_full += fault(raw::fault::DISK_FULL);
+    losses.truncated_blocks += truncated + built.counts.malformed_blocks;
+    losses.decode_errors += built.counts.damaged_records;
+    losses.unmatched_frees += built.unmatched_frees;
 }
 
 /// The perf backend's `raw/perf.data` (if the run had one), streamed into the
