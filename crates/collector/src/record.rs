@@ -141,14 +141,131 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     if !emulated {
         cmd.env("LD_PRELOAD", preload);
     }
-    cmd.env(env::name(env::DIR), &out_dir)
+    pass_settings(&mut cmd, cfg, plan.is_some(), &out_dir, &mut kept)?;
+    // Opened on memlens itself, disabled: the target inherits them at fork and
+    // they start at its exec.
+    let mut perf = match &plan {
+        Some(plan) => Some(PerfSession::open(plan, &raw_dir, &[0])?),
+        None => None,
+    };
+    if let Some(perf) = &perf {
+        kept.keep(Path::new(RAW_DIR).join(RAW_PERF_DATA), perf.out.file());
+    }
+    let counters = Counters::open_available();
+
+    // The program starts with the signal mask, ignored signals and standard
+    // descriptors memlens was given, not memlens' own.
+    crate::inherited::pass_on(&mut cmd);
+    // SIGCHLD stays blocked here so that the loop can sleep in sigtimedwait and
+    // wake the moment a child ends.
+    block_sigchld(true);
+    // Orphaned descendants are re-parented to us, so we can wait for all of them.
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let (start_ns, realtime_start_ns) = (now_ns(), realtime_ns());
+    let child = cmd.spawn().map_err(|e| cannot_start(&program_path, e))?;
+    let child_pid = child.id() as i32;
+    // The terminal sends Ctrl-C to the target too; we stay alive to finalize.
+    set_termination_handlers(true);
+
+    let live = (cfg.live).map(|render| crate::live::Live::new(start_ns, render));
+    kept.make_room();
+    let mut sampler = Sampler::new(&raw_dir, counters, live, kept)?;
+    // A modelled sample's cost comes from the calibration the finalizer reads.
+    if cfg.cache_model.is_none() {
+        sampler.samples = Some(LiveSamples::create(&cfg.out_dir, start_ns)?);
+        // A run that samples accesses keeps a row per block (the finalizer
+        // decides), which the replay begun during the run does not write.
+        let sampled = plan.is_some() || instrumented;
+        if cfg.sample_rate == Some(1) && !sampled && !cfg.keep_blocks {
+            let tick_ns = cfg.interval_ms.max(1) * 1_000_000;
+            sampler.replay = Some(ReplayAhead::create(&cfg.out_dir, start_ns, tick_ns)?);
+        }
+    }
+    if let Some(why) = runtime_cannot_load(&program_path) {
+        eprintln!(
+            "memlens: {} is {why}: memlens' runtime cannot be loaded into it; recording its resident memory from /proc only (no heap, objects or call sites)",
+            program_path.display()
+        );
+        let exe = std::fs::canonicalize(&program_path).unwrap_or(program_path.clone());
+        sampler.follow_untracked(child_pid as u32, exe);
+    }
+    sampler.define_counters();
+    let interval = Duration::from_millis(cfg.interval_ms.max(1));
+    let (main_exit, missed_ticks) =
+        follow_until_all_exit(&mut sampler, perf.as_mut(), interval, child_pid)?;
+    block_sigchld(false);
+    sampler.all_ended();
+    let mut live_samples = sampler.samples.take();
+    if let Some(samples) = &mut live_samples {
+        samples.flush();
+    }
+    if let Some(live) = &mut sampler.live {
+        live.finish();
+    }
+    // The exited processes' counts are folded into memlens' events: the totals.
+    sampler.read_counters(now_ns());
+    if let Some(perf) = perf.take() {
+        perf.finish(&raw_dir)?;
+    }
+    let mut replay_ahead = sampler.replay.take();
+    let (read_ahead, followed, kept) = sampler.finish()?;
+    set_termination_handlers(false);
+    let mut run = RunInfo {
+        command: cfg
+            .command
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect(),
+        interval_ms: cfg.interval_ms,
+        cache_model: cfg.cache_model.clone(),
+        keep_blocks: cfg.keep_blocks,
+        start_ns: Some(start_ns),
+        realtime_start_ns: Some(realtime_start_ns),
+        end_ns: Some(now_ns()),
+        missed_ticks,
+        read_ahead: Some(read_ahead),
+        attached_ended: false,
+        followed: FollowedLogs::default(),
+    };
+    let (lock, dir) = if watch.removed() {
+        // The tables begun while it ran went with it: the finalizer reads
+        // every log again.
+        (live_samples, replay_ahead) = (None, None);
+        crate::rescue::rescue(&out_dir, kept)?
+    } else {
+        run.followed = followed;
+        (lock, cfg.out_dir.clone())
+    };
+    Ok(RecordOutcome {
+        dir,
+        lock,
+        exit: main_exit.unwrap_or(TargetExit::Code(0)),
+        run,
+        live_samples,
+        replay_ahead,
+    })
+}
+
+/// The runtime's settings for the program, in its environment (the names
+/// rawlog's `env` gives both sides); with a cache model, the machine's
+/// calibration copied into the profile. `perf_samples`: a perf backend
+/// samples the accesses.
+fn pass_settings(
+    cmd: &mut std::process::Command,
+    cfg: &RecordConfig,
+    perf_samples: bool,
+    out_dir: &Path,
+    kept: &mut KeptFiles,
+) -> Result<()> {
+    cmd.env(env::name(env::DIR), out_dir)
         .env(env::name(env::COLLECTOR), "1");
     if let Some(v) = cfg.min_size {
         cmd.env(env::name(env::MIN_SIZE), v.to_string());
     }
     if let Some(v) = cfg.sample_rate {
         cmd.env(env::name(env::SAMPLE_RATE), v.to_string());
-    } else if every_block_if_instrumented(cfg, plan.is_some()) {
+    } else if every_block_if_instrumented(cfg, perf_samples) {
         cmd.env(env::name(env::EVERY_BLOCK_IF_INSTRUMENTED), "1");
     }
     if let Some(v) = &cfg.unwinder {
@@ -187,70 +304,25 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     }
     // One source of access samples per profile: under a perf backend the
     // instrumented build still counts exactly but does not sample.
-    if cfg.no_loads || plan.is_some() {
+    if cfg.no_loads || perf_samples {
         cmd.env(env::name(env::NO_LOADS), "1");
     }
-    if cfg.no_stores || plan.is_some() {
+    if cfg.no_stores || perf_samples {
         cmd.env(env::name(env::NO_STORES), "1");
     }
-    // Opened on memlens itself, disabled: the target inherits them at fork and
-    // they start at its exec.
-    let mut perf = match &plan {
-        Some(plan) => Some(PerfSession::open(plan, &raw_dir, &[0])?),
-        None => None,
-    };
-    if let Some(perf) = &perf {
-        kept.keep(Path::new(RAW_DIR).join(RAW_PERF_DATA), perf.out.file());
-    }
-    let counters = Counters::open_available();
+    Ok(())
+}
 
-    // The program starts with the signal mask, ignored signals and standard
-    // descriptors memlens was given, not memlens' own.
-    crate::inherited::pass_on(&mut cmd);
-    // SIGCHLD stays blocked here so that the loop can sleep in sigtimedwait and
-    // wake the moment a child ends.
-    block_sigchld(true);
-    // Orphaned descendants are re-parented to us, so we can wait for all of them.
-    // SAFETY: plain prctl.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let (start_ns, realtime_start_ns) = (now_ns(), realtime_ns());
-    let child = cmd.spawn().map_err(|e| cannot_start(&program_path, e))?;
-    let child_pid = child.id() as i32;
-    // The terminal sends Ctrl-C to the target too; we stay alive to finalize.
-    // SAFETY: async-signal-safe handler that only stores an integer.
-    unsafe {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigaction(sig, &action, std::ptr::null_mut());
-        }
-    }
-
-    let live = (cfg.live).map(|render| crate::live::Live::new(start_ns, render));
-    kept.make_room();
-    let mut sampler = Sampler::new(&raw_dir, counters, live, kept)?;
-    // A modelled sample's cost comes from the calibration the finalizer reads.
-    if cfg.cache_model.is_none() {
-        sampler.samples = Some(LiveSamples::create(&cfg.out_dir, start_ns)?);
-        // A run that samples accesses keeps a row per block (the finalizer
-        // decides), which the replay begun during the run does not write.
-        let sampled = plan.is_some() || instrumented;
-        if cfg.sample_rate == Some(1) && !sampled && !cfg.keep_blocks {
-            let tick_ns = cfg.interval_ms.max(1) * 1_000_000;
-            sampler.replay = Some(ReplayAhead::create(&cfg.out_dir, start_ns, tick_ns)?);
-        }
-    }
-    if let Some(why) = runtime_cannot_load(&program_path) {
-        eprintln!(
-            "memlens: {} is {why}: memlens' runtime cannot be loaded into it; recording its resident memory from /proc only (no heap, objects or call sites)",
-            program_path.display()
-        );
-        let exe = std::fs::canonicalize(&program_path).unwrap_or(program_path.clone());
-        sampler.follow_untracked(child_pid as u32, exe);
-    }
-    sampler.define_counters();
-    let interval = Duration::from_millis(cfg.interval_ms.max(1));
+/// Samples the run every `interval` (draining the perf rings), passes on
+/// the termination memlens is asked for, and reaps its processes until
+/// none is left: the exit of the program memlens started, and the ticks
+/// the sampler missed.
+fn follow_until_all_exit(
+    sampler: &mut Sampler,
+    mut perf: Option<&mut PerfSession>,
+    interval: Duration,
+    child_pid: i32,
+) -> Result<(Option<TargetExit>, u64)> {
     let mut next = std::time::Instant::now();
     let mut missed_ticks = 0u64;
     let mut main_exit = None;
@@ -274,7 +346,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
                 unsafe { libc::kill(pid as i32, sig) };
             }
         }
-        match reap(&mut sampler)? {
+        match reap(sampler)? {
             Reaped::Exits(exits) if !exits.is_empty() => {
                 for (pid, exit) in exits {
                     if pid == child_pid {
@@ -288,62 +360,26 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         }
         wait_for_child(next.saturating_duration_since(std::time::Instant::now()));
     }
-    block_sigchld(false);
-    sampler.all_ended();
-    let mut live_samples = sampler.samples.take();
-    if let Some(samples) = &mut live_samples {
-        samples.flush();
-    }
-    if let Some(live) = &mut sampler.live {
-        live.finish();
-    }
-    // The exited processes' counts are folded into memlens' events: the totals.
-    sampler.read_counters(now_ns());
-    if let Some(perf) = perf.take() {
-        perf.finish(&raw_dir)?;
-    }
-    let mut replay_ahead = sampler.replay.take();
-    let (read_ahead, followed, kept) = sampler.finish()?;
-    // SAFETY: restore default dispositions.
-    unsafe {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::signal(sig, libc::SIG_DFL);
+    Ok((main_exit, missed_ticks))
+}
+
+/// Termination asked of memlens is passed on to the run ([`on_signal`])
+/// while it runs; then the default dispositions come back.
+fn set_termination_handlers(forward: bool) {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: an async-signal-safe handler that only stores an integer,
+        // or the default disposition.
+        unsafe {
+            if forward {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+                libc::sigaction(sig, &action, std::ptr::null_mut());
+            } else {
+                libc::signal(sig, libc::SIG_DFL);
+            }
         }
     }
-    let mut run = RunInfo {
-        command: cfg
-            .command
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect(),
-        interval_ms: cfg.interval_ms,
-        cache_model: cfg.cache_model.clone(),
-        keep_blocks: cfg.keep_blocks,
-        start_ns: Some(start_ns),
-        realtime_start_ns: Some(realtime_start_ns),
-        end_ns: Some(now_ns()),
-        missed_ticks,
-        read_ahead: Some(read_ahead),
-        attached_ended: false,
-        followed: FollowedLogs::default(),
-    };
-    let (lock, dir) = if watch.removed() {
-        // The tables begun while it ran went with it: the finalizer reads
-        // every log again.
-        (live_samples, replay_ahead) = (None, None);
-        crate::rescue::rescue(&out_dir, kept)?
-    } else {
-        run.followed = followed;
-        (lock, cfg.out_dir.clone())
-    };
-    Ok(RecordOutcome {
-        dir,
-        lock,
-        exit: main_exit.unwrap_or(TargetExit::Code(0)),
-        run,
-        live_samples,
-        replay_ahead,
-    })
 }
 
 /// Unless the user chose the heap sampling (`--sample-rate`, `--min-size`):
