@@ -725,71 +725,95 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         })
         .collect();
     (out.unattributed_memory).sort_by(|a, b| b.samples.cmp(&a.samples).then(a.what.cmp(&b.what)));
-    let scaled = |n: u64| n as f64 * period as f64;
-    let mut list: Vec<ObjectAccess> = per_object
-        .into_iter()
-        .map(|(key, tally)| {
-            let ObjectTally {
-                loads,
-                stores,
-                bulk,
-                atomic,
-                bytes,
-                pcs,
-                contexts,
-            } = tally;
-            let pid = key.map_or(0, |k| objects.list[k].pid);
-            let mut lines: Vec<(String, u64)> = Vec::new();
-            let mut by_label: HashMap<String, u64> = HashMap::new();
-            for ((pid, pc), n) in pcs {
-                *by_label.entry(location_label(p, pid, pc)).or_default() += n;
-            }
-            lines.extend(by_label);
-            lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            lines.truncate(5);
-            let samples = loads + stores;
-            let (read_error, written_error) = if samples_are_accesses {
-                (
-                    sampling_error(loads, period),
-                    sampling_error(stores, period),
-                )
-            } else {
-                (None, None)
-            };
-            let (loads, stores) = if samples_are_accesses {
-                (loads, stores)
-            } else {
-                (0, 0)
-            };
-            ObjectAccess {
-                name: objects.name_of(key),
-                kind: key.map(|k| objects.list[k].kind),
-                pid,
-                samples,
-                load_samples: loads,
-                store_samples: stores,
-                bulk_samples: bulk,
-                atomic_samples: atomic,
-                est_accesses: scaled(samples),
-                est_loads: scaled(loads),
-                est_stores: scaled(stores),
-                est_bytes_read: scaled(bytes[0]),
-                est_bytes_written: scaled(bytes[1]),
-                read_error,
-                written_error,
-                lines: lines
-                    .into_iter()
-                    .map(|(location, samples)| SourceLine { location, samples })
-                    .collect(),
-                contexts: top_contexts(p, contexts, samples, period),
-            }
-        })
+    let mut list: Vec<ObjectAccess> = (per_object.into_iter())
+        .map(|(key, tally)| object_access(p, objects, key, tally, samples_are_accesses))
         .collect();
     list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
     list.truncate(top);
     out.objects = list;
 
-    // Regions: exact traffic summed over instances, objects from the samples.
+    out.regions = region_accesses(p, objects, spans, per_region);
+    out
+}
+
+/// What the samples of one object (`None`: of no object) say of it: its
+/// estimated accesses and bytes with their sampling error, hottest lines
+/// and contexts.
+fn object_access(
+    p: &Profile,
+    objects: &Objects,
+    key: Option<usize>,
+    tally: ObjectTally,
+    samples_are_accesses: bool,
+) -> ObjectAccess {
+    let period = p.meta.settings.access_period;
+    let scaled = |n: u64| n as f64 * period as f64;
+    let ObjectTally {
+        loads,
+        stores,
+        bulk,
+        atomic,
+        bytes,
+        pcs,
+        contexts,
+    } = tally;
+    let pid = key.map_or(0, |k| objects.list[k].pid);
+    let mut lines: Vec<(String, u64)> = Vec::new();
+    let mut by_label: HashMap<String, u64> = HashMap::new();
+    for ((pid, pc), n) in pcs {
+        *by_label.entry(location_label(p, pid, pc)).or_default() += n;
+    }
+    lines.extend(by_label);
+    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    lines.truncate(5);
+    let samples = loads + stores;
+    let (read_error, written_error) = if samples_are_accesses {
+        (
+            sampling_error(loads, period),
+            sampling_error(stores, period),
+        )
+    } else {
+        (None, None)
+    };
+    let (loads, stores) = if samples_are_accesses {
+        (loads, stores)
+    } else {
+        (0, 0)
+    };
+    ObjectAccess {
+        name: objects.name_of(key),
+        kind: key.map(|k| objects.list[k].kind),
+        pid,
+        samples,
+        load_samples: loads,
+        store_samples: stores,
+        bulk_samples: bulk,
+        atomic_samples: atomic,
+        est_accesses: scaled(samples),
+        est_loads: scaled(loads),
+        est_stores: scaled(stores),
+        est_bytes_read: scaled(bytes[0]),
+        est_bytes_written: scaled(bytes[1]),
+        read_error,
+        written_error,
+        lines: lines
+            .into_iter()
+            .map(|(location, samples)| SourceLine { location, samples })
+            .collect(),
+        contexts: top_contexts(p, contexts, samples, period),
+    }
+}
+
+/// Each region's exact traffic summed over its instances, bandwidths and
+/// time per load from it, estimates between its samples (`spans`), and the
+/// objects its samples touched (`per_region`), longest first.
+fn region_accesses(
+    p: &Profile,
+    objects: &Objects,
+    mut spans: FxHashMap<usize, [Span; 3]>,
+    mut per_region: FxHashMap<usize, FxHashMap<Option<usize>, u64>>,
+) -> Vec<RegionAccess> {
+    let period = p.meta.settings.access_period;
     let mut by_name: BTreeMap<(u32, String), RegionAccess> = BTreeMap::new();
     let mut touched: BTreeMap<(u32, String), FxHashMap<Option<usize>, u64>> = BTreeMap::new();
     // Per region, estimated between samples: (counted loads, bytes read) and
@@ -865,9 +889,9 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
         objs.truncate(5);
         r.objects = objs;
     }
-    out.regions = by_name.into_values().collect();
-    out.regions.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
-    out
+    let mut regions: Vec<RegionAccess> = by_name.into_values().collect();
+    regions.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+    regions
 }
 
 /// The most sampled of an object's access contexts, with their frames. Call
