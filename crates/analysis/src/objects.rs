@@ -310,100 +310,137 @@ impl<'p> Found<'p> {
 }
 
 pub fn data_objects(p: &Profile) -> Objects {
-    let mut of_allocation = Vec::with_capacity(p.allocations.len());
     let mut found = Found::default();
-    // Heap blocks: their sites' sums (every recorded block, with or without
-    // a row of its own).
-    let mut sites_of: Vec<Vec<usize>> = Vec::new();
-    for (k, s) in p.sites.iter().enumerate() {
-        let key = found.canonical_key(p, site_key(s));
-        let stack_id = key.3;
-        let i = found.object_of(p, key, stack_id, "malloc");
-        sites_of.resize(found.objects.len(), Vec::new());
-        sites_of[i].push(k);
-        let o = &mut found.objects[i];
-        o.allocated_bytes += s.bytes;
-        o.allocations += s.allocations;
-        o.leaked_bytes += s.leaked_bytes;
-        o.leaked_blocks += s.leaked;
-        if let Some(t) = s.temporary {
-            o.temporary = Some(o.temporary.unwrap_or(0) + t);
-        }
-        o.bytes_at_peak = Some(o.bytes_at_peak.unwrap_or(0.0) + s.bytes_at_peak);
-        o.first_ns = o.first_ns.min(s.first_ns);
-        let end = if s.leaked > 0.0 {
-            p.process_end(s.pid)
-        } else {
-            s.last_ns
-        };
-        o.last_ns = o.last_ns.max(end);
-        if s.sampled {
-            o.provenance = Provenance::SampledScaled;
-        }
-    }
-    sites_of.resize(found.objects.len(), Vec::new());
-    // A heap row's object and whether its site sums it, by its stack: the
-    // rows of one stack (nearly all rows) look their key up once.
-    let mut of_heap_stack: FxHashMap<(u32, u64), (usize, bool)> = FxHashMap::default();
-    for a in &p.allocations {
-        let key = key_of(a);
-        let heap = (key.1 == ObjectKind::Heap).then_some((a.pid, a.stack_id));
-        let (i, summed) = match heap.and_then(|k| of_heap_stack.get(&k)) {
-            Some(&known) => known,
-            None => {
-                let key = found.canonical_key(p, key);
-                let summed = (found.index.get(&key))
-                    .is_some_and(|&i| sites_of.get(i).is_some_and(|s| !s.is_empty()));
-                let stack_id = if key.3 != 0 { key.3 } else { a.stack_id };
-                let i = found.object_of(p, key, stack_id, &a.kind);
-                if let Some(k) = heap {
-                    of_heap_stack.insert(k, (i, summed));
-                }
-                (i, summed)
-            }
-        };
-        of_allocation.push(i);
-        let o = &mut found.objects[i];
-        if summed {
-            // A block of a site: its figures are in the site's sums.
-            o.address = (o.allocations <= 1.0).then_some(a.address);
-            continue;
-        }
-        // Mappings and stacks (and heap rows of a profile without sites)
-        // are summed here: mappings count pages, heap blocks the bytes asked for.
-        let bytes = if a.kind == "mmap" {
-            a.usable_size as f64
-        } else {
-            a.est_bytes
-        };
-        o.allocated_bytes += bytes;
-        o.allocations += a.est_count;
-        o.first_ns = o.first_ns.min(a.alloc_ns);
-        let end = a.free_ns.unwrap_or_else(|| p.process_end(a.pid));
-        o.last_ns = o.last_ns.max(end);
-        if a.free_ns.is_none() {
-            o.leaked_bytes += bytes;
-            o.leaked_blocks += a.est_count;
-        }
-        if a.sampled {
-            o.provenance = Provenance::SampledScaled;
-        }
-        o.address = if o.allocations <= 1.0 {
-            Some(a.address)
-        } else {
-            None
-        };
-        found.events[i].push((a.alloc_ns, bytes));
-        if let Some(t) = a.free_ns {
-            found.events[i].push((t, -bytes));
-        }
-    }
+    let mut sites_of = found.add_sites(p);
+    let of_allocation = found.add_rows(p, &sites_of);
     let Found {
         mut objects,
         events,
         ..
     } = found;
     sites_of.resize(objects.len(), Vec::new());
+    let row_series = peaks_and_series(p, &mut objects, events, &sites_of);
+    cap_sampled_leaks(&mut objects, &crate::heap_at_exit(p));
+    name_wrappers_by_callers(p, &mut objects);
+    let (of_tag, of_static) = add_tags_and_statics(p, &mut objects);
+    Objects {
+        list: objects,
+        of_allocation,
+        of_tag,
+        of_static,
+        sites_of,
+        row_series,
+    }
+}
+
+impl<'p> Found<'p> {
+    /// Heap blocks: their sites' sums (every recorded block, with or without
+    /// a row of its own); each object's sites.
+    fn add_sites(&mut self, p: &'p Profile) -> Vec<Vec<usize>> {
+        let mut sites_of: Vec<Vec<usize>> = Vec::new();
+        for (k, s) in p.sites.iter().enumerate() {
+            let key = self.canonical_key(p, site_key(s));
+            let stack_id = key.3;
+            let i = self.object_of(p, key, stack_id, "malloc");
+            sites_of.resize(self.objects.len(), Vec::new());
+            sites_of[i].push(k);
+            let o = &mut self.objects[i];
+            o.allocated_bytes += s.bytes;
+            o.allocations += s.allocations;
+            o.leaked_bytes += s.leaked_bytes;
+            o.leaked_blocks += s.leaked;
+            if let Some(t) = s.temporary {
+                o.temporary = Some(o.temporary.unwrap_or(0) + t);
+            }
+            o.bytes_at_peak = Some(o.bytes_at_peak.unwrap_or(0.0) + s.bytes_at_peak);
+            o.first_ns = o.first_ns.min(s.first_ns);
+            let end = if s.leaked > 0.0 {
+                p.process_end(s.pid)
+            } else {
+                s.last_ns
+            };
+            o.last_ns = o.last_ns.max(end);
+            if s.sampled {
+                o.provenance = Provenance::SampledScaled;
+            }
+        }
+        sites_of.resize(self.objects.len(), Vec::new());
+        sites_of
+    }
+
+    /// The rows (blocks, mappings, stacks) to their objects, summed where
+    /// their site does not sum them; each row's object.
+    fn add_rows(&mut self, p: &'p Profile, sites_of: &[Vec<usize>]) -> Vec<usize> {
+        let mut of_allocation = Vec::with_capacity(p.allocations.len());
+        // A heap row's object and whether its site sums it, by its stack: the
+        // rows of one stack (nearly all rows) look their key up once.
+        let mut of_heap_stack: FxHashMap<(u32, u64), (usize, bool)> = FxHashMap::default();
+        for a in &p.allocations {
+            let key = key_of(a);
+            let heap = (key.1 == ObjectKind::Heap).then_some((a.pid, a.stack_id));
+            let (i, summed) = match heap.and_then(|k| of_heap_stack.get(&k)) {
+                Some(&known) => known,
+                None => {
+                    let key = self.canonical_key(p, key);
+                    let summed = (self.index.get(&key))
+                        .is_some_and(|&i| sites_of.get(i).is_some_and(|s| !s.is_empty()));
+                    let stack_id = if key.3 != 0 { key.3 } else { a.stack_id };
+                    let i = self.object_of(p, key, stack_id, &a.kind);
+                    if let Some(k) = heap {
+                        of_heap_stack.insert(k, (i, summed));
+                    }
+                    (i, summed)
+                }
+            };
+            of_allocation.push(i);
+            let o = &mut self.objects[i];
+            if summed {
+                // A block of a site: its figures are in the site's sums.
+                o.address = (o.allocations <= 1.0).then_some(a.address);
+                continue;
+            }
+            // Mappings and stacks (and heap rows of a profile without sites)
+            // are summed here: mappings count pages, heap blocks the bytes asked for.
+            let bytes = if a.kind == "mmap" {
+                a.usable_size as f64
+            } else {
+                a.est_bytes
+            };
+            o.allocated_bytes += bytes;
+            o.allocations += a.est_count;
+            o.first_ns = o.first_ns.min(a.alloc_ns);
+            let end = a.free_ns.unwrap_or_else(|| p.process_end(a.pid));
+            o.last_ns = o.last_ns.max(end);
+            if a.free_ns.is_none() {
+                o.leaked_bytes += bytes;
+                o.leaked_blocks += a.est_count;
+            }
+            if a.sampled {
+                o.provenance = Provenance::SampledScaled;
+            }
+            o.address = if o.allocations <= 1.0 {
+                Some(a.address)
+            } else {
+                None
+            };
+            self.events[i].push((a.alloc_ns, bytes));
+            if let Some(t) = a.free_ns {
+                self.events[i].push((t, -bytes));
+            }
+        }
+        of_allocation
+    }
+}
+
+/// Each object's peak: from its rows' events, its one site's exact peak, or
+/// the bounds its sites' timelines give; each object's series of live
+/// bytes from its rows (empty for objects of sites).
+fn peaks_and_series(
+    p: &Profile,
+    objects: &mut [DataObject],
+    events: Vec<Vec<(u64, f64)>>,
+    sites_of: &[Vec<usize>],
+) -> Vec<Vec<(u64, f64)>> {
     // The timeline points of the objects of several sites, for their peaks
     // (one site's peak is its own, exact).
     let merged: Vec<usize> = (0..objects.len())
@@ -411,7 +448,7 @@ pub fn data_objects(p: &Profile) -> Objects {
         .collect();
     // Unreadable (a summary's profile reads them only here), the peaks are
     // the bounds the sites' own figures give.
-    let merged_points = sites_points(p, &sites_of, &merged).ok();
+    let merged_points = sites_points(p, sites_of, &merged).ok();
     let timelines_read = merged_points.is_some();
     let mut merged_points = merged_points.into_iter().flatten();
     let mut row_series = Vec::with_capacity(events.len());
@@ -452,9 +489,12 @@ pub fn data_objects(p: &Profile) -> Objects {
         };
         row_series.push(points);
     }
-    cap_sampled_leaks(&mut objects, &crate::heap_at_exit(p));
-    name_wrappers_by_callers(p, &mut objects);
-    // Tags and statics have one fixed size for their whole life.
+    row_series
+}
+
+/// Tags and statics, each an object of one fixed size for its whole life;
+/// each tag's and each static's object.
+fn add_tags_and_statics(p: &Profile, objects: &mut Vec<DataObject>) -> (Vec<usize>, Vec<usize>) {
     let fixed = |pid, name, kind, size: u64, address, first_ns, last_ns, provenance| DataObject {
         pid,
         name,
@@ -506,14 +546,7 @@ pub fn data_objects(p: &Profile) -> Objects {
             Provenance::SymbolTable,
         ));
     }
-    Objects {
-        list: objects,
-        of_allocation,
-        of_tag,
-        of_static,
-        sites_of,
-        row_series,
-    }
+    (of_tag, of_static)
 }
 
 /// A point of one of an object's sites: time, which of its sites, live
