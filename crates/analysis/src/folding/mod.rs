@@ -184,33 +184,7 @@ pub fn fold(
         return Err("no access samples to fold".into());
     }
     let period = p.meta.settings.access_period.max(1);
-    let (region, pid, mut instances, how) = match by {
-        FoldBy::Region(name) => {
-            let (region, pid, instances) = pick_region(p, name)?;
-            (region, pid, instances, ANNOTATED.to_string())
-        }
-        FoldBy::DetectedPeriod => {
-            let d = period::detect(p, objects)?;
-            period::agrees_with_annotation(p, &d)?;
-            // Instances are periods of the thread's progress, on the wall
-            // clock: one the thread was preempted or slowed in is longer,
-            // and pruned if far off.
-            let count = ((d.end - d.start) as f64 / d.period_samples).floor() as u64;
-            let at = |k: u64| (d.progress).wall(d.start as f64 + k as f64 * d.period_samples);
-            let instances = (0..count).map(|k| (at(k), at(k + 1), d.tid)).collect();
-            let accesses = d.period_samples * period as f64;
-            let how = format!(
-                "period detected in thread {}'s samples, counted in samples rather than time so that an iteration the machine slowed or preempted keeps its place (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2} up to a phase shift): every {:.1} samples, ~{:.0} accesses at 1 sample per {} accesses of a class; phase 0 is its first sample, not an iteration's start",
-                d.tid, d.chi2, d.degrees_of_freedom, d.agreement, d.period_samples, accesses, period
-            );
-            (
-                format!("period of ~{accesses:.0} accesses"),
-                d.pid,
-                instances,
-                how,
-            )
-        }
-    };
+    let (region, pid, mut instances, how) = instances_to_fold(p, objects, by, period)?;
     let all = instances.len() as u64;
     let mut durations: Vec<u64> = instances.iter().map(|(b, e, _)| e - b).collect();
     durations.sort_unstable();
@@ -245,16 +219,6 @@ pub fn fold(
         mean_accesses(&rows)
     };
     let bins = bins.max(1);
-    #[derive(Default, Clone)]
-    struct Tally {
-        samples: u64,
-        stores: u64,
-        bytes: u64,
-        /// Samples and summed position in the object, per object.
-        objects: FxHashMap<Option<usize>, (u64, f64)>,
-        pcs: FxHashMap<u64, u64>,
-        contexts: FxHashMap<u64, u64>,
-    }
     let mut tallies = vec![Tally::default(); bins];
     let keep_points = points;
     let mut points = Vec::new();
@@ -303,39 +267,7 @@ pub fn fold(
     let out_bins: Vec<FoldedBin> = tallies
         .into_iter()
         .enumerate()
-        .map(|(k, t)| {
-            let mut objs: Vec<(Option<usize>, (u64, f64))> = t.objects.into_iter().collect();
-            objs.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
-            objs.truncate(3);
-            let location = t
-                .pcs
-                .into_iter()
-                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-                .map(|(pc, _)| location_label(p, pid, pc));
-            let context = (t.contexts.into_iter())
-                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-                .map_or_else(Vec::new, |(id, _)| {
-                    crate::access::context_frames(p, pid, id)
-                });
-            FoldedBin {
-                from: k as f64 / bins as f64,
-                to: (k + 1) as f64 / bins as f64,
-                samples: t.samples,
-                store_samples: t.stores,
-                est_accesses_per_s: t.samples as f64 * period as f64 / bin_seconds,
-                est_bytes_per_s: t.bytes as f64 * period as f64 / bin_seconds,
-                objects: objs
-                    .into_iter()
-                    .map(|(o, (n, offsets))| ObjectInBin {
-                        name: objects.name_of(o),
-                        samples: n,
-                        mean_offset: offsets / n as f64,
-                    })
-                    .collect(),
-                location,
-                context,
-            }
-        })
+        .map(|(k, t)| folded_bin(p, objects, pid, (k, bins), t, bin_seconds, period))
         .collect();
     let samples: u64 = out_bins.iter().map(|b| b.samples).sum();
     Ok(Folding {
@@ -353,6 +285,101 @@ pub fn fold(
         bins: out_bins,
         points,
     })
+}
+
+/// The instances to fold (begin, end, thread), the region they are
+/// instances of, its process, and how they were found: an annotated
+/// region's, or periods detected in the samples.
+#[allow(clippy::type_complexity)]
+fn instances_to_fold(
+    p: &Profile,
+    objects: &Objects,
+    by: FoldBy,
+    period: u64,
+) -> Result<(String, u32, Vec<(u64, u64, u32)>, String), String> {
+    Ok(match by {
+        FoldBy::Region(name) => {
+            let (region, pid, instances) = pick_region(p, name)?;
+            (region, pid, instances, ANNOTATED.to_string())
+        }
+        FoldBy::DetectedPeriod => {
+            let d = period::detect(p, objects)?;
+            period::agrees_with_annotation(p, &d)?;
+            // Instances are periods of the thread's progress, on the wall
+            // clock: one the thread was preempted or slowed in is longer,
+            // and pruned if far off.
+            let count = ((d.end - d.start) as f64 / d.period_samples).floor() as u64;
+            let at = |k: u64| (d.progress).wall(d.start as f64 + k as f64 * d.period_samples);
+            let instances = (0..count).map(|k| (at(k), at(k + 1), d.tid)).collect();
+            let accesses = d.period_samples * period as f64;
+            let how = format!(
+                "period detected in thread {}'s samples, counted in samples rather than time so that an iteration the machine slowed or preempted keeps its place (autocorrelation, then epoch folding: chi2 {:.0} over {} degrees of freedom, the run's halves fold alike at r = {:.2} up to a phase shift): every {:.1} samples, ~{:.0} accesses at 1 sample per {} accesses of a class; phase 0 is its first sample, not an iteration's start",
+                d.tid, d.chi2, d.degrees_of_freedom, d.agreement, d.period_samples, accesses, period
+            );
+            (
+                format!("period of ~{accesses:.0} accesses"),
+                d.pid,
+                instances,
+                how,
+            )
+        }
+    })
+}
+
+/// What the samples in one bin of the folded instance hold.
+#[derive(Default, Clone)]
+struct Tally {
+    samples: u64,
+    stores: u64,
+    bytes: u64,
+    /// Samples and summed position in the object, per object.
+    objects: FxHashMap<Option<usize>, (u64, f64)>,
+    pcs: FxHashMap<u64, u64>,
+    contexts: FxHashMap<u64, u64>,
+}
+
+/// Bin `k` of `bins`: its samples' rates over the time it lasts in all
+/// folded instances (`bin_seconds`), its top objects, code and context.
+fn folded_bin(
+    p: &Profile,
+    objects: &Objects,
+    pid: u32,
+    (k, bins): (usize, usize),
+    t: Tally,
+    bin_seconds: f64,
+    period: u64,
+) -> FoldedBin {
+    let mut objs: Vec<(Option<usize>, (u64, f64))> = t.objects.into_iter().collect();
+    objs.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+    objs.truncate(3);
+    let location = t
+        .pcs
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|(pc, _)| location_label(p, pid, pc));
+    let context = (t.contexts.into_iter())
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map_or_else(Vec::new, |(id, _)| {
+            crate::access::context_frames(p, pid, id)
+        });
+    FoldedBin {
+        from: k as f64 / bins as f64,
+        to: (k + 1) as f64 / bins as f64,
+        samples: t.samples,
+        store_samples: t.stores,
+        est_accesses_per_s: t.samples as f64 * period as f64 / bin_seconds,
+        est_bytes_per_s: t.bytes as f64 * period as f64 / bin_seconds,
+        objects: objs
+            .into_iter()
+            .map(|(o, (n, offsets))| ObjectInBin {
+                name: objects.name_of(o),
+                samples: n,
+                mean_offset: offsets / n as f64,
+            })
+            .collect(),
+        location,
+        context,
+    }
 }
 
 /// The range of durations folded, from the sorted durations (see the module's
