@@ -181,9 +181,9 @@ fn objects_of(r: &Report) -> BTreeMap<(String, String, Vec<String>), (f64, f64)>
 }
 
 /// Each run's sampled accesses per (kind, name) and per source line.
-fn accesses_of(r: &Report) -> (BTreeMap<(String, String), f64>, BTreeMap<String, f64>) {
+fn accesses_of(r: &Report) -> (AccessesByObject, BTreeMap<String, f64>) {
     let period = r.summary.settings.access_period.max(1) as f64;
-    let mut objects: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut objects = AccessesByObject::new();
     let mut lines: BTreeMap<String, f64> = BTreeMap::new();
     for o in &r.access.objects {
         let kind = o.kind.map_or("unknown", |k| k.name()).to_string();
@@ -216,9 +216,44 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
             Some(b.peak.heap_bytes as f64),
         ),
     ];
+    let (accesses_a, accesses_b) = (accesses_of(a), accesses_of(b));
+    let (objects, unchanged_objects) = object_changes((a, &accesses_a.0), (b, &accesses_b.0), top);
+    let (lines, unchanged_lines) = match a.access.available && b.access.available {
+        true => line_changes(accesses_a.1, accesses_b.1, top),
+        false => (Vec::new(), 0),
+    };
+    let levels = paired(level_shares(a), level_shares(b))
+        .into_iter()
+        .map(|(name, (x, y))| Change::new(name, x, y))
+        .collect();
+    Diff {
+        a: a.profile.clone(),
+        b: b.profile.clone(),
+        peaks,
+        objects,
+        unchanged_objects,
+        regions: region_changes(a, b),
+        lines,
+        unchanged_lines,
+        sharing: sharing_changes(a, b, top),
+        reuse: reuse_changes(a, b),
+        levels,
+        counters: counter_changes(a, b),
+    }
+}
+
+/// Estimated accesses of each object, by (kind, name).
+type AccessesByObject = BTreeMap<(String, String), f64>;
+
+/// The objects whose peak, bytes allocated or estimated accesses changed,
+/// most changed first (`top` of them), and how many did not change.
+fn object_changes(
+    (a, acc_a): (&Report, &AccessesByObject),
+    (b, acc_b): (&Report, &AccessesByObject),
+    top: usize,
+) -> (Vec<ObjectChange>, usize) {
     let sampled = |r: &Report| r.access.available;
-    let ((acc_a, lines_a), (acc_b, lines_b)) = (accesses_of(a), accesses_of(b));
-    let accesses = |acc: &BTreeMap<(String, String), f64>, r: &Report, kind: &str, name: &str| {
+    let accesses = |acc: &AccessesByObject, r: &Report, kind: &str, name: &str| {
         sampled(r).then(|| {
             acc.get(&(kind.to_string(), name.to_string()))
                 .copied()
@@ -232,8 +267,8 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
             allocated_bytes: Change::new("allocated", x.map(|v| v.1), y.map(|v| v.1)),
             est_accesses: Change::new(
                 "accesses",
-                accesses(&acc_a, a, &kind, &name),
-                accesses(&acc_b, b, &kind, &name),
+                accesses(acc_a, a, &kind, &name),
+                accesses(acc_b, b, &kind, &name),
             ),
             name,
             kind,
@@ -257,15 +292,20 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
         .then(x.name.cmp(&y.name))
     });
     objects.truncate(top);
+    (objects, unchanged_objects)
+}
 
-    let mut lines: Vec<Change> = if sampled(a) && sampled(b) {
-        paired(lines_a, lines_b)
-            .into_iter()
-            .map(|(name, (x, y))| Change::new(name, Some(x.unwrap_or(0.0)), Some(y.unwrap_or(0.0))))
-            .collect()
-    } else {
-        Vec::new()
-    };
+/// The source lines whose estimated accesses changed, most changed first,
+/// and how many did not.
+fn line_changes(
+    lines_a: BTreeMap<String, f64>,
+    lines_b: BTreeMap<String, f64>,
+    top: usize,
+) -> (Vec<Change>, usize) {
+    let mut lines: Vec<Change> = paired(lines_a, lines_b)
+        .into_iter()
+        .map(|(name, (x, y))| Change::new(name, Some(x.unwrap_or(0.0)), Some(y.unwrap_or(0.0))))
+        .collect();
     let before = lines.len();
     lines.retain(Change::changed);
     let unchanged_lines = before - lines.len();
@@ -275,13 +315,17 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
             .then(x.name.cmp(&y.name))
     });
     lines.truncate(top);
+    (lines, unchanged_lines)
+}
 
+/// Each region's time, bytes and read bandwidth in both runs.
+fn region_changes(a: &Report, b: &Report) -> Vec<RegionChange> {
     let regions_of = |r: &Report| {
         (r.access.regions.iter())
             .map(|g| (g.name.clone(), g.clone()))
             .collect::<Vec<_>>()
     };
-    let regions = paired(regions_of(a), regions_of(b))
+    paired(regions_of(a), regions_of(b))
         .into_iter()
         .map(|(name, (x, y))| {
             let f = |get: &dyn Fn(&memlens_analysis::RegionAccess) -> f64| {
@@ -295,8 +339,11 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
                 name,
             }
         })
-        .collect();
+        .collect()
+}
 
+/// The cache lines shared by threads, by the ownership changes between them.
+fn sharing_changes(a: &Report, b: &Report, top: usize) -> Vec<SharingChange> {
     let shared_of = |r: &Report| {
         (r.sharing.iter())
             .map(|l| {
@@ -328,22 +375,27 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
     });
     sharing.truncate(top);
 
+    sharing
+}
+
+/// Each object's mean reuse distance, when both runs measured reuse.
+fn reuse_changes(a: &Report, b: &Report) -> Vec<Change> {
     let reuse_of = |r: &Report| {
         (r.reuse.content.iter().flat_map(|reuse| &reuse.objects))
             .filter_map(|o| Some((o.name.clone(), o.histogram.mean_distance?)))
             .collect::<Vec<_>>()
     };
-    let reuse = match (&a.reuse.content, &b.reuse.content) {
+    match (&a.reuse.content, &b.reuse.content) {
         (Some(_), Some(_)) => paired(reuse_of(a), reuse_of(b))
             .into_iter()
             .map(|(name, (x, y))| Change::new(name, x, y))
             .collect(),
         _ => Vec::new(),
-    };
-    let levels = paired(level_shares(a), level_shares(b))
-        .into_iter()
-        .map(|(name, (x, y))| Change::new(name, x, y))
-        .collect();
+    }
+}
+
+/// Each counter's total in both runs.
+fn counter_changes(a: &Report, b: &Report) -> Vec<CounterChange> {
     let counters_of = |r: &Report| {
         r.counters
             .iter()
@@ -353,27 +405,13 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
             })
             .collect::<Vec<_>>()
     };
-    let counters = paired(counters_of(a), counters_of(b))
+    paired(counters_of(a), counters_of(b))
         .into_iter()
         .map(|((name, unit), (x, y))| CounterChange {
             change: Change::new(name, x, y),
             unit,
         })
-        .collect();
-    Diff {
-        a: a.profile.clone(),
-        b: b.profile.clone(),
-        peaks,
-        objects,
-        unchanged_objects,
-        regions,
-        lines,
-        unchanged_lines,
-        sharing,
-        reuse,
-        levels,
-        counters,
-    }
+        .collect()
 }
 
 fn cell(v: Option<f64>, shown: &dyn Fn(f64) -> String) -> String {
