@@ -46,137 +46,38 @@ pub fn validate(output: &Path) -> Result<bool> {
     std::fs::write(&source, KERNEL)?;
     let memlens = std::env::current_exe().context("finding memlens' own binary")?;
     let (mut checks, mut skipped) = (Vec::new(), Vec::new());
-
+    let mut add = |backend: &'static str, found: Result<Vec<Check>>| match found {
+        Ok(found) => checks.extend(found),
+        Err(e) => skipped.push(Skipped {
+            backend,
+            reason: format!("{e:#}"),
+        }),
+    };
     // The instrumented build: exact counts, one access in the period sampled.
     let instrumented = dir.join("kernel-cc");
-    match build(Command::new(&memlens).arg("cc"), &source, &instrumented)
-        .and_then(|()| record(&memlens, &dir, "software", &instrumented, &[]))
-    {
-        Ok(report) => {
-            for (name, bytes, reads) in ARRAYS {
-                let o = object(&report, name);
-                checks.push(check(
-                    "software",
-                    name,
-                    "bytes read",
-                    bytes * reads,
-                    o["est_bytes_read"].as_f64(),
-                ));
-                checks.push(check(
-                    "software",
-                    name,
-                    "bytes written",
-                    bytes,
-                    o["est_bytes_written"].as_f64(),
-                ));
-            }
-        }
-        Err(e) => skipped.push(Skipped {
-            backend: "software",
-            reason: format!("{e:#}"),
-        }),
-    }
-
+    add(
+        "software",
+        build(Command::new(&memlens).arg("cc"), &source, &instrumented)
+            .and_then(|()| record(&memlens, &dir, "software", &instrumented, &[]))
+            .map(|report| software_checks(&report)),
+    );
     // The page-fault sampler: every fault sampled, one per page first touched.
     let plain = dir.join("kernel-gcc");
-    match build(&mut Command::new("cc"), &source, &plain)
-        .and_then(|()| record(&memlens, &dir, "page-faults", &plain, &["--period", "1"]))
-    {
-        Ok(report) => {
-            for (name, bytes, _) in ARRAYS {
-                let o = object(&report, name);
-                checks.push(check(
-                    "page-faults",
-                    name,
-                    "pages first touched",
-                    bytes / PAGE,
-                    o["samples"].as_f64(),
-                ));
-            }
-        }
-        Err(e) => skipped.push(Skipped {
-            backend: "page-faults",
-            reason: format!("{e:#}"),
-        }),
-    }
-    // Hardware samplers: each array's share of the load and store samples
-    // (loads a third each; stores 1/7, 2/7, 4/7).
-    for backend in ["pebs", "ibs", "spe"] {
-        match record(&memlens, &dir, backend, &plain, &[]) {
-            Ok(report) => {
-                let total = |field: &str| -> f64 {
-                    ARRAYS
-                        .iter()
-                        .map(|(n, ..)| object(&report, n)[field].as_f64().unwrap_or(0.0))
-                        .sum()
-                };
-                let (loads, stores) = (total("load_samples"), total("store_samples"));
-                let written: f64 = ARRAYS.iter().map(|(_, bytes, _)| bytes).sum();
-                let read: f64 = ARRAYS.iter().map(|(_, bytes, reads)| bytes * reads).sum();
-                for (name, bytes, reads) in ARRAYS {
-                    let o = object(&report, name);
-                    let share = |field: &str, of: f64| o[field].as_f64().map(|v| v / of.max(1.0));
-                    checks.push(check(
-                        backend,
-                        name,
-                        "share of loads",
-                        bytes * reads / read,
-                        share("load_samples", loads),
-                    ));
-                    checks.push(check(
-                        backend,
-                        name,
-                        "share of stores",
-                        bytes / written,
-                        share("store_samples", stores),
-                    ));
-                }
-            }
-            Err(e) => skipped.push(Skipped {
-                backend,
-                reason: format!("{e:#}"),
-            }),
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-
-    println!("memlens doctor --validate: each backend against a kernel with known accesses\n");
-    println!(
-        "  {:<12} {:<8} {:<20} {:>14} {:>14} {:>7}  verdict",
-        "backend", "object", "figure", "expected", "measured", "error"
+    add(
+        "page-faults",
+        build(&mut Command::new("cc"), &source, &plain)
+            .and_then(|()| record(&memlens, &dir, "page-faults", &plain, &["--period", "1"]))
+            .map(|report| page_fault_checks(&report)),
     );
-    // Shares with three decimals, counts whole.
-    let figure = |v: f64| {
-        if v < 1.0 {
-            format!("{v:.3}")
-        } else {
-            format!("{v:.0}")
-        }
-    };
-    for c in &checks {
-        println!(
-            "  {:<12} {:<8} {:<20} {:>14} {:>14} {:>6.1}%  {}",
-            c.backend,
-            c.object,
-            c.figure,
-            figure(c.expected),
-            figure(c.measured),
-            c.error * 100.0,
-            if c.pass { "ok" } else { "WRONG" }
+    for backend in ["pebs", "ibs", "spe"] {
+        add(
+            backend,
+            record(&memlens, &dir, backend, &plain, &[])
+                .map(|report| hardware_checks(backend, &report)),
         );
     }
-    for s in &skipped {
-        println!("  {:<12} not run: {}", s.backend, s.reason);
-    }
-    let pass = !checks.is_empty() && checks.iter().all(|c| c.pass);
-    let verdict = match (pass, checks.is_empty()) {
-        (_, true) => "no backend could run".to_string(),
-        (true, false) => format!("every figure within {:.0}% of the truth", TOLERANCE * 100.0),
-        (false, false) => {
-            "some figures are wrong: attach the file below to a bug report".to_string()
-        }
-    };
-    println!("\n  verdict: {verdict}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let pass = print_checks(&checks, &skipped);
     let file = serde_json::json!({
         "memlens_version": env!("CARGO_PKG_VERSION"),
         "kernel": memlens_collector::sysinfo::kernel(),
@@ -190,6 +91,122 @@ pub fn validate(output: &Path) -> Result<bool> {
         .with_context(|| format!("writing {}", output.display()))?;
     println!("  written to {}", output.display());
     Ok(pass)
+}
+
+/// Each array's exact bytes read and written, from the instrumented
+/// build's samples.
+fn software_checks(report: &serde_json::Value) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for (name, bytes, reads) in ARRAYS {
+        let o = object(report, name);
+        checks.push(check(
+            "software",
+            name,
+            "bytes read",
+            bytes * reads,
+            o["est_bytes_read"].as_f64(),
+        ));
+        checks.push(check(
+            "software",
+            name,
+            "bytes written",
+            bytes,
+            o["est_bytes_written"].as_f64(),
+        ));
+    }
+    checks
+}
+
+/// Each array's pages first touched, one fault sampled each.
+fn page_fault_checks(report: &serde_json::Value) -> Vec<Check> {
+    (ARRAYS.iter())
+        .map(|(name, bytes, _)| {
+            check(
+                "page-faults",
+                name,
+                "pages first touched",
+                bytes / PAGE,
+                object(report, name)["samples"].as_f64(),
+            )
+        })
+        .collect()
+}
+
+/// A hardware sampler's share of the load and store samples in each array
+/// (loads a third each; stores 1/7, 2/7, 4/7).
+fn hardware_checks(backend: &'static str, report: &serde_json::Value) -> Vec<Check> {
+    let total = |field: &str| -> f64 {
+        ARRAYS
+            .iter()
+            .map(|(n, ..)| object(report, n)[field].as_f64().unwrap_or(0.0))
+            .sum()
+    };
+    let (loads, stores) = (total("load_samples"), total("store_samples"));
+    let written: f64 = ARRAYS.iter().map(|(_, bytes, _)| bytes).sum();
+    let read: f64 = ARRAYS.iter().map(|(_, bytes, reads)| bytes * reads).sum();
+    let mut checks = Vec::new();
+    for (name, bytes, reads) in ARRAYS {
+        let o = object(report, name);
+        let share = |field: &str, of: f64| o[field].as_f64().map(|v| v / of.max(1.0));
+        checks.push(check(
+            backend,
+            name,
+            "share of loads",
+            bytes * reads / read,
+            share("load_samples", loads),
+        ));
+        checks.push(check(
+            backend,
+            name,
+            "share of stores",
+            bytes / written,
+            share("store_samples", stores),
+        ));
+    }
+    checks
+}
+
+/// The checks and the backends not run, as a table and a verdict; whether
+/// every check passed.
+fn print_checks(checks: &[Check], skipped: &[Skipped]) -> bool {
+    println!("memlens doctor --validate: each backend against a kernel with known accesses\n");
+    println!(
+        "  {:<12} {:<8} {:<20} {:>14} {:>14} {:>7}  verdict",
+        "backend", "object", "figure", "expected", "measured", "error"
+    );
+    // Shares with three decimals, counts whole.
+    let figure = |v: f64| {
+        if v < 1.0 {
+            format!("{v:.3}")
+        } else {
+            format!("{v:.0}")
+        }
+    };
+    for c in checks {
+        println!(
+            "  {:<12} {:<8} {:<20} {:>14} {:>14} {:>6.1}%  {}",
+            c.backend,
+            c.object,
+            c.figure,
+            figure(c.expected),
+            figure(c.measured),
+            c.error * 100.0,
+            if c.pass { "ok" } else { "WRONG" }
+        );
+    }
+    for s in skipped {
+        println!("  {:<12} not run: {}", s.backend, s.reason);
+    }
+    let pass = !checks.is_empty() && checks.iter().all(|c| c.pass);
+    let verdict = match (pass, checks.is_empty()) {
+        (_, true) => "no backend could run".to_string(),
+        (true, false) => format!("every figure within {:.0}% of the truth", TOLERANCE * 100.0),
+        (false, false) => {
+            "some figures are wrong: attach the file below to a bug report".to_string()
+        }
+    };
+    println!("\n  verdict: {verdict}");
+    pass
 }
 
 fn check(
