@@ -28,7 +28,7 @@ pub(crate) fn block_map<V>(hint: u64) -> BlockMap<V> {
 /// in neighbouring buckets: a list of 2 M blocks is inserted and freed with few
 /// cache misses, where a scrambling hash missed the cache on nearly every one
 /// (`memlens finalize` of bench/malloc.sh's every-block log, with the table
-/// made its final size at once: user time 1.65 -> 1.0 s, docs/performance.md).
+/// made its final size at once: user time 1.65 -> 1.0 s when it was introduced).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct BlockAddresses;
 
