@@ -1120,26 +1120,14 @@ pub fn attribute(
 #[cfg(test)]
 mod tests {
     use crate::Profile;
-    use memlens_profile::{Allocation, Backend, Frame, Region, SampleCore, TimelinePoint};
+    use memlens_profile::{testing, Allocation, Backend, Region, SampleCore, TimelinePoint};
 
     /// A 4 KiB block, thread 1's ten loads of it (in the context f <- main)
     /// and thread 2's ten samples of a memset into it; a phase of the process
     /// and a region of thread 1 around all of it.
     fn bulk_and_phase_profile() -> Profile {
-        let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Instrumented.name().into()];
-        p.meta.settings.access_period = 100;
-        p.allocations = vec![Allocation {
-            pid: 1,
-            kind: "malloc".into(),
-            address: 0x10000,
-            size: 4096,
-            usable_size: 4096,
-            alloc_ns: 1_000,
-            est_count: 1.0,
-            est_bytes: 4096.0,
-            ..Default::default()
-        }];
+        let mut p = testing::instrumented(100);
+        p.allocations = vec![testing::heap_block(1, 0x10000, 4096, 0, 1_000)];
         p.samples = (0..20u64)
             .map(|i| SampleCore {
                 pid: 1,
@@ -1161,25 +1149,10 @@ mod tests {
             bytes_written: 8_000,
             ..Default::default()
         }];
-        let frame = |depth: u32, function: &str, line: u32| Frame {
-            pid: 1,
-            stack_id: 7,
-            depth,
-            function: function.into(),
-            file: "/src/a.c".into(),
-            line,
-            ..Default::default()
-        };
-        p.stacks
-            .insert((1, 7), vec![frame(0, "f", 3), frame(1, "main", 9)]);
+        testing::add_stack(&mut p, 1, 7, &[("f", 3), ("main", 9)]);
         let region = |name: &str, process_wide: bool| Region {
-            pid: 1,
-            tid: 1,
-            name: name.into(),
-            begin_ns: 1_500,
-            end_ns: Some(40_000),
             process_wide,
-            ..Default::default()
+            ..testing::region(1, 1, name, 1_500, 40_000)
         };
         p.regions = vec![region("work", true), region("work", false)];
         p
@@ -1279,20 +1252,10 @@ mod tests {
     /// address nothing covers.
     #[test]
     fn samples_land_in_the_object_live_at_their_address_and_time() {
-        let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Instrumented.name().into()];
-        p.meta.settings.access_period = 100;
+        let mut p = testing::instrumented(100);
         p.allocations = vec![Allocation {
-            pid: 1,
-            kind: "malloc".into(),
-            address: 0x10000,
-            size: 4096,
-            usable_size: 4096,
-            alloc_ns: 1_000,
             free_ns: Some(1_000_000),
-            est_count: 1.0,
-            est_bytes: 4096.0,
-            ..Default::default()
+            ..testing::heap_block(1, 0x10000, 4096, 0, 1_000)
         }];
         p.samples = (0..30u64)
             .map(|i| SampleCore {

@@ -235,15 +235,13 @@ fn ranges(mask: u64) -> Vec<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use crate::Profile;
-    use memlens_profile::{Backend, SampleCore, StaticObject};
+    use memlens_profile::{testing, SampleCore, StaticObject};
 
     /// Two threads of pid 1 take turns on the 64-byte static `counters` at
     /// 0x1000: the first stores to bytes 0..8, the second to `second_at`..+8,
     /// 50 times each, one sample per 100 accesses.
     fn two_threads_on_one_line(second_at: u64) -> Profile {
-        let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Instrumented.name().into()];
-        p.meta.settings.access_period = 100;
+        let mut p = testing::instrumented(100);
         p.statics = vec![StaticObject {
             pid: 1,
             module: "/bin/app".into(),
@@ -311,25 +309,15 @@ mod tests {
     /// 8 bytes; the block lives `lifetime` ns from its allocation, and a new
     /// one is allocated every 1 000 ns.
     fn blocks_in_turn(lifetime: u64, size: u64) -> Profile {
-        let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Instrumented.name().into()];
-        p.meta.settings.access_period = 100;
+        let mut p = testing::instrumented(100);
         for n in 0..20u64 {
             let (alloc_ns, tid) = (1_000 * (n + 1), 10 + (n % 2) as u32);
             // Blocks live together sit side by side; one after the other
             // they reuse the address.
             let address = 0x2000 + if lifetime > 1_000 { (n % 2) * size } else { 0 };
             p.allocations.push(memlens_profile::Allocation {
-                pid: 1,
-                kind: "malloc".into(),
-                address,
-                size,
-                usable_size: size,
-                alloc_ns,
                 free_ns: Some(alloc_ns + lifetime),
-                est_count: 1.0,
-                est_bytes: size as f64,
-                ..Default::default()
+                ..testing::heap_block(1, address, size, 0, alloc_ns)
             });
             p.samples.extend((0..5).map(|k| SampleCore {
                 pid: 1,

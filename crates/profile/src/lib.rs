@@ -11,6 +11,8 @@ mod loaded;
 mod machine;
 mod meta;
 mod tables;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod thinning;
 
 pub use backend::Backend;

@@ -331,38 +331,15 @@ fn stacks_provenance(m: &profile::Meta) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memlens_profile::{Allocation, Frame, Region, SampleCore, ThreadRow, TimelinePoint};
+    use memlens_profile::{testing, Region, SampleCore, ThreadRow, TimelinePoint};
 
     /// Two threads take turns storing to adjacent 8-byte fields of a 64-byte
     /// block, in the context f <- main, inside a phase of the process.
     fn two_threads_sharing_a_line() -> Profile {
-        let mut p = Profile::default();
-        p.meta.backend = vec![Backend::Instrumented.name().into()];
-        p.meta.settings.access_period = 100;
-        p.allocations = vec![Allocation {
-            pid: 1,
-            kind: "malloc".into(),
-            address: 0x10000,
-            size: 64,
-            usable_size: 64,
-            stack_id: 3,
-            alloc_ns: 1_000,
-            est_count: 1.0,
-            est_bytes: 64.0,
-            ..Default::default()
-        }];
-        let frame = |stack_id: u64, depth: u32, function: &str, line: u32| Frame {
-            pid: 1,
-            stack_id,
-            depth,
-            function: function.into(),
-            file: "/src/a.c".into(),
-            line,
-            ..Default::default()
-        };
-        p.stacks.insert((1, 3), vec![frame(3, 0, "main", 2)]);
-        p.stacks
-            .insert((1, 7), vec![frame(7, 0, "f", 3), frame(7, 1, "main", 9)]);
+        let mut p = testing::instrumented(100);
+        p.allocations = vec![testing::heap_block(1, 0x10000, 64, 3, 1_000)];
+        testing::add_stack(&mut p, 1, 3, &[("main", 2)]);
+        testing::add_stack(&mut p, 1, 7, &[("f", 3), ("main", 9)]);
         p.samples = (0..40u64)
             .map(|i| SampleCore {
                 pid: 1,
@@ -391,15 +368,10 @@ mod tests {
             })
             .collect();
         p.regions = vec![Region {
-            pid: 1,
-            tid: 1,
-            name: "work".into(),
-            begin_ns: 1_500,
-            end_ns: Some(45_000),
             stores: Some(4_000),
             bytes_written: Some(32_000),
             process_wide: true,
-            ..Default::default()
+            ..testing::region(1, 1, "work", 1_500, 45_000)
         }];
         p
     }
