@@ -1,6 +1,5 @@
 //! How figures are written in every output: sizes, times, counts, rates.
 
-/// 1536 -> "1.5 KiB".
 /// An object's peak as the report prints it: `~` before a sampled and
 /// scaled figure, `≥` before one known only to be at least this.
 pub fn object_peak(o: &memlens_analysis::DataObject) -> String {
@@ -21,9 +20,11 @@ pub fn estimate_mark(o: &memlens_analysis::DataObject) -> &'static str {
     }
 }
 
+/// 1536 -> "1.5 KiB".
 pub fn human_bytes(b: f64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b;
+    // + 0.0: an empty sum of floats is -0.0, which would print as "-0 B".
+    let mut v = b + 0.0;
     let mut u = 0;
     while v.abs() >= 1024.0 && u < UNITS.len() - 1 {
         v /= 1024.0;
@@ -53,6 +54,7 @@ pub fn duration(ns: f64) -> String {
 
 /// A count as printed: plain below a million.
 pub fn count(v: f64) -> String {
+    let v = v + 0.0; // not "-0" for an empty sum
     if v >= 1e6 {
         format!("{:.2} M", v / 1e6)
     } else {
@@ -201,6 +203,8 @@ mod tests {
     #[test]
     fn human_bytes_picks_units() {
         assert_eq!(human_bytes(512.0), "512 B");
+        assert_eq!(human_bytes(std::iter::empty::<f64>().sum()), "0 B");
+        assert_eq!(count(std::iter::empty::<f64>().sum()), "0");
         assert_eq!(human_bytes(1536.0), "1.5 KiB");
         assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
     }

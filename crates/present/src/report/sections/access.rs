@@ -341,3 +341,30 @@ fn derived_figures(r: &RegionAccess) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn a_regions_exact_bytes_give_its_bandwidth() {
+        // 2 MB read and 1 MB written in 20 ms: 100 and 50 MB/s.
+        let s = section(&with_timeline_and_region(), "access");
+        let row = rows(&s)
+            .into_iter()
+            .find(|r| r[0] == "solve")
+            .expect("the region's row");
+        assert_eq!(
+            row[..7],
+            [
+                "solve",
+                "1",
+                "0.020 s",
+                "1.9 MiB",
+                "976.6 KiB",
+                "95.4 MiB/s",
+                "47.7 MiB/s"
+            ]
+        );
+    }
+}

@@ -63,3 +63,40 @@ pub fn section(r: &Report) -> Option<Section> {
     }
     Some(s.table(table.or_else("no recorded block was left unfreed")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn a_block_live_at_exit_is_a_leak_unless_its_process_was_killed() {
+        // The heap live at exit is the last tick's (4 KiB, at 60 ms).
+        let p = with_timeline_and_region();
+        let s = section(&p, "leaks");
+        assert_eq!(rows(&s), [["4.0 KiB", "1", "1", "f (a.c:3)"]]);
+        assert!(
+            s.notes
+                .contains(&"pid 1: 4.0 KiB of heap still live (exact, usable bytes)".to_string()),
+            "{:?}",
+            s.notes
+        );
+
+        let mut killed = p;
+        (
+            killed.meta.processes[0].exit_code,
+            killed.meta.processes[0].signal,
+        ) = (None, Some(9));
+        let s = section(&killed, "leaks");
+        assert_eq!(
+            rows(&s),
+            [["4.0 KiB", "1", "1", "f (a.c:3)  [live when it died]"]]
+        );
+        assert!(
+            s.notes.iter().any(|n| n.starts_with(
+                "pid 1 was killed by signal 9: its blocks below were live when it died"
+            )),
+            "{:?}",
+            s.notes
+        );
+    }
+}

@@ -64,3 +64,19 @@ pub(crate) fn loss_rows(l: &Losses) -> [(&'static str, u64); 18] {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn each_loss_is_counted_in_its_own_row() {
+        let mut p = two_blocks();
+        assert!(rows(&section(&p, "losses")).is_empty());
+        p.meta.losses.dropped_events = 5;
+        assert_eq!(
+            rows(&section(&p, "losses")),
+            [["5", "events dropped (log full)"]]
+        );
+    }
+}

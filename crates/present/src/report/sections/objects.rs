@@ -97,3 +97,22 @@ pub(super) fn with_frames(r: &Report, mut row: Row, o: &DataObject) -> Row {
     }
     row
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn objects_by_peak_live_until_freed_or_their_process_ends() {
+        let s = section(&two_blocks(), "objects");
+        assert_eq!(
+            rows(&s),
+            [
+                ["64.0 KiB", "heap", "1", "0.001s", "0.050s", "main (a.c:2)"],
+                ["4.0 KiB", "heap", "1", "0.002s", "0.100s", "f (a.c:3)"],
+            ]
+        );
+        // No thread stack recorded: none, and no "-0 B" from an empty sum.
+        assert_eq!(s.tables[0].footers, ["+ 0 thread stacks, 0 B reserved"]);
+    }
+}

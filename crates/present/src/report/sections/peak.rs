@@ -72,3 +72,27 @@ pub fn section(r: &Report) -> Option<Section> {
             .figure(Figure::Bandwidth),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn the_peaks_are_the_largest_readings_with_their_times() {
+        let s = section(&with_timeline_and_region(), "peak");
+        let rows = rows(&s);
+        assert_eq!(
+            rows[0],
+            [
+                "resident",
+                "12.0 MiB at 0.060 s (pid 1); all processes together 12.0 MiB"
+            ]
+        );
+        assert_eq!(rows[1][0], "heap");
+        assert!(
+            rows[1][1].starts_with("68.0 KiB live at 0.010 s (pid 1)"),
+            "{}",
+            rows[1][1]
+        );
+    }
+}

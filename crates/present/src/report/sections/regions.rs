@@ -46,3 +46,18 @@ pub fn section(r: &Report) -> Option<Section> {
     };
     Some(Section::new("regions", "Capacity by region").table(t.note(how)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn a_regions_capacity_is_read_at_the_ticks_inside_it() {
+        // The tick at 60 ms (12 MiB) is past the region's end: not its peak.
+        let s = section(&with_timeline_and_region(), "regions");
+        assert_eq!(
+            rows(&s),
+            [["solve", "1", "0.020 s", "8.0 MiB", "8.0 MiB", "68.0 KiB", "0 B"]]
+        );
+    }
+}

@@ -74,3 +74,26 @@ pub(crate) fn exit_status(p: &Process) -> String {
         _ => "exit status unknown".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn each_process_says_how_it_ended() {
+        let mut p = two_blocks();
+        let process = |p: &memlens_profile::Profile| {
+            let s = section(p, "run");
+            rows(&s).into_iter().find(|r| r[0] == "process 1").unwrap()[1].clone()
+        };
+        assert_eq!(
+            process(&p),
+            "/bin/app (parent 0) from 0.000 s to 0.100 s, exit 0"
+        );
+        (p.meta.processes[0].exit_code, p.meta.processes[0].signal) = (None, Some(9));
+        assert_eq!(
+            process(&p),
+            "/bin/app (parent 0) from 0.000 s to 0.100 s, killed by signal 9"
+        );
+    }
+}
