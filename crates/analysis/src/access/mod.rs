@@ -2,11 +2,19 @@
 //! data object live at its address at its time, per-region exact traffic and
 //! achieved bandwidth, and the sampling accuracy against the exact counts.
 
+mod attribution;
+mod memory_map;
+mod plain;
+
+pub use attribution::*;
+use memory_map::MemoryMap;
+pub use plain::*;
+
 use crate::{ObjectKind, Objects, Profile};
-use memlens_profile::{Backend, Region};
+use memlens_profile::Backend;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SourceLine {
@@ -100,108 +108,6 @@ pub struct RegionAccess {
     pub exact_ns_per_load: Option<f64>,
 }
 
-/// A region's time in runs of the uninstrumented build of the same program
-/// (recorded with `memlens record`, which times its marks and counts
-/// nothing), and the bandwidth the exact bytes of the counted run give over
-/// it: the bandwidth without memlens' instrumentation (Examem corrects its
-/// figure by a model of its counters' cost; a timed run measures it).
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
-pub struct PlainTiming {
-    /// The median over the timing runs of the region's summed time.
-    pub total_ns: u64,
-    pub read_bandwidth: f64,
-    pub write_bandwidth: f64,
-}
-
-/// The runs of the uninstrumented build the regions were timed by, and the
-/// regions they could not time.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
-pub struct PlainRun {
-    /// The profile directories, as given.
-    pub profiles: Vec<String>,
-    /// Why a region has no time from them (one line each).
-    pub unmatched: Vec<String>,
-}
-
-/// Times the regions of `report` by `runs` (each a profile's name and its
-/// regions), runs of the uninstrumented build: a region of the same name,
-/// in one process of each run, that ran as many times in every run. The
-/// median over the runs of its closed instances' summed time, with the
-/// counted run's exact bytes, gives the bandwidth without memlens.
-pub fn time_by_plain_runs(report: &mut AccessReport, runs: &[(String, Vec<Region>)]) {
-    /// A region name in one timing run.
-    #[derive(Default)]
-    struct Timed {
-        pids: BTreeSet<u32>,
-        instances: u64,
-        total_ns: u64,
-    }
-    let timed: Vec<BTreeMap<String, Timed>> = (runs.iter())
-        .map(|(_, regions)| {
-            let mut by_name: BTreeMap<String, Timed> = BTreeMap::new();
-            for r in regions {
-                let e = by_name.entry(crate::region_label(r)).or_default();
-                e.pids.insert(r.pid);
-                e.instances += 1;
-                if let Some(end) = r.end_ns {
-                    e.total_ns = e.total_ns.saturating_add(end.saturating_sub(r.begin_ns));
-                }
-            }
-            by_name
-        })
-        .collect();
-    let mut processes: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &report.regions {
-        *processes.entry(r.name.clone()).or_default() += 1;
-    }
-    let mut unmatched = Vec::new();
-    for r in &mut report.regions {
-        // Its summed time in each run, or why a run cannot time it.
-        let times: Result<Vec<u64>, String> = (runs.iter().zip(&timed))
-            .map(|((profile, _), by_name)| {
-                let why = match by_name.get(&r.name) {
-                    None => "not in that run".to_string(),
-                    Some(t) if t.pids.len() > 1 || processes[&r.name] > 1 => {
-                        "in several processes of a run".to_string()
-                    }
-                    Some(t) if t.instances != r.instances => {
-                        format!("ran {} times there, {} here", t.instances, r.instances)
-                    }
-                    Some(t) if t.total_ns == 0 => "took no time there".to_string(),
-                    Some(t) => return Ok(t.total_ns),
-                };
-                let run = if runs.len() > 1 {
-                    format!(" ({profile})")
-                } else {
-                    String::new()
-                };
-                Err(format!("{}: {why}{run}", r.name))
-            })
-            .collect();
-        let mut times = match times {
-            Ok(times) => times,
-            Err(why) => {
-                unmatched.push(why);
-                continue;
-            }
-        };
-        times.sort_unstable();
-        let Some(&total_ns) = times.get(times.len() / 2) else {
-            continue; // no runs given
-        };
-        let secs = total_ns as f64 / 1e9;
-        r.plain = Some(PlainTiming {
-            total_ns,
-            read_bandwidth: r.bytes_read as f64 / secs,
-            write_bandwidth: r.bytes_written as f64 / secs,
-        });
-    }
-    report.plain_run = Some(PlainRun {
-        profiles: runs.iter().map(|(name, _)| name.clone()).collect(),
-        unmatched,
-    });
-}
-
 /// Figures derived from samples, their periods and timestamps only. Per
 /// instance and class, the accesses between its first and last sample are
 /// (samples - 1) x period and took the time between them; summed over the
@@ -278,119 +184,6 @@ pub struct UnknownMemory {
     pub samples: u64,
 }
 
-/// Tells what memory an address no object covers is: the kernel's, a loaded
-/// image's bytes outside its symbols, memory mapped without a file, memory a
-/// block or mapping held at another time (the allocator's free chunks and
-/// headers), or memory memlens saw nothing map.
-struct MemoryMap {
-    /// (pid, start) -> (end, what its bytes are) of each mapping the profile
-    /// lists (an import lists perf's, anonymous ones included).
-    images: BTreeMap<(u32, u64), (u64, String)>,
-    /// (pid, start) -> end of the merged extents any allocation row held.
-    held: BTreeMap<(u32, u64), u64>,
-    every_block: bool,
-    /// An imported perf.data: no blocks, mappings or statics were recorded.
-    imported: bool,
-}
-
-/// Bytes between two blocks that are still the allocator's (glibc's chunk
-/// header is 16, jemalloc and mimalloc have none).
-const HEADER_GAP: u64 = 32;
-
-/// Names perf gives mappings without a file (`//anon`, `/anon_hugepage`,
-/// `[heap]`, `[stack]`), and shared anonymous memory.
-fn is_anonymous(path: &str) -> bool {
-    [
-        "//anon",
-        "/anon_hugepage",
-        "[heap]",
-        "[stack",
-        "[anon:",
-        "/dev/zero",
-        "/SYSV",
-        "/memfd:",
-    ]
-    .iter()
-    .any(|prefix| path.starts_with(prefix))
-}
-
-impl MemoryMap {
-    fn new(p: &Profile) -> Self {
-        let imported = p.meta.has(Backend::PerfDataImport);
-        let images = (p.modules.iter())
-            .map(|m| {
-                let name = m.path.rsplit('/').next().unwrap_or(&m.path);
-                let what = if is_anonymous(&m.path) {
-                    "anonymous memory (mapped without a file: heap arenas, thread stacks, JIT code)".to_string()
-                } else if imported {
-                    format!("{name}'s image (an import names no static variables)")
-                } else {
-                    format!("{name}'s image outside its symbols (relocations, a stripped library's data)")
-                };
-                ((m.pid, m.start), (m.end, what))
-            })
-            .collect();
-        let mut extents: Vec<(u32, u64, u64)> = (p.allocations.iter())
-            .map(|a| {
-                (
-                    a.pid,
-                    a.address,
-                    a.address.saturating_add(a.usable_size.max(a.size)),
-                )
-            })
-            .collect();
-        extents.sort_unstable();
-        let mut held = BTreeMap::new();
-        let mut last: Option<(u32, u64, u64)> = None;
-        for (pid, start, end) in extents {
-            match &mut last {
-                Some((p, _, e)) if *p == pid && start <= e.saturating_add(HEADER_GAP) => {
-                    *e = (*e).max(end)
-                }
-                _ => {
-                    if let Some((p, s, e)) = last.replace((pid, start, end)) {
-                        held.insert((p, s), e);
-                    }
-                }
-            }
-        }
-        if let Some((p, s, e)) = last {
-            held.insert((p, s), e);
-        }
-        MemoryMap {
-            images,
-            held,
-            every_block: p.meta.settings.sample_rate == 1,
-            imported,
-        }
-    }
-
-    /// Looked up for every sample on no object: described once per image.
-    fn what(&self, pid: u32, addr: u64) -> &str {
-        // Linux gives the kernel the upper half of the address space (x86-64
-        // and AArch64 alike).
-        if addr >> 63 == 1 {
-            return "kernel memory (touched by the kernel in a system call or interrupt)";
-        }
-        let image = (self.images.range(..=(pid, addr)).next_back())
-            .filter(|(&(p, _), (end, _))| p == pid && *end > addr);
-        if let Some((_, (_, what))) = image {
-            return what;
-        }
-        let held = (self.held.range(..=(pid, addr)).next_back())
-            .is_some_and(|(&(p, _), &end)| p == pid && end > addr);
-        if held {
-            "heap memory outside the blocks live then (the allocator's chunk headers and free chunks, or a block touched after its free)"
-        } else if self.imported {
-            "memory no mapping in the perf.data covers (mapped before perf started, or not its process's)"
-        } else if self.every_block {
-            "memory no recorded block, mapping or image covers (mapped before memlens started, by a raw system call, or by the kernel)"
-        } else {
-            "memory no recorded block, mapping or image covers (heap blocks the byte sampler skipped: `--leaks` records every block)"
-        }
-    }
-}
-
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct AccessReport {
     /// False when the profile has no access samples.
@@ -438,35 +231,6 @@ pub struct AccessReport {
     /// (`report --timed-by`).
     pub plain_run: Option<PlainRun>,
 }
-
-enum Event {
-    Begin {
-        addr: u64,
-        end: u64,
-        key: Key,
-        tag: bool,
-        /// The allocation's index, for a block of the allocations table.
-        block: Option<u32>,
-    },
-    End {
-        addr: u64,
-        tag: bool,
-    },
-    RegionBegin {
-        tid: u32,
-        region: usize,
-    },
-    RegionEnd {
-        tid: u32,
-        region: usize,
-    },
-}
-
-/// Object an address range belongs to: an object index, or a thread stack.
-type Key = usize;
-
-/// The thread key of a process's phases in the attribution sweep.
-pub(crate) const ALL_THREADS: u32 = u32::MAX;
 
 /// A code address's label in its process, or the address itself.
 pub fn location_label(p: &Profile, pid: u32, pc: u64) -> String {
@@ -938,184 +702,6 @@ pub(crate) fn context_frames(p: &Profile, pid: u32, stack_id: u64) -> Vec<String
 
 /// Access contexts listed per object.
 pub const CONTEXTS_PER_OBJECT: usize = 5;
-
-/// Where a sample landed: its object and that object's address range then.
-#[derive(Clone, Copy, Debug)]
-pub struct Hit {
-    pub object: usize,
-    pub start: u64,
-    pub end: u64,
-    /// The block (index in the allocations table) when the range is one:
-    /// which of the blocks an address held over time.
-    pub block: Option<u32>,
-}
-
-/// Per sample: the object it hit and where in the object it fell (0..1), for
-/// the address scatter plots.
-pub fn sample_positions(p: &Profile, objects: &Objects) -> Vec<Option<(u32, f32)>> {
-    let mut placed: Vec<Option<(u32, f32)>> = vec![None; p.samples.len()];
-    attribute(p, objects, |i, hit, _| {
-        placed[i] = hit.map(|h| {
-            let span = h.end.saturating_sub(h.start).max(1) as f64;
-            let frac = p.samples[i].address.saturating_sub(h.start) as f64 / span;
-            (h.object as u32, frac.clamp(0.0, 0.999) as f32)
-        });
-    });
-    placed
-}
-
-/// Attributes every sample to the data object live at its address at its time (a
-/// tag first, then a static, then a heap block, mapping or thread stack) and hands
-/// it to `visit` in time order, with the region instances open on its thread. One
-/// sweep; nothing per sample is kept, so memory stays with the profile itself.
-pub fn attribute(
-    p: &Profile,
-    objects: &Objects,
-    mut visit: impl FnMut(usize, Option<Hit>, &[usize]),
-) {
-    // One sweep in time order: live ranges (blocks, mappings, stacks, tags),
-    // open region instances per thread, and samples.
-    let mut events: Vec<(u64, u8, u32, Event)> = Vec::new();
-    for (i, a) in p.allocations.iter().enumerate() {
-        let key = objects.of_allocation[i];
-        let end = a.address.saturating_add(a.usable_size.max(a.size).max(1));
-        events.push((
-            a.alloc_ns,
-            1,
-            a.pid,
-            Event::Begin {
-                addr: a.address,
-                end,
-                key,
-                tag: false,
-                block: u32::try_from(i).ok(),
-            },
-        ));
-        if let Some(t) = a.free_ns {
-            events.push((
-                t,
-                0,
-                a.pid,
-                Event::End {
-                    addr: a.address,
-                    tag: false,
-                },
-            ));
-        }
-    }
-    for (i, t) in p.tags.iter().enumerate() {
-        let end = t.address.saturating_add(t.size.max(1));
-        let key = objects.of_tag[i];
-        events.push((
-            t.begin_ns,
-            1,
-            t.pid,
-            Event::Begin {
-                addr: t.address,
-                end,
-                key,
-                tag: true,
-                block: None,
-            },
-        ));
-        if let Some(e) = t.end_ns {
-            events.push((
-                e,
-                0,
-                t.pid,
-                Event::End {
-                    addr: t.address,
-                    tag: true,
-                },
-            ));
-        }
-    }
-    for (i, r) in p.regions.iter().enumerate() {
-        // A phase is open on every thread of its process.
-        let tid = if r.process_wide { ALL_THREADS } else { r.tid };
-        events.push((r.begin_ns, 1, r.pid, Event::RegionBegin { tid, region: i }));
-        let end = r.end_ns.unwrap_or(u64::MAX);
-        events.push((end, 0, r.pid, Event::RegionEnd { tid, region: i }));
-    }
-    // Ends before begins at one instant; samples come after both.
-    events.sort_by_key(|e| (e.0, e.1));
-
-    // Statics never move: a sorted list per process.
-    // Ranges by (pid, start): (end, object, block).
-    type Ranges = BTreeMap<(u32, u64), (u64, usize, Option<u32>)>;
-    let mut statics = Ranges::new();
-    for (i, s) in p.statics.iter().enumerate().filter(|(_, s)| s.size > 0) {
-        statics.insert(
-            (s.pid, s.address),
-            (s.address + s.size, objects.of_static[i], None),
-        );
-    }
-    let find = |map: &Ranges, pid: u32, addr: u64| {
-        map.range(..=(pid, addr))
-            .next_back()
-            .filter(|(&(p2, _), &(end, ..))| p2 == pid && end > addr)
-            .map(|(&(_, start), &(end, object, block))| Hit {
-                object,
-                start,
-                end,
-                block,
-            })
-    };
-    let mut live = Ranges::new();
-    let mut tags = Ranges::new();
-    let mut open: FxHashMap<(u32, u32), Vec<usize>> = FxHashMap::default();
-    // Each process's samples are in time order; several processes' are not.
-    let order: Box<dyn Iterator<Item = usize>> =
-        if p.samples.windows(2).all(|w| w[0].time_ns <= w[1].time_ns) {
-            Box::new(0..p.samples.len())
-        } else {
-            let mut o: Vec<u32> = (0..p.samples.len() as u32).collect();
-            o.sort_by_key(|&i| p.samples[i as usize].time_ns);
-            Box::new(o.into_iter().map(|i| i as usize))
-        };
-    let mut events = events.into_iter().peekable();
-    let mut open_here: Vec<usize> = Vec::new();
-    for i in order {
-        let s = &p.samples[i];
-        while let Some((_, _, pid, ev)) = events.next_if(|e| e.0 <= s.time_ns) {
-            match ev {
-                Event::Begin {
-                    addr,
-                    end,
-                    key,
-                    tag,
-                    block,
-                } => {
-                    let map = if tag { &mut tags } else { &mut live };
-                    map.insert((pid, addr), (end, key, block));
-                }
-                Event::End { addr, tag } => {
-                    let map = if tag { &mut tags } else { &mut live };
-                    map.remove(&(pid, addr));
-                }
-                Event::RegionBegin { tid, region } => {
-                    open.entry((pid, tid)).or_default().push(region)
-                }
-                Event::RegionEnd { tid, region } => {
-                    if let Some(v) = open.get_mut(&(pid, tid)) {
-                        v.retain(|&r| r != region);
-                    }
-                }
-            }
-        }
-        // A tag names a range inside whatever holds it: it wins; so does a
-        // static variable inside the mapping that holds it (a process memlens
-        // attached to has its mappings from /proc, data segments included).
-        let hit = find(&tags, s.pid, s.address)
-            .or_else(|| find(&statics, s.pid, s.address))
-            .or_else(|| find(&live, s.pid, s.address));
-        open_here.clear();
-        for tid in [s.tid, ALL_THREADS] {
-            open_here.extend(open.get(&(s.pid, tid)).into_iter().flatten());
-        }
-        visit(i, hit, &open_here);
-    }
-}
 
 #[cfg(test)]
 mod tests {
