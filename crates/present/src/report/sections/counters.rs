@@ -44,3 +44,37 @@ pub fn section(r: &Report) -> Option<Section> {
             .table(t),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn a_counter_shows_its_total_mean_and_peak_rate() {
+        // 1 M faults in the first 50 ms, 2 M in the next: 3 M in 100 ms, a
+        // mean of 30 M/s, 40 M/s at the most.
+        let mut p = two_blocks();
+        p.counters = [(0u64, 0.0), (50, 1e6), (100, 3e6)]
+            .map(|(ms, value)| memlens_profile::CounterReading {
+                name: "page faults".into(),
+                unit: "faults".into(),
+                scope: "program".into(),
+                method: "measured".into(),
+                time_ns: ms * 1_000_000,
+                value,
+                ..Default::default()
+            })
+            .to_vec();
+        let s = section(&p, "counters");
+        assert_eq!(
+            rows(&s),
+            [[
+                "page faults [faults]",
+                "3.00 M",
+                "30.00 M",
+                "40.00 M",
+                "measured (program, 3 readings)"
+            ]]
+        );
+    }
+}

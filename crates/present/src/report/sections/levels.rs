@@ -93,3 +93,50 @@ fn shares(t: &LevelTables, what: &str, rows: &[LevelRowShares]) -> Table {
     }
     table
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn loads_are_shared_out_by_level_with_their_latencies() {
+        // A PMU's 40 load samples: 30 from L1 at 4 cycles, 10 from local
+        // DRAM at 300: 75% and 25%, a mean of 78 cycles.
+        let mut p = shared_line();
+        p.meta.backend = vec![memlens_profile::Backend::Pebs.name().into()];
+        for (i, s) in p.samples.iter_mut().enumerate() {
+            s.is_store = false;
+            (s.level, s.latency) = match i % 4 {
+                3 => (memlens_profile::MemLevel::LocalDram as u8, Some(300)),
+                _ => (memlens_profile::MemLevel::L1 as u8, Some(4)),
+            };
+        }
+        let s = section(&p, "levels");
+        let table = |title: &str| {
+            let t = (s.tables.iter())
+                .find(|t| t.title.as_deref() == Some(title))
+                .unwrap();
+            t.rows.iter().map(|r| r.cells.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            table("By calling context"),
+            [["f (a.c:3) ← main (a.c:9)", "40", "75.0%", "25.0%", "78.0"]]
+        );
+        assert_eq!(
+            table("Latency by level"),
+            [
+                ["L1", "30", "4.0", "4", "4", "4", "4", "4"],
+                [
+                    "local DRAM",
+                    "10",
+                    "300.0",
+                    "300",
+                    "300",
+                    "300",
+                    "300",
+                    "300"
+                ],
+            ]
+        );
+    }
+}

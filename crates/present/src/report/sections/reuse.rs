@@ -112,3 +112,19 @@ fn quantile_bin(h: &Histogram, q: f64) -> String {
     }
     "-".into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn sampled_accesses_say_how_to_measure_reuse() {
+        let s = section(&shared_line(), "reuse");
+        assert!(
+            s.notes[0].starts_with("none (samples are 1 access in 100"),
+            "{:?}",
+            s.notes
+        );
+        assert!(s.notes[0].contains("memlens record --reuse"));
+    }
+}

@@ -76,3 +76,39 @@ fn or_none(spans: String) -> String {
         spans
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn threads_storing_to_adjacent_fields_of_a_line_are_false_sharing() {
+        let s = section(&shared_line(), "sharing");
+        let table = &s.tables[0];
+        assert_eq!(
+            table.rows[0].cells,
+            [
+                "0x200000",
+                "FALSE SHARING",
+                "f (a.c:3) +0",
+                "1",
+                "40",
+                "~4000",
+                "40",
+                "39"
+            ]
+        );
+        assert_eq!(
+            table.rows[0].details,
+            [
+                "tid 1: writes bytes 0..8, reads bytes none, 20 stores, 0 loads, at f (a.c:3) ← main (a.c:9)",
+                "tid 2: writes bytes 8..16, reads bytes none, 20 stores, 0 loads, at f (a.c:3) ← main (a.c:9)",
+            ]
+        );
+        // One thread alone on the line shares nothing.
+        let mut alone = shared_line();
+        alone.samples.iter_mut().for_each(|s| s.tid = 1);
+        let r = report_of(&alone);
+        assert!(super::super::sections(&r).iter().all(|s| s.id != "sharing"));
+    }
+}

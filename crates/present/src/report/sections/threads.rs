@@ -55,3 +55,20 @@ pub fn section(r: &Report) -> Option<Section> {
             .table(t),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+
+    #[test]
+    fn each_thread_has_its_exact_counts_and_its_samples() {
+        let s = section(&shared_line(), "threads");
+        assert_eq!(
+            rows(&s),
+            [
+                ["1", "1", "-", "-", "-", "2000", "-", "-", "-", "-", "20"],
+                ["1", "2", "-", "-", "-", "2000", "-", "-", "-", "-", "20"],
+            ]
+        );
+    }
+}
