@@ -68,3 +68,48 @@ pub fn section(r: &Report) -> Option<Section> {
     }
     Some(s.table(t))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::*;
+    use crate::report::{build_report, ReportOptions};
+    use memlens_profile::{testing, Region, SampleCore};
+
+    #[test]
+    fn a_regions_instances_fold_onto_one() {
+        // Ten 1 000 ns instances of "step", each with 20 samples spread
+        // evenly over it: five in each quarter of the folded instance.
+        let mut p = two_blocks();
+        for k in 0..10u64 {
+            let begin = 10_000_000 + 2_000 * k;
+            p.regions.push(Region {
+                process_wide: true,
+                ..testing::region(1, 1, "step", begin, begin + 1_000)
+            });
+            p.samples.extend((0..20u64).map(|i| SampleCore {
+                pid: 1,
+                tid: 1,
+                time_ns: begin + 50 * i,
+                address: 0x200000 + 8 * i,
+                size: 8,
+                ..Default::default()
+            }));
+        }
+        let options = ReportOptions {
+            fold: Some("step".into()),
+            fold_bins: 4,
+            ..Default::default()
+        };
+        let r = build_report(&p, &options);
+        let s = (super::super::sections(&r).into_iter())
+            .find(|s| s.id == "folding")
+            .expect("a folding section");
+        assert!(
+            s.notes[0].contains("10 instances, all folded") && s.notes[0].contains("200 samples"),
+            "{:?}",
+            s.notes
+        );
+        let samples: Vec<String> = rows(&s).iter().map(|r| r[1].clone()).collect();
+        assert_eq!(samples, ["50", "50", "50", "50"], "{:?}", rows(&s));
+    }
+}

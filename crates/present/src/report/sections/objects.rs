@@ -115,4 +115,14 @@ mod tests {
         // No thread stack recorded: none, and no "-0 B" from an empty sum.
         assert_eq!(s.tables[0].footers, ["+ 0 thread stacks, 0 B reserved"]);
     }
+
+    #[test]
+    fn objects_by_bytes_allocated() {
+        // The 64 KiB block was allocated once: more than the 4 KiB one.
+        let s = section(&two_blocks(), "allocated");
+        let rows = rows(&s);
+        let names: Vec<&str> = rows.iter().map(|r| r[5].as_str()).collect();
+        assert_eq!(names, ["main (a.c:2)", "f (a.c:3)"]);
+        assert_eq!(rows[0][0], "64.0 KiB");
+    }
 }
