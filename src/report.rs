@@ -18,12 +18,7 @@ pub(crate) struct ReportArgs {
     schema: bool,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// With --format csv: which table: one of the data (objects, allocated,
-    /// leaks, regions, access-objects, access-regions, levels-routine,
-    /// levels-region, latency, sharing, reuse, reuse-objects, reuse-pairs,
-    /// folding, threads), exact numbers; or a section's table as the text
-    /// report draws it (peak/peak, access/memory-levels, ...: a wrong name lists them).
-    #[arg(long, default_value = "objects")]
+    #[arg(long, default_value = "objects", help = table_help())]
     table: String,
     /// Rows per top-N table.
     #[arg(long, default_value_t = 10)]
@@ -81,6 +76,15 @@ pub(crate) struct ReportArgs {
     /// separate with commas).
     #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
     skip_frames: Vec<String>,
+}
+
+/// `--table`'s help, naming the data tables `memlens_present::CSV_TABLES` holds.
+fn table_help() -> String {
+    let data: Vec<&str> = memlens_present::CSV_TABLES.iter().map(|(n, _)| *n).collect();
+    format!(
+        "With --format csv: which table: one of the data ({}), exact numbers; or a section's table as the text report draws it (peak/peak, access/memory-levels, ...: a wrong name lists them)",
+        data.join(", ")
+    )
 }
 
 #[derive(Clone, Copy, ValueEnum)]
