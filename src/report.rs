@@ -80,7 +80,10 @@ pub(crate) struct ReportArgs {
 
 /// `--table`'s help, naming the data tables `memlens_present::CSV_TABLES` holds.
 fn table_help() -> String {
-    let data: Vec<&str> = memlens_present::CSV_TABLES.iter().map(|(n, _)| *n).collect();
+    let data: Vec<&str> = memlens_present::CSV_TABLES
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
     format!(
         "With --format csv: which table: one of the data ({}), exact numbers; or a section's table as the text report draws it (peak/peak, access/memory-levels, ...: a wrong name lists them)",
         data.join(", ")

@@ -2,7 +2,7 @@
 //! presentation): the pieces tests build by hand, defined once. Behind the
 //! `testing` feature, which only dev-dependencies turn on.
 
-use crate::{Allocation, Backend, Frame, Profile, Region};
+use crate::{Allocation, Backend, Frame, Profile, Region, SampleCore};
 
 /// A profile of an instrumented run sampling 1 access in `period`.
 pub fn instrumented(period: u64) -> Profile {
@@ -57,4 +57,22 @@ pub fn region(pid: u32, tid: u32, name: &str, begin_ns: u64, end_ns: u64) -> Reg
         end_ns: Some(end_ns),
         ..Default::default()
     }
+}
+
+/// `n` samples of 8-byte stores of process `pid`, one every 1 000 ns from
+/// `from_ns`, in stack 7: threads 1 and 2 in turn, thread 1's at `address`,
+/// thread 2's at the next 8 bytes (two fields of one cache line).
+pub fn stores_in_turn(pid: u32, address: u64, n: u64, from_ns: u64) -> Vec<SampleCore> {
+    (0..n)
+        .map(|i| SampleCore {
+            pid,
+            tid: 1 + (i % 2) as u32,
+            time_ns: from_ns + 1_000 * i,
+            address: address + 8 * (i % 2),
+            size: 8,
+            is_store: true,
+            stack_id: 7,
+            ..Default::default()
+        })
+        .collect()
 }

@@ -331,7 +331,7 @@ fn stacks_provenance(m: &profile::Meta) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memlens_profile::{testing, Region, SampleCore, ThreadRow, TimelinePoint};
+    use memlens_profile::{testing, Region, ThreadRow, TimelinePoint};
 
     /// Two threads take turns storing to adjacent 8-byte fields of a 64-byte
     /// block, in the context f <- main, inside a phase of the process.
@@ -340,18 +340,7 @@ mod tests {
         p.allocations = vec![testing::heap_block(1, 0x10000, 64, 3, 1_000)];
         testing::add_stack(&mut p, 1, 3, &[("main", 2)]);
         testing::add_stack(&mut p, 1, 7, &[("f", 3), ("main", 9)]);
-        p.samples = (0..40u64)
-            .map(|i| SampleCore {
-                pid: 1,
-                tid: 1 + (i % 2) as u32,
-                time_ns: 2_000 + 1_000 * i,
-                address: 0x10000 + 8 * (i % 2),
-                size: 8,
-                is_store: true,
-                stack_id: 7,
-                ..Default::default()
-            })
-            .collect();
+        p.samples = testing::stores_in_turn(1, 0x10000, 40, 2_000);
         p.timeline = vec![TimelinePoint {
             pid: 1,
             time_ns: 50_000,

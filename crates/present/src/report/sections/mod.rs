@@ -149,18 +149,7 @@ pub(super) mod fixture {
     /// the 4 KiB block (2 000 stores each, exactly counted).
     pub fn shared_line() -> Profile {
         let mut p = two_blocks();
-        p.samples = (0..40u64)
-            .map(|i| memlens_profile::SampleCore {
-                pid: 1,
-                tid: 1 + (i % 2) as u32,
-                time_ns: 3_000_000 + 1_000 * i,
-                address: 0x200000 + 8 * (i % 2),
-                size: 8,
-                is_store: true,
-                stack_id: 7,
-                ..Default::default()
-            })
-            .collect();
+        p.samples = testing::stores_in_turn(1, 0x200000, 40, 3_000_000);
         p.threads = (1..=2)
             .map(|tid| memlens_profile::ThreadRow {
                 pid: 1,
