@@ -1,5 +1,6 @@
 //! Where the runtime is in its life: not started yet, ready (recording), or
-//! disabled (it could not start, or the process is past its exit).
+//! disabled (told to stay out, or it could not open its log, at the start
+//! or in a fork child).
 
 use core::sync::atomic::AtomicU8;
 
