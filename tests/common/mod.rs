@@ -262,6 +262,29 @@ pub fn root_for(what: &str) -> bool {
     root
 }
 
+/// A headless-capable Chromium on PATH (Debian's `chromium`, Ubuntu's
+/// snap `chromium-browser`, Google's build); if none, it says so on stderr
+/// and the caller returns: Ubuntu 24.04 ships Chromium only as a snap, which
+/// a container cannot run. `.ci/run` installs Debian's.
+pub fn chromium_for(what: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|candidate| {
+            Command::new(candidate)
+                .arg("--version")
+                .output()
+                .is_ok_and(|out| out.status.success())
+        });
+    if found.is_none() {
+        eprintln!(
+            "needs a Chromium ({what}): none of chromium, chromium-browser, google-chrome runs"
+        );
+    }
+    found
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("memlens-test")
