@@ -242,6 +242,62 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
     );
 }
 
+/// The HTML report's tables driven in headless Chromium through Selenium
+/// (tests/browser/report_page.py): a click on a heading sorts the rows by
+/// the number behind each rounded cell, again in reverse, a name column
+/// A to Z, and the filter box keeps the rows that name what is typed.
+#[test]
+fn the_html_reports_tables_sort_and_filter_in_a_browser() {
+    if common::chromium_for("sorting the HTML report's tables").is_none() {
+        return;
+    }
+    let dir = tempdir();
+    let p = dir.path().join("p");
+    assert_ran(&record(&p, &["--leaks"], &[&program("phases")]));
+    let html = dir.path().join("report.html");
+    html_report(&p, &html);
+    let script = root().join("tests/browser/report_page.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args([html.to_str().unwrap(), "objects", "allocs", "make_matrix"])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["ready"], "yes");
+    assert_eq!(seen["errors"], serde_json::json!([]), "console errors");
+    let numbers = |key: &str| -> Vec<f64> {
+        (seen[key].as_array().unwrap().iter())
+            .map(|v| v.as_str().unwrap().parse().unwrap())
+            .collect()
+    };
+    // phases.c: 400,000 list nodes in one group, the other objects one each.
+    let largest_first = numbers("first_click");
+    assert_eq!(largest_first[0], 400_000.0, "{seen}");
+    assert!(largest_first.windows(2).all(|w| w[0] >= w[1]), "{seen}");
+    assert_eq!(seen["first_sort"], "descending");
+    let smallest_first = numbers("second_click");
+    assert!(smallest_first.windows(2).all(|w| w[0] <= w[1]), "{seen}");
+    assert_eq!(seen["second_sort"], "ascending");
+    let names: Vec<&str> = (seen["by_name"].as_array().unwrap().iter())
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(names.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
+    let rows = seen["rows"].as_array().unwrap().len();
+    assert_eq!(names.len(), rows, "sorting keeps every row");
+    // The two matrices' sites, and only they.
+    let filtered = seen["filtered"].as_array().unwrap();
+    assert_eq!(filtered.len(), 2, "{seen}");
+    for row in filtered {
+        let object = row.as_array().unwrap().last().unwrap().as_str().unwrap();
+        assert!(object.starts_with("make_matrix (phases.c:19)"), "{object}");
+    }
+    eprintln!(
+        "report page loaded in {:.2} s",
+        seen["load_s"].as_f64().unwrap()
+    );
+}
+
 #[test]
 fn a_long_loops_html_report_stays_a_few_megabytes() {
     // 100 000 annotated iterations of ~13 us, ticks every ms, ~600 000

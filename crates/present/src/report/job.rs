@@ -137,8 +137,8 @@ fn objects(v: &JobView) -> Section {
         let mut row = spread_row(o.name.clone(), &o.peak_bytes, &v.ranks, &show);
         // Its most/mean is an estimate too.
         row.cells[5].insert_str(0, est);
-        row.cells.insert(1, o.kind.name().to_string());
-        row.cells.push(o.peak_bytes.ranks.to_string());
+        row.insert(1, o.kind.name().to_string());
+        row.push(o.peak_bytes.ranks.to_string());
         t.push(row);
     }
     Section::new("rank-objects", "Objects across ranks").table(t)
@@ -156,9 +156,8 @@ fn regions(v: &JobView) -> Section {
         let mut row = spread_row(r.name.clone(), &r.time_ns, &v.ranks, &|ns| {
             seconds(ns as u64)
         });
-        row.cells.push(seconds(r.wait_ns as u64));
-        row.cells
-            .push(r.bytes.as_ref().map_or("-".into(), |b| human_bytes(b.sum)));
+        row.push(seconds(r.wait_ns as u64));
+        row.push(r.bytes.as_ref().map_or("-".into(), |b| human_bytes(b.sum)));
         t.push(row);
     }
     Section::new("rank-regions", "Regions across ranks").table(t)

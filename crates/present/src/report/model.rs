@@ -56,12 +56,30 @@ pub enum Align {
     Right,
 }
 
+/// What a number column's values count, each in its base unit: the cells'
+/// text rounds them ("1.0 MiB", "0.250s"), the values do not.
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Bytes,
+    /// Seconds since the run started, or a duration in seconds.
+    Seconds,
+    /// Blocks, accesses, events: a plain number.
+    Count,
+    /// Percent, 0 to 100.
+    Percent,
+    BytesPerSecond,
+}
+
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct Column {
     pub name: String,
     pub align: Align,
     /// Longest cell the text renderer prints before cutting it with `…`.
     pub max_width: Option<usize>,
+    /// What the rows' `values` in this column count (none: a label, or a
+    /// figure whose cells carry no value yet).
+    pub unit: Option<Unit>,
 }
 
 impl Column {
@@ -71,6 +89,7 @@ impl Column {
             name: name.into(),
             align: Align::Left,
             max_width: None,
+            unit: None,
         }
     }
 
@@ -80,6 +99,15 @@ impl Column {
             name: name.into(),
             align: Align::Right,
             max_width: None,
+            unit: None,
+        }
+    }
+
+    /// A figure in `unit`, right-aligned; its cells carry their values.
+    pub fn measure(name: impl Into<String>, unit: Unit) -> Column {
+        Column {
+            unit: Some(unit),
+            ..Column::number(name)
         }
     }
 
@@ -89,9 +117,55 @@ impl Column {
     }
 }
 
+/// One cell as it is built: the text every rendering prints, and the
+/// number behind it in its column's unit, where it has one.
+pub struct Cell {
+    pub text: String,
+    pub value: Option<f64>,
+}
+
+impl Cell {
+    /// A figure's text and its unrounded value.
+    pub fn measured(text: String, value: f64) -> Cell {
+        Cell {
+            text,
+            value: Some(value),
+        }
+    }
+
+    /// Bytes as [`human_bytes`](crate::format::human_bytes) writes them.
+    pub fn bytes(b: f64) -> Cell {
+        Cell::measured(crate::format::human_bytes(b), b)
+    }
+
+    /// A duration as [`seconds`](crate::format::seconds) writes it.
+    pub fn seconds(ns: u64) -> Cell {
+        Cell::measured(crate::format::seconds(ns), ns as f64 / 1e9)
+    }
+
+    /// A whole number.
+    pub fn count(n: u64) -> Cell {
+        Cell::measured(n.to_string(), n as f64)
+    }
+
+    /// A value if there is one, else "-".
+    pub fn or_dash<T>(v: Option<T>, cell: impl Fn(T) -> Cell) -> Cell {
+        v.map_or_else(|| "-".to_string().into(), cell)
+    }
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Cell {
+        Cell { text, value: None }
+    }
+}
+
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct Row {
     pub cells: Vec<String>,
+    /// Each cell's number in its column's unit (null for labels and for
+    /// figures without one): what the HTML page sorts by.
+    pub values: Vec<Option<f64>>,
     /// Lines that belong to the row (its hottest code lines, its threads).
     pub details: Vec<String>,
 }
@@ -101,14 +175,37 @@ impl Row {
         self.details.push(line.into());
         self
     }
+
+    /// Adds a cell at the end.
+    pub fn push(&mut self, cell: impl Into<Cell>) {
+        self.insert(self.cells.len(), cell);
+    }
+
+    /// Adds a cell before column `at`.
+    pub fn insert(&mut self, at: usize, cell: impl Into<Cell>) {
+        let cell = cell.into();
+        self.cells.insert(at, cell.text);
+        self.values.insert(at, cell.value);
+    }
 }
 
 impl From<Vec<String>> for Row {
     fn from(cells: Vec<String>) -> Row {
         Row {
+            values: vec![None; cells.len()],
             cells,
             details: Vec::new(),
         }
+    }
+}
+
+impl From<Vec<Cell>> for Row {
+    fn from(cells: Vec<Cell>) -> Row {
+        let mut row = Row::from(Vec::<String>::new());
+        for cell in cells {
+            row.push(cell);
+        }
+        row
     }
 }
 
@@ -182,6 +279,10 @@ impl Table {
     pub fn push(&mut self, row: impl Into<Row>) {
         let row = row.into();
         debug_assert_eq!(row.cells.len(), self.columns.len(), "a cell per column");
+        debug_assert!(
+            (self.columns.iter().zip(&row.values)).all(|(c, v)| c.unit.is_some() || v.is_none()),
+            "a value only under a column with a unit"
+        );
         self.rows.push(row);
     }
 }

@@ -2,7 +2,7 @@
 //! their hottest lines, and each region's exact bytes and bandwidth.
 
 use crate::format::{context_path, counted, human_bytes, or_dash, rate, seconds};
-use crate::report::model::{Column, Figure, Row, Section, Table};
+use crate::report::model::{Cell, Column, Figure, Row, Section, Table, Unit};
 use crate::report::Report;
 use memlens_analysis::{self as analysis, AccessReport, RegionAccess};
 use memlens_profile::Backend;
@@ -77,23 +77,24 @@ fn how_sampled(a: &AccessReport, page_faults: bool) -> String {
 fn levels(a: &AccessReport) -> Table {
     let mut t = Table::new(vec![
         Column::text("level"),
-        Column::number("samples"),
-        Column::number("share"),
-        Column::number("loads"),
-        Column::number("stores"),
+        Column::measure("samples", Unit::Count),
+        Column::measure("share", Unit::Percent),
+        Column::measure("loads", Unit::Count),
+        Column::measure("stores", Unit::Count),
         Column::number("mean latency"),
     ])
     .titled("Memory levels")
     .note("measured by the hardware");
     for l in &a.levels {
-        t.push(vec![
-            l.level.clone(),
-            l.samples.to_string(),
-            format!("{:.1}%", 100.0 * l.samples as f64 / a.samples.max(1) as f64),
-            l.loads.to_string(),
-            l.stores.to_string(),
-            or_dash(l.mean_latency, |c| format!("{c:.1} cycles")),
-        ]);
+        let share = 100.0 * l.samples as f64 / a.samples.max(1) as f64;
+        t.push(Row::from(vec![
+            l.level.clone().into(),
+            Cell::count(l.samples),
+            Cell::measured(format!("{share:.1}%"), share),
+            Cell::count(l.loads),
+            Cell::count(l.stores),
+            or_dash(l.mean_latency, |c| format!("{c:.1} cycles")).into(),
+        ]));
     }
     t
 }
@@ -106,43 +107,44 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
     };
     let share = |n: u64, of: u64| {
         if page_faults {
-            "-".to_string() // a fault is neither a load nor a store
+            "-".to_string().into() // a fault is neither a load nor a store
         } else {
-            format!("{:.0}%", 100.0 * n as f64 / of.max(1) as f64)
+            let share = 100.0 * n as f64 / of.max(1) as f64;
+            Cell::measured(format!("{share:.0}%"), share)
         }
     };
     // Hardware samples seldom carry their access size: no bytes then.
     let sized = a.sources.contains(&Backend::Instrumented);
     let bytes = |b: f64, error: Option<f64>| {
         if sized {
-            match error {
+            let text = match error {
                 Some(e) if e > 0.0 => format!("~{} ±{:.0}%", human_bytes(b), (100.0 * e).ceil()),
                 _ => format!("~{}", human_bytes(b)),
-            }
+            };
+            Cell::measured(text, b)
         } else {
-            "-".to_string()
+            "-".to_string().into()
         }
     };
     let mut t = Table::new(vec![
-        Column::number(column),
-        Column::number("loads"),
-        Column::number("stores"),
-        Column::number("est. read"),
-        Column::number("est. written"),
+        Column::measure(column, Unit::Count),
+        Column::measure("loads", Unit::Percent),
+        Column::measure("stores", Unit::Percent),
+        Column::measure("est. read", Unit::Bytes),
+        Column::measure("est. written", Unit::Bytes),
         Column::text("object / hottest lines").at_most(80),
     ])
     .titled(title)
     .note(how_estimated(a));
     for o in &a.objects {
-        let mut row: Row = vec![
-            format!("~{:.0}", o.est_accesses),
+        let mut row = Row::from(vec![
+            Cell::measured(format!("~{:.0}", o.est_accesses), o.est_accesses),
             share(o.load_samples, o.samples),
             share(o.store_samples, o.samples),
             bytes(o.est_bytes_read, o.read_error),
             bytes(o.est_bytes_written, o.written_error),
-            o.name.clone(),
-        ]
-        .into();
+            o.name.clone().into(),
+        ]);
         // The calling contexts where samples carry them, else the lines.
         if o.contexts.is_empty() {
             for l in o.lines.iter().take(3) {
@@ -197,12 +199,12 @@ fn how_estimated(a: &AccessReport) -> String {
 fn regions(a: &AccessReport) -> Table {
     let mut t = Table::new(vec![
         Column::text("region").at_most(40),
-        Column::number("runs"),
-        Column::number("time"),
-        Column::number("read"),
-        Column::number("written"),
-        Column::number("read bw"),
-        Column::number("write bw"),
+        Column::measure("runs", Unit::Count),
+        Column::measure("time", Unit::Seconds),
+        Column::measure("read", Unit::Bytes),
+        Column::measure("written", Unit::Bytes),
+        Column::measure("read bw", Unit::BytesPerSecond),
+        Column::measure("write bw", Unit::BytesPerSecond),
         Column::text("objects touched (samples)").at_most(100),
     ])
     .titled("Regions")
@@ -215,11 +217,11 @@ fn regions(a: &AccessReport) -> Table {
         )
     })
     .or_else(super::regions::NO_REGIONS);
-    let measured = |shown: String| {
+    let measured = |shown: Cell| {
         if a.bytes_counted {
             shown
         } else {
-            "not measured".to_string()
+            "not measured".to_string().into()
         }
     };
     for r in &a.regions {
@@ -230,21 +232,21 @@ fn regions(a: &AccessReport) -> Table {
             .map(|(n, k)| format!("{n} ({k})"))
             .collect();
         let team = r.team_bytes > 0;
-        let mut row: Row = vec![
-            if team {
-                format!("{} +team", r.name)
-            } else {
-                r.name.clone()
-            },
-            r.instances.to_string(),
-            seconds(r.total_ns),
-            measured(human_bytes(r.bytes_read as f64)),
-            measured(human_bytes(r.bytes_written as f64)),
-            measured(rate(r.read_bandwidth)),
-            measured(rate(r.write_bandwidth)),
-            objects.join(", "),
-        ]
-        .into();
+        let name = if team {
+            format!("{} +team", r.name)
+        } else {
+            r.name.clone()
+        };
+        let mut row = Row::from(vec![
+            name.into(),
+            Cell::count(r.instances),
+            Cell::seconds(r.total_ns),
+            measured(Cell::bytes(r.bytes_read as f64)),
+            measured(Cell::bytes(r.bytes_written as f64)),
+            measured(Cell::measured(rate(r.read_bandwidth), r.read_bandwidth)),
+            measured(Cell::measured(rate(r.write_bandwidth), r.write_bandwidth)),
+            objects.join(", ").into(),
+        ]);
         if let Some(line) = cost_and_plain_timing(r) {
             row = row.detail(line);
         }

@@ -1,7 +1,7 @@
 //! Heap still live when each process ended, and the sites that left it.
 
 use crate::format::{estimate_mark, human_bytes};
-use crate::report::model::{Column, Section, Table};
+use crate::report::model::{Cell, Column, Section, Table, Unit};
 use crate::report::Report;
 
 pub fn section(r: &Report) -> Option<Section> {
@@ -39,9 +39,9 @@ pub fn section(r: &Report) -> Option<Section> {
         ));
     }
     let mut table = Table::new(vec![
-        Column::number("leaked"),
-        Column::number("blocks"),
-        Column::number("allocs"),
+        Column::measure("leaked", Unit::Bytes),
+        Column::measure("blocks", Unit::Count),
+        Column::measure("allocs", Unit::Count),
         Column::text("site").at_most(110),
     ]);
     let mut sampled = false;
@@ -51,10 +51,13 @@ pub fn section(r: &Report) -> Option<Section> {
         let died = killed.contains(&o.pid).then_some("live when it died");
         let pid = super::process_tag(r, o.pid, died);
         let row = vec![
-            format!("{est}{}", human_bytes(o.leaked_bytes)),
-            format!("{est}{:.0}", o.leaked_blocks),
-            format!("{est}{:.0}", o.allocations),
-            format!("{}{pid}", o.name),
+            Cell::measured(
+                format!("{est}{}", human_bytes(o.leaked_bytes)),
+                o.leaked_bytes,
+            ),
+            Cell::measured(format!("{est}{:.0}", o.leaked_blocks), o.leaked_blocks),
+            Cell::measured(format!("{est}{:.0}", o.allocations), o.allocations),
+            format!("{}{pid}", o.name).into(),
         ];
         table.push(super::objects::with_frames(r, row.into(), o));
     }

@@ -1,7 +1,7 @@
 //! The largest data objects: by peak live bytes and by bytes allocated.
 
 use crate::format::{estimate_mark, human_bytes, object_peak};
-use crate::report::model::{Column, Row, Section, Table};
+use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use crate::report::Report;
 use memlens_analysis::DataObject;
 
@@ -13,7 +13,8 @@ pub fn by_peak(r: &Report) -> Option<Section> {
         1 => "1 thread stack".to_string(),
         n => format!("{n} thread stacks"),
     };
-    let table = table(r, &r.objects_by_peak, object_peak, "peak").footer(format!(
+    let peak = |o: &DataObject| Cell::measured(object_peak(o), o.peak_bytes);
+    let table = table(r, &r.objects_by_peak, peak, "peak").footer(format!(
         "+ {stacks}, {} reserved",
         human_bytes(r.thread_stacks.reserved_bytes)
     ));
@@ -31,7 +32,10 @@ pub fn by_allocated(r: &Report) -> Option<Section> {
     let table = table(
         r,
         &r.objects_by_allocated,
-        |o| format!("{}{}", estimate_mark(o), human_bytes(o.allocated_bytes)),
+        |o| {
+            let text = format!("{}{}", estimate_mark(o), human_bytes(o.allocated_bytes));
+            Cell::measured(text, o.allocated_bytes)
+        },
         "allocated",
     )
     .or_else("none recorded: no mapping, group or heap block carried an event (small blocks are sampled at the defaults; record with --leaks for every block)");
@@ -45,42 +49,50 @@ pub fn by_allocated(r: &Report) -> Option<Section> {
 pub(super) fn table(
     r: &Report,
     objects: &[DataObject],
-    figure: impl Fn(&DataObject) -> String,
+    figure: impl Fn(&DataObject) -> Cell,
     what: &str,
 ) -> Table {
     let block_by_block = objects.iter().any(|o| o.temporary.is_some());
     let mut columns = vec![
-        Column::number(what),
+        Column::measure(what, Unit::Bytes),
         Column::text("kind"),
-        Column::number("allocs"),
+        Column::measure("allocs", Unit::Count),
     ];
     if block_by_block {
-        columns.extend([Column::number("temporary"), Column::number("at peak")]);
+        columns.extend([
+            Column::measure("temporary", Unit::Count),
+            Column::measure("at peak", Unit::Bytes),
+        ]);
     }
     columns.extend([
-        Column::number("first"),
-        Column::number("last"),
+        Column::measure("first", Unit::Seconds),
+        Column::measure("last", Unit::Seconds),
         Column::text("object").at_most(110),
     ]);
     let mut t = Table::new(columns);
+    let at = |ns: u64| Cell::measured(format!("{:.3}s", ns as f64 / 1e9), ns as f64 / 1e9);
     for o in objects {
         let est = estimate_mark(o);
         let pid = super::process_tag(r, o.pid, None);
-        let mut row = vec![
+        let mut row = Row::from(vec![
             figure(o),
-            o.kind.name().to_string(),
-            format!("{est}{:.0}", o.allocations),
-        ];
-        if block_by_block {
-            row.push(o.temporary.map_or_else(String::new, |t| t.to_string()));
-            row.push(o.bytes_at_peak.map_or_else(String::new, human_bytes));
-        }
-        row.extend([
-            format!("{:.3}s", o.first_ns as f64 / 1e9),
-            format!("{:.3}s", o.last_ns as f64 / 1e9),
-            format!("{}{pid}", o.name),
+            o.kind.name().to_string().into(),
+            Cell::measured(format!("{est}{:.0}", o.allocations), o.allocations),
         ]);
-        t.push(with_frames(r, row.into(), o));
+        if block_by_block {
+            row.push(match o.temporary {
+                Some(t) => Cell::measured(t.to_string(), t as f64),
+                None => String::new().into(),
+            });
+            row.push(match o.bytes_at_peak {
+                Some(b) => Cell::measured(human_bytes(b), b),
+                None => String::new().into(),
+            });
+        }
+        row.push(at(o.first_ns));
+        row.push(at(o.last_ns));
+        row.push(format!("{}{pid}", o.name));
+        t.push(with_frames(r, row, o));
     }
     t
 }
@@ -114,6 +126,26 @@ mod tests {
         );
         // No thread stack recorded: none, and no "-0 B" from an empty sum.
         assert_eq!(s.tables[0].footers, ["+ 0 thread stacks, 0 B reserved"]);
+        // Behind the rounded text: bytes, counts and seconds unrounded; none
+        // behind the names.
+        let t = &s.tables[0];
+        let units: Vec<_> = t.columns.iter().map(|c| c.unit).collect();
+        use crate::report::model::Unit::*;
+        assert_eq!(
+            units,
+            [
+                Some(Bytes),
+                None,
+                Some(Count),
+                Some(Seconds),
+                Some(Seconds),
+                None
+            ]
+        );
+        assert_eq!(
+            t.rows[1].values,
+            [Some(4096.0), None, Some(1.0), Some(0.002), Some(0.1), None]
+        );
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! Resident set and heap in each annotated region.
 
-use crate::format::{human_bytes, or_dash, seconds};
-use crate::report::model::{Column, Section, Table};
+use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use crate::report::Report;
 
 /// Said where a table of regions would be.
@@ -14,24 +13,24 @@ pub fn section(r: &Report) -> Option<Section> {
     }
     let mut t = Table::new(vec![
         Column::text("region").at_most(40),
-        Column::number("runs"),
-        Column::number("time"),
-        Column::number("rss begin"),
-        Column::number("rss peak"),
-        Column::number("heap peak"),
-        Column::number("heap growth"),
+        Column::measure("runs", Unit::Count),
+        Column::measure("time", Unit::Seconds),
+        Column::measure("rss begin", Unit::Bytes),
+        Column::measure("rss peak", Unit::Bytes),
+        Column::measure("heap peak", Unit::Bytes),
+        Column::measure("heap growth", Unit::Bytes),
     ])
     .or_else(NO_REGIONS);
     for g in &r.regions {
-        t.push(vec![
-            g.name.clone(),
-            g.instances.to_string(),
-            seconds(g.total_ns),
-            human_bytes(g.rss_begin as f64),
-            or_dash(g.rss_peak, |b| human_bytes(b as f64)),
-            or_dash(g.heap_peak, |b| human_bytes(b as f64)),
-            human_bytes(g.heap_growth as f64),
-        ]);
+        t.push(Row::from(vec![
+            g.name.clone().into(),
+            Cell::count(g.instances),
+            Cell::seconds(g.total_ns),
+            Cell::bytes(g.rss_begin as f64),
+            Cell::or_dash(g.rss_peak, |b| Cell::bytes(b as f64)),
+            Cell::or_dash(g.heap_peak, |b| Cell::bytes(b as f64)),
+            Cell::bytes(g.heap_growth as f64),
+        ]));
     }
     let all = |f: fn(&memlens_analysis::RegionCapacity) -> bool| {
         !r.regions.is_empty() && r.regions.iter().all(f)
