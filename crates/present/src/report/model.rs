@@ -69,6 +69,8 @@ pub enum Unit {
     /// Percent, 0 to 100.
     Percent,
     BytesPerSecond,
+    /// Processor cycles (latencies).
+    Cycles,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -144,8 +146,25 @@ impl Cell {
     }
 
     /// A whole number.
-    pub fn count(n: u64) -> Cell {
+    pub fn count(n: impl Into<u64>) -> Cell {
+        let n = n.into();
         Cell::measured(n.to_string(), n as f64)
+    }
+
+    /// A count that need not be whole (scaled from samples), as
+    /// [`count`](crate::format::count) writes it.
+    pub fn estimate(n: f64) -> Cell {
+        Cell::measured(crate::format::count(n), n)
+    }
+
+    /// A number with `decimals` digits after the point.
+    pub fn fixed(v: f64, decimals: usize) -> Cell {
+        Cell::measured(format!("{v:.decimals$}"), v)
+    }
+
+    /// A percentage (0 to 100) with `decimals` digits after the point.
+    pub fn percent(pct: f64, decimals: usize) -> Cell {
+        Cell::measured(format!("{pct:.decimals$}%"), pct)
     }
 
     /// A value if there is one, else "-".

@@ -1,7 +1,7 @@
 //! The samples of a repeated region's instances on one normalised instance.
 
-use crate::format::{context_path, count, duration, rate, shorten};
-use crate::report::model::{Column, Figure, Section, Table};
+use crate::format::{context_path, duration, rate, shorten};
+use crate::report::model::{Cell, Column, Figure, Row, Section, Table, Unit};
 use crate::report::Report;
 
 pub fn section(r: &Report) -> Option<Section> {
@@ -36,10 +36,10 @@ pub fn section(r: &Report) -> Option<Section> {
     }
     let mut t = Table::new(vec![
         Column::text("phase"),
-        Column::number("samples"),
-        Column::number("stores"),
-        Column::number("accesses/s"),
-        Column::number("bytes/s"),
+        Column::measure("samples", Unit::Count),
+        Column::measure("stores", Unit::Count),
+        Column::measure("accesses/s", Unit::Count),
+        Column::measure("bytes/s", Unit::BytesPerSecond),
         Column::text("objects (samples)").at_most(60),
         Column::text("code").at_most(90),
     ]);
@@ -51,20 +51,21 @@ pub fn section(r: &Report) -> Option<Section> {
             .map(|o| format!("{} ({})", shorten(&o.name, 24), o.samples))
             .collect::<Vec<_>>()
             .join(", ");
-        t.push(vec![
-            format!("{:.2}-{:.2}", b.from, b.to),
-            b.samples.to_string(),
-            b.store_samples.to_string(),
-            count(b.est_accesses_per_s),
-            rate(b.est_bytes_per_s),
-            objects,
-            // The calling context where the samples carry one.
-            match (b.context.is_empty(), &b.location) {
-                (false, _) => context_path(&b.context),
-                (true, Some(location)) => location.clone(),
-                (true, None) => "-".into(),
-            },
-        ]);
+        // The calling context where the samples carry one.
+        let code = match (b.context.is_empty(), &b.location) {
+            (false, _) => context_path(&b.context),
+            (true, Some(location)) => location.clone(),
+            (true, None) => "-".into(),
+        };
+        t.push(Row::from(vec![
+            format!("{:.2}-{:.2}", b.from, b.to).into(),
+            Cell::count(b.samples),
+            Cell::count(b.store_samples),
+            Cell::estimate(b.est_accesses_per_s),
+            Cell::measured(rate(b.est_bytes_per_s), b.est_bytes_per_s),
+            objects.into(),
+            code.into(),
+        ]));
     }
     Some(s.table(t))
 }

@@ -1,7 +1,7 @@
 //! Loads by memory level per routine and region, and latency by level.
 
 use crate::format::or_dash;
-use crate::report::model::{Column, Section, Table};
+use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use crate::report::Report;
 use memlens_analysis::{LevelRowShares, LevelTables};
 
@@ -23,49 +23,50 @@ pub fn section(r: &Report) -> Option<Section> {
     if !t.spe_latency.is_empty() {
         let mut spe = Table::new(vec![
             Column::text("level"),
-            Column::number("samples"),
-            Column::number("total"),
-            Column::number("issue"),
-            Column::number("translation"),
-            Column::number("execution"),
+            Column::measure("samples", Unit::Count),
+            Column::measure("total", Unit::Cycles),
+            Column::measure("issue", Unit::Cycles),
+            Column::measure("translation", Unit::Cycles),
+            Column::measure("execution", Unit::Cycles),
         ])
         .titled("SPE latency by level")
         .note("mean cycles; execution = total - issue - translation");
         for r in &t.spe_latency {
-            spe.push(vec![
-                r.level.clone(),
-                r.samples.to_string(),
-                format!("{:.1}", r.total),
-                format!("{:.1}", r.issue),
-                format!("{:.1}", r.translation),
-                format!("{:.1}", r.execution),
-            ]);
+            spe.push(Row::from(vec![
+                r.level.clone().into(),
+                Cell::count(r.samples),
+                Cell::fixed(r.total, 1),
+                Cell::fixed(r.issue, 1),
+                Cell::fixed(r.translation, 1),
+                Cell::fixed(r.execution, 1),
+            ]));
         }
         s = s.table(spe);
     }
     if !t.latency.is_empty() {
         let mut latency = Table::new(
             std::iter::once(Column::text("level"))
+                .chain(std::iter::once(Column::measure("samples", Unit::Count)))
                 .chain(
-                    ["samples", "mean", "min", "median", "p90", "p99", "max"]
+                    ["mean", "min", "median", "p90", "p99", "max"]
                         .into_iter()
-                        .map(Column::number),
+                        .map(|name| Column::measure(name, Unit::Cycles)),
                 )
                 .collect(),
         )
         .titled("Latency by level")
         .note("cycles");
         for d in &t.latency {
-            latency.push(vec![
-                d.level.clone(),
-                d.samples.to_string(),
-                format!("{:.1}", d.mean),
-                d.min.to_string(),
-                d.median.to_string(),
-                d.p90.to_string(),
-                d.p99.to_string(),
-                d.max.to_string(),
-            ]);
+            latency.push(Row::from(vec![
+                d.level.clone().into(),
+                Cell::count(d.samples),
+                Cell::fixed(d.mean, 1),
+                Cell::count(d.min),
+                Cell::count(d.median),
+                Cell::count(d.p90),
+                Cell::count(d.p99),
+                Cell::count(d.max),
+            ]));
         }
         s = s.table(latency);
     }
@@ -81,15 +82,28 @@ fn shares(t: &LevelTables, what: &str, rows: &[LevelRowShares]) -> Table {
         .next()
         .filter(|u| !u.is_empty())
         .unwrap_or("cost");
-    let mut columns = vec![Column::text(what).at_most(90), Column::number("loads")];
-    columns.extend(t.levels.iter().map(Column::number));
-    columns.push(Column::number(unit));
+    let cost = if unit == "cycles" {
+        Column::measure(unit, Unit::Cycles)
+    } else {
+        Column::number(unit)
+    };
+    let mut columns = vec![
+        Column::text(what).at_most(90),
+        Column::measure("loads", Unit::Count),
+    ];
+    columns.extend(t.levels.iter().map(|l| Column::measure(l, Unit::Percent)));
+    columns.push(cost);
     let mut table = Table::new(columns).titled(format!("By {what}"));
     for r in rows {
-        let mut cells = vec![r.name.clone(), r.load_samples.to_string()];
-        cells.extend(r.percent.iter().map(|pct| format!("{pct:.1}%")));
-        cells.push(or_dash(r.mean_cost, |m| format!("{m:.1}")));
-        table.push(cells);
+        let mut row = Row::from(vec![r.name.clone().into(), Cell::count(r.load_samples)]);
+        for &pct in &r.percent {
+            row.push(Cell::percent(pct, 1));
+        }
+        row.push(match (unit == "cycles", r.mean_cost) {
+            (true, Some(m)) => Cell::fixed(m, 1),
+            (_, m) => or_dash(m, |m| format!("{m:.1}")).into(),
+        });
+        table.push(row);
     }
     table
 }

@@ -1,8 +1,8 @@
 //! Reuse distance: the histogram of all threads, per object, and the use ->
 //! reuse code pairs.
 
-use crate::format::{count, or_dash};
-use crate::report::model::{Column, Row, Section, Table};
+use crate::format::count;
+use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use crate::report::Report;
 use memlens_analysis::{Bin, Histogram};
 
@@ -25,45 +25,45 @@ pub fn section(r: &Report) -> Option<Section> {
     };
     let mut all = Table::new(vec![
         Column::text("distance (lines)"),
-        Column::number("reuses"),
-        Column::number("share"),
-        Column::number("cumulative"),
+        Column::measure("reuses", Unit::Count),
+        Column::measure("share", Unit::Percent),
+        Column::measure("cumulative", Unit::Percent),
     ])
     .titled("All threads")
     .note(counts(&reuse.all));
     let mut cumulative = 0.0;
     for b in &reuse.all.bins {
         cumulative += b.reuses;
-        all.push(vec![
-            bin_label(b),
-            count(b.reuses),
-            format!("{:.1}%", 100.0 * b.reuses / reuse.all.reuses),
-            format!("{:.1}%", 100.0 * cumulative / reuse.all.reuses),
-        ]);
+        all.push(Row::from(vec![
+            bin_label(b).into(),
+            Cell::estimate(b.reuses),
+            Cell::percent(100.0 * b.reuses / reuse.all.reuses, 1),
+            Cell::percent(100.0 * cumulative / reuse.all.reuses, 1),
+        ]));
     }
     let mut objects = Table::new(vec![
         Column::text("object").at_most(60),
-        Column::number("accesses"),
-        Column::number("reuses"),
-        Column::number("mean dist"),
+        Column::measure("accesses", Unit::Count),
+        Column::measure("reuses", Unit::Count),
+        Column::measure("mean dist", Unit::Count),
         Column::text("median"),
         Column::text("p90"),
     ])
     .titled("Objects");
     for o in &reuse.objects {
         let h = &o.histogram;
-        objects.push(vec![
-            format!("{}{}", o.name, super::process_tag(r, o.pid, None)),
-            count(h.accesses),
-            count(h.reuses),
-            or_dash(h.mean_distance, |m| format!("{m:.1}")),
-            quantile_bin(h, 0.5),
-            quantile_bin(h, 0.9),
-        ]);
+        objects.push(Row::from(vec![
+            format!("{}{}", o.name, super::process_tag(r, o.pid, None)).into(),
+            Cell::estimate(h.accesses),
+            Cell::estimate(h.reuses),
+            Cell::or_dash(h.mean_distance, |m| Cell::fixed(m, 1)),
+            quantile_bin(h, 0.5).into(),
+            quantile_bin(h, 0.9).into(),
+        ]));
     }
     let mut pairs = Table::new(vec![
-        Column::number("reuses"),
-        Column::number("mean dist"),
+        Column::measure("reuses", Unit::Count),
+        Column::measure("mean dist", Unit::Count),
         Column::number("range"),
         Column::text("median"),
         Column::text("object").at_most(60),
@@ -73,14 +73,13 @@ pub fn section(r: &Report) -> Option<Section> {
     .details_under(4);
     for pair in &reuse.pairs {
         let h = &pair.histogram;
-        let row: Row = vec![
-            count(h.reuses),
-            or_dash(h.mean_distance, |m| format!("{m:.1}")),
-            format!("{:.0}..{:.0}", pair.min_distance, pair.max_distance),
-            quantile_bin(h, 0.5),
-            pair.object.clone(),
-        ]
-        .into();
+        let row = Row::from(vec![
+            Cell::estimate(h.reuses),
+            Cell::or_dash(h.mean_distance, |m| Cell::fixed(m, 1)),
+            format!("{:.0}..{:.0}", pair.min_distance, pair.max_distance).into(),
+            quantile_bin(h, 0.5).into(),
+            pair.object.clone().into(),
+        ]);
         pairs.push(
             row.detail(format!("use   {}", pair.use_location))
                 .detail(format!("reuse {}", pair.reuse_location)),

@@ -1,7 +1,7 @@
 //! Cache lines two or more threads touched, one of them writing.
 
 use crate::format::context_path;
-use crate::report::model::{Column, Row, Section, Table};
+use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use crate::report::Report;
 use memlens_analysis::LINE;
 
@@ -20,26 +20,25 @@ pub fn section(r: &Report) -> Option<Section> {
         Column::text("kind"),
         Column::text("object").at_most(60),
         Column::number("pid"),
-        Column::number("samples"),
-        Column::number("est. accesses"),
-        Column::number("stores"),
-        Column::number("ownership changes"),
+        Column::measure("samples", Unit::Count),
+        Column::measure("est. accesses", Unit::Count),
+        Column::measure("stores", Unit::Count),
+        Column::measure("ownership changes", Unit::Count),
     ]);
     for l in &r.sharing {
         let offset = l
             .offset_in_object
             .map_or(String::new(), |o| format!(" +{o}"));
-        let mut row: Row = vec![
-            format!("{:#x}", l.address),
-            l.kind.to_uppercase(),
-            format!("{}{offset}", l.object),
-            l.pid.to_string(),
-            l.samples.to_string(),
-            format!("~{:.0}", l.est_accesses),
-            l.store_samples.to_string(),
-            l.thread_switches.to_string(),
-        ]
-        .into();
+        let mut row = Row::from(vec![
+            format!("{:#x}", l.address).into(),
+            l.kind.to_uppercase().into(),
+            format!("{}{offset}", l.object).into(),
+            l.pid.to_string().into(),
+            Cell::count(l.samples),
+            Cell::measured(format!("~{:.0}", l.est_accesses), l.est_accesses),
+            Cell::count(l.store_samples),
+            Cell::count(l.thread_switches),
+        ]);
         for th in &l.threads {
             let at = match (th.contexts.first(), th.locations.first()) {
                 (Some(c), _) => context_path(&c.frames),

@@ -1,7 +1,6 @@
 //! Each thread's lifetime, exact counts and samples.
 
-use crate::format::{count, human_bytes, or_dash, seconds};
-use crate::report::model::{Column, Row, Section, Table};
+use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use crate::report::Report;
 
 pub fn section(r: &Report) -> Option<Section> {
@@ -9,41 +8,36 @@ pub fn section(r: &Report) -> Option<Section> {
     if r.threads.len() < 2 {
         return None;
     }
-    let mut t = Table::new(
-        [
-            "pid",
-            "tid",
-            "start",
-            "end",
-            "loads",
-            "stores",
-            "read",
-            "written",
-            "allocs",
-            "allocated",
-            "samples",
-        ]
-        .into_iter()
-        .map(Column::number)
-        .collect(),
-    );
-    let bytes = |v: u64| human_bytes(v as f64);
+    let mut t = Table::new(vec![
+        Column::number("pid"),
+        Column::number("tid"),
+        Column::measure("start", Unit::Seconds),
+        Column::measure("end", Unit::Seconds),
+        Column::measure("loads", Unit::Count),
+        Column::measure("stores", Unit::Count),
+        Column::measure("read", Unit::Bytes),
+        Column::measure("written", Unit::Bytes),
+        Column::measure("allocs", Unit::Count),
+        Column::measure("allocated", Unit::Bytes),
+        Column::measure("samples", Unit::Count),
+    ]);
+    let bytes = |v: u64| Cell::bytes(v as f64);
+    let number = |v: u64| Cell::estimate(v as f64);
     for th in &r.threads {
         let r = &th.row;
-        let mut row: Row = vec![
-            r.pid.to_string(),
-            r.tid.to_string(),
-            or_dash(r.start_ns, seconds),
-            or_dash(r.end_ns, seconds),
-            or_dash(r.loads, |v| count(v as f64)),
-            or_dash(r.stores, |v| count(v as f64)),
-            or_dash(r.bytes_read, bytes),
-            or_dash(r.bytes_written, bytes),
-            or_dash(r.allocs, |v| v.to_string()),
-            or_dash(r.alloc_bytes, bytes),
-            th.samples.to_string(),
-        ]
-        .into();
+        let mut row = Row::from(vec![
+            r.pid.to_string().into(),
+            r.tid.to_string().into(),
+            Cell::or_dash(r.start_ns, Cell::seconds),
+            Cell::or_dash(r.end_ns, Cell::seconds),
+            Cell::or_dash(r.loads, number),
+            Cell::or_dash(r.stores, number),
+            Cell::or_dash(r.bytes_read, bytes),
+            Cell::or_dash(r.bytes_written, bytes),
+            Cell::or_dash(r.allocs, Cell::count),
+            Cell::or_dash(r.alloc_bytes, bytes),
+            Cell::count(th.samples),
+        ]);
         if !r.final_counts && r.start_ns.is_some() {
             row = row.detail("running at exit: counts as last published");
         }
