@@ -6,11 +6,10 @@
 //! Rows are ranked by how much they changed, and what did not change is
 //! counted instead of listed. Each figure says how it was obtained.
 
+use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use crate::report::Report;
-use crate::{human_bytes, seconds};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 /// One figure in both runs.
 #[derive(Clone, Debug, Serialize)]
@@ -414,144 +413,160 @@ fn counter_changes(a: &Report, b: &Report) -> Vec<CounterChange> {
         .collect()
 }
 
-fn cell(v: Option<f64>, shown: &dyn Fn(f64) -> String) -> String {
-    v.map_or("-".into(), shown)
+/// How a diff's table writes one run's figure.
+type Shown<'a> = &'a dyn Fn(f64) -> Cell;
+
+/// A table of changes: A, B and the relative change, then the columns that
+/// name each row.
+fn change_table(names: &[&str]) -> Table {
+    // A and B carry no value: a table's rows may count in different units.
+    let mut columns = vec![
+        Column::number("A"),
+        Column::number("B"),
+        Column::measure("change", Unit::Percent),
+    ];
+    columns.extend(names.iter().map(|&n| Column::text(n)));
+    Table::new(columns)
 }
 
-fn change_line(out: &mut String, c: &Change, shown: &dyn Fn(f64) -> String) {
-    let rel = match (c.a, c.b, c.relative) {
-        (_, _, Some(r)) => format!("{:+.1}%", 100.0 * r),
-        (None, Some(_), _) => "new".into(),
-        (Some(_), None, _) => "gone".into(),
-        _ => String::new(),
+/// A row of a change table: both figures, the change ("new" and "gone" for
+/// one run's), and the row's names.
+fn change_row(c: &Change, shown: Shown, names: Vec<String>) -> Row {
+    let figure = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| shown(v).text);
+    let change = match (c.a, c.b, c.relative) {
+        (_, _, Some(r)) => Cell::measured(format!("{:+.1}%", 100.0 * r), 100.0 * r),
+        (None, Some(_), _) => "new".to_string().into(),
+        (Some(_), None, _) => "gone".to_string().into(),
+        _ => String::new().into(),
     };
-    let _ = writeln!(
-        out,
-        "  {:>12} {:>12} {:>9}  {}",
-        cell(c.a, shown),
-        cell(c.b, shown),
-        rel,
-        c.name
-    );
+    let mut row = Row::from(vec![figure(c.a).into(), figure(c.b).into(), change]);
+    for name in names {
+        row.push(name);
+    }
+    row
 }
 
-pub fn render_diff(d: &Diff) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "memlens diff\n  A {}\n  B {}", d.a, d.b);
-    let bytes = |v: f64| human_bytes(v);
-    let count = |v: f64| crate::format::count(v);
-    let _ = writeln!(
-        out,
-        "\nPEAKS (measured)\n  {:>12} {:>12} {:>9}",
-        "A", "B", "change"
-    );
+/// A diff as the sections every rendering draws.
+pub fn diff_sections(d: &Diff) -> Vec<Section> {
+    let bytes = |v: f64| Cell::bytes(v);
+    let count = |v: f64| Cell::estimate(v);
+    let mut sections = Vec::new();
+    let mut peaks = change_table(&["what"]);
     for c in &d.peaks {
-        change_line(&mut out, c, &bytes);
+        peaks.push(change_row(c, &bytes, vec![c.name.clone()]));
     }
-    let _ = writeln!(
-        out,
-        "\nDATA OBJECTS THAT CHANGED (matched by kind, name and call stack; as each run recorded them: measured, or ~ sampled and scaled)"
-    );
+    sections.push(Section::new("peaks", "Peaks").note("measured").table(peaks));
+    let mut objects = change_table(&["figure", "object"])
+        .or_else("none")
+        .footer(format!(
+            "({} objects of both runs unchanged)",
+            d.unchanged_objects
+        ));
     for o in &d.objects {
-        let _ = writeln!(out, "  {} [{}]", o.name, o.kind);
-        for (c, shown) in [
-            (&o.peak_bytes, &bytes as &dyn Fn(f64) -> String),
-            (&o.allocated_bytes, &bytes),
-            (&o.est_accesses, &count),
+        let name = format!("{} [{}]", o.name, o.kind);
+        for (what, c, shown) in [
+            ("peak", &o.peak_bytes, &bytes as Shown),
+            ("allocated", &o.allocated_bytes, &bytes),
+            ("accesses", &o.est_accesses, &count),
         ] {
             if c.a.unwrap_or(0.0) != 0.0 || c.b.unwrap_or(0.0) != 0.0 {
-                change_line(&mut out, c, shown);
+                objects.push(change_row(c, shown, vec![what.into(), name.clone()]));
             }
         }
     }
-    let _ = writeln!(
-        out,
-        "  ({} objects of both runs unchanged)",
-        d.unchanged_objects
+    sections.push(
+        Section::new("objects", "Data objects that changed")
+            .note("matched by kind, name and call stack; as each run recorded them: measured, or ~ sampled and scaled")
+            .table(objects),
     );
     if !d.regions.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nREGIONS (time measured; bytes exact for instrumented code)"
-        );
+        let mut t = change_table(&["figure", "region"]);
+        let time = |v: f64| Cell::seconds(v as u64);
+        let bandwidth = |v: f64| Cell::measured(crate::format::rate(v), v);
         for r in &d.regions {
-            let _ = writeln!(out, "  {}", r.name);
             for (what, c, shown) in [
-                (
-                    "time",
-                    &r.time_ns,
-                    &(|v: f64| seconds(v as u64)) as &dyn Fn(f64) -> String,
-                ),
+                ("time", &r.time_ns, &time as Shown),
                 ("read", &r.bytes_read, &bytes),
                 ("written", &r.bytes_written, &bytes),
-                ("read bandwidth", &r.read_bandwidth, &|v: f64| {
-                    format!("{}/s", human_bytes(v))
-                }),
+                ("read bandwidth", &r.read_bandwidth, &bandwidth),
             ] {
-                let mut c = c.clone();
-                c.name = what.into();
-                change_line(&mut out, &c, shown);
+                t.push(change_row(c, shown, vec![what.into(), r.name.clone()]));
             }
         }
+        sections.push(
+            Section::new("regions", "Regions")
+                .note("time measured; bytes exact for instrumented code")
+                .table(t),
+        );
     }
     if !d.lines.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nSOURCE LINES BY CHANGE OF SAMPLED ACCESSES (samples x period)"
-        );
-        for c in &d.lines {
-            change_line(&mut out, c, &count);
-        }
-        let _ = writeln!(
-            out,
-            "  ({} lines of both runs unchanged)",
+        let mut t = change_table(&["line"]).footer(format!(
+            "({} lines of both runs unchanged)",
             d.unchanged_lines
+        ));
+        for c in &d.lines {
+            t.push(change_row(c, &count, vec![c.name.clone()]));
+        }
+        sections.push(
+            Section::new("lines", "Source lines by change of sampled accesses")
+                .note("samples x period")
+                .table(t),
         );
     }
     if !d.sharing.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nCACHE LINES SHARED BETWEEN THREADS (sampled ownership changes)"
-        );
+        let mut t = change_table(&["line", "sharing"]);
+        let kind = |k: &Option<String>| k.clone().unwrap_or_else(|| "not shared".into());
         for s in &d.sharing {
-            let kind = |k: &Option<String>| k.clone().unwrap_or_else(|| "not shared".into());
-            let mut c = s.thread_switches.clone();
-            c.name = format!(
-                "{} +{}: {} -> {}",
-                s.object,
-                s.offset_in_object.unwrap_or(0),
-                kind(&s.kind_a),
-                kind(&s.kind_b)
-            );
-            change_line(&mut out, &c, &count);
+            let line = format!("{} +{}", s.object, s.offset_in_object.unwrap_or(0));
+            let sharing = format!("{} -> {}", kind(&s.kind_a), kind(&s.kind_b));
+            t.push(change_row(&s.thread_switches, &count, vec![line, sharing]));
         }
+        sections.push(
+            Section::new("sharing", "Cache lines shared between threads")
+                .note("sampled ownership changes")
+                .table(t),
+        );
     }
     if !d.reuse.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nMEAN REUSE DISTANCE BY OBJECT (distinct lines between a use and its reuse)"
-        );
+        let mut t = change_table(&["object"]);
         for c in &d.reuse {
-            change_line(&mut out, c, &|v| format!("{v:.1}"));
+            t.push(change_row(c, &|v| Cell::fixed(v, 1), vec![c.name.clone()]));
         }
+        sections.push(
+            Section::new("reuse", "Mean reuse distance by object")
+                .note("distinct lines between a use and its reuse")
+                .table(t),
+        );
     }
     if !d.levels.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nLOAD SAMPLES BY MEMORY LEVEL (share, as each run's samples say)"
-        );
+        let mut t = change_table(&["level"]);
         for c in &d.levels {
-            change_line(&mut out, c, &|v| format!("{:.1}%", 100.0 * v));
+            t.push(change_row(
+                c,
+                &|v| Cell::percent(100.0 * v, 1),
+                vec![c.name.clone()],
+            ));
         }
+        sections.push(
+            Section::new("levels", "Load samples by memory level")
+                .note("share, as each run's samples say")
+                .table(t),
+        );
     }
     if !d.counters.is_empty() {
-        let _ = writeln!(out, "\nCOUNTERS (totals)");
+        let mut t = change_table(&["counter"]);
         for c in &d.counters {
-            change_line(&mut out, &c.change, &|v| {
-                crate::format::counter_value(v, &c.unit)
-            });
+            let shown = |v: f64| Cell::from(crate::format::counter_value(v, &c.unit));
+            t.push(change_row(&c.change, &shown, vec![c.change.name.clone()]));
         }
+        sections.push(Section::new("counters", "Counters").note("totals").table(t));
     }
+    sections
+}
+
+pub fn render_diff(d: &Diff) -> String {
+    let head = format!("memlens diff\n  A {}\n  B {}\n", d.a, d.b);
     // Names and paths from the programs, escaped for the terminal.
-    memlens_profile::printable_document(&out).into_owned()
+    memlens_profile::printable_document(&head).into_owned()
+        + &crate::report::text::sections_text(&diff_sections(d))
 }

@@ -6,9 +6,9 @@
 mod html;
 mod job;
 mod json;
-mod model;
+pub(crate) mod model;
 mod sections;
-mod text;
+pub(crate) mod text;
 
 pub use html::{render_html, render_job_html};
 pub use job::JobReport;

@@ -17,6 +17,13 @@ pub fn render_text(r: &Report) -> String {
 /// The text of a report's sections, under a line naming its profile.
 pub(super) fn page(profile: &str, sections: &[Section]) -> String {
     let mut out = format!("memlens report: {}\n", printable(profile));
+    out += &sections_text(sections);
+    out
+}
+
+/// Sections as text, each under its title.
+pub(crate) fn sections_text(sections: &[Section]) -> String {
+    let mut out = String::new();
     for s in sections {
         section(&mut out, s);
     }
