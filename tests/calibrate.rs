@@ -19,7 +19,7 @@ fn calibration_measures_each_cache_level_and_saves_it() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_ran(&out);
-    assert!(text.contains("LATENCY CURVE (measured)"), "{text}");
+    assert!(text.contains("LATENCY CURVE\n  measured"), "{text}");
 
     let c: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

@@ -1,32 +1,54 @@
 //! `memlens calibrate`'s text: the latency curve, each level's plateau next to
-//! the cache sizes sysfs gives, and the streaming bandwidth.
+//! the cache sizes sysfs gives, and the streaming bandwidth, as report
+//! sections drawn by the text renderer.
 
 use crate::human_bytes;
+use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use memlens_profile::{BandwidthPoint, Calibration};
-use std::fmt::Write;
 
 /// `refused`: bandwidth figures measured but not saved, their runs spread
 /// beyond `max_spread`.
 pub fn render_calibration(c: &Calibration, refused: &[BandwidthPoint], max_spread: f64) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "CALIBRATION  {}  ({})", c.cpu, c.host);
-    let _ = writeln!(out, "  method     {}", c.method);
-    let _ = writeln!(
-        out,
-        "\nLATENCY CURVE (measured)\n  {:>12}  {:>9}",
-        "working set", "ns/load"
-    );
+    crate::report::text::sections_text(&calibration_sections(c, refused, max_spread))
+}
+
+fn calibration_sections(
+    c: &Calibration,
+    refused: &[BandwidthPoint],
+    max_spread: f64,
+) -> Vec<Section> {
+    let machine = Section::new("calibration", "Calibration").table(Table::key_value([
+        ("cpu".to_string(), c.cpu.clone()),
+        ("host".to_string(), c.host.clone()),
+        ("method".to_string(), c.method.clone()),
+    ]));
+    let mut curve = Table::new(vec![
+        Column::measure("working set", Unit::Bytes),
+        Column::measure("ns/load", Unit::Nanoseconds),
+    ]);
     for p in &c.latency {
-        let _ = writeln!(out, "  {:>12}  {:>9.2}", human_bytes(p.bytes as f64), p.ns);
+        curve.push(Row::from(vec![
+            Cell::bytes(p.bytes as f64),
+            Cell::fixed(p.ns, 2),
+        ]));
     }
-    let _ = writeln!(
-        out,
-        "\nLEVELS (plateau: median latency of the sizes the level holds)\n  {:<6} {:>12} {:>9}  {:<28} geometry (sysfs)",
-        "level", "size (sysfs)", "ns", "from sizes"
-    );
+    let curve = Section::new("latency", "Latency curve")
+        .note("measured")
+        .table(curve);
+    Vec::from([machine, curve, levels(c), bandwidth(c, refused, max_spread)])
+}
+
+/// Each level's plateau beside its size and geometry in sysfs.
+fn levels(c: &Calibration) -> Section {
+    let mut t = Table::new(vec![
+        Column::text("level"),
+        Column::measure("size (sysfs)", Unit::Bytes),
+        Column::measure("ns", Unit::Nanoseconds),
+        Column::text("from sizes"),
+        Column::text("geometry (sysfs)"),
+    ]);
     for l in &c.levels {
         let cache = c.caches.iter().find(|k| k.name == l.name);
-        let size = cache.map_or("-".into(), |k| human_bytes(k.size as f64));
         let geometry = cache.map_or(String::new(), |k| {
             format!(
                 "{}-way, {} B lines, {} CPU(s)",
@@ -39,70 +61,82 @@ pub fn render_calibration(c: &Calibration, refused: &[BandwidthPoint], max_sprea
             human_bytes(l.to_bytes as f64),
             l.points
         );
-        let _ = writeln!(
-            out,
-            "  {:<6} {:>12} {:>9.2}  {:<28} {}",
-            l.name, size, l.ns, span, geometry
-        );
+        t.push(Row::from(vec![
+            l.name.clone().into(),
+            Cell::or_dash(cache, |k| Cell::bytes(k.size as f64)),
+            Cell::fixed(l.ns, 2),
+            span.into(),
+            geometry.into(),
+        ]));
     }
     for k in &c.caches {
         if !c.levels.iter().any(|l| l.name == k.name) {
-            let _ = writeln!(
-                out,
-                "  {:<6} {:>12}  no size on the curve fits it alone",
-                k.name,
-                human_bytes(k.size as f64)
-            );
+            t.push(Row::from(vec![
+                k.name.clone().into(),
+                Cell::bytes(k.size as f64),
+                "-".to_string().into(),
+                "no size on the curve fits it alone".to_string().into(),
+                String::new().into(),
+            ]));
         }
     }
     if !c.levels.iter().any(|l| l.name == "DRAM") {
-        let _ = writeln!(
-            out,
-            "  DRAM   not reached: give --max-size at least twice the last cache"
-        );
+        t = t.footer("DRAM not reached: give --max-size at least twice the last cache");
     }
     let knees: Vec<String> = c.knees.iter().map(|&b| human_bytes(b as f64)).collect();
-    let _ = writeln!(
-        out,
-        "  the curve rises by half or more after: {}",
+    t = t.footer(format!(
+        "the curve rises by half or more after: {}",
         if knees.is_empty() {
             "-".to_string()
         } else {
             knees.join(", ")
         }
-    );
-    let _ = writeln!(
-        out,
-        "\nBANDWIDTH (measured, bytes the program moved; median of the runs, and their range)"
-    );
-    for b in &c.bandwidth {
-        let _ = writeln!(out, "  {}", bandwidth_line(b));
-    }
-    for b in refused {
-        let _ = writeln!(
-            out,
-            "  {}  REFUSED, not saved: over {:.0}%, the machine was busy; run again when it is quiet",
-            bandwidth_line(b),
-            max_spread * 100.0
-        );
-    }
-    out
+    ));
+    Section::new("levels", "Levels")
+        .note("plateau: median latency of the sizes the level holds")
+        .table(t)
 }
 
-fn bandwidth_line(b: &BandwidthPoint) -> String {
-    let range = match (b.runs_gib_per_s.first(), b.runs_gib_per_s.last()) {
-        (Some(lo), Some(hi)) => format!(
-            "  {} runs {lo:.2} .. {hi:.2}, spread {:.1}%",
-            b.runs_gib_per_s.len(),
-            b.spread() * 100.0
-        ),
-        _ => String::new(),
+/// The streaming bandwidth figures, and those refused for their spread.
+fn bandwidth(c: &Calibration, refused: &[BandwidthPoint], max_spread: f64) -> Section {
+    let mut t = Table::new(vec![
+        Column::text("kind"),
+        Column::measure("threads", Unit::Count),
+        Column::measure("over", Unit::Bytes),
+        Column::measure("median", Unit::BytesPerSecond),
+        Column::text("runs"),
+    ]);
+    let row = |b: &BandwidthPoint, status: &str| {
+        let runs = match (b.runs_gib_per_s.first(), b.runs_gib_per_s.last()) {
+            (Some(lo), Some(hi)) => format!(
+                "{} runs {lo:.2} .. {hi:.2}, spread {:.1}%{status}",
+                b.runs_gib_per_s.len(),
+                b.spread() * 100.0
+            ),
+            _ => status.trim_start().to_string(),
+        };
+        Row::from(vec![
+            b.kind.clone().into(),
+            Cell::count(b.threads),
+            Cell::bytes(b.bytes as f64),
+            Cell::measured(
+                format!("{:.2} GiB/s", b.gib_per_s),
+                b.gib_per_s * (1u64 << 30) as f64,
+            ),
+            runs.into(),
+        ])
     };
-    format!(
-        "{:<6} {:>2} thread(s) over {:>10}  {:>7.2} GiB/s{range}",
-        b.kind,
-        b.threads,
-        human_bytes(b.bytes as f64),
-        b.gib_per_s
-    )
+    for b in &c.bandwidth {
+        t.push(row(b, ""));
+    }
+    let busy = format!(
+        "  REFUSED, not saved: over {:.0}%, the machine was busy; run again when it is quiet",
+        max_spread * 100.0
+    );
+    for b in refused {
+        t.push(row(b, &busy));
+    }
+    Section::new("bandwidth", "Bandwidth")
+        .note("measured, bytes the program moved; median of the runs, and their range")
+        .table(t)
 }

@@ -71,6 +71,8 @@ pub enum Unit {
     BytesPerSecond,
     /// Processor cycles (latencies).
     Cycles,
+    /// Nanoseconds (latencies measured by the clock).
+    Nanoseconds,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
