@@ -293,7 +293,8 @@ pub(crate) fn print_summary(
     // the data objects twice, and every section).
     let peak = memlens_analysis::peak(&p);
     let top = memlens_analysis::objects_by_peak(&p, &memlens_analysis::data_objects(&p), 1);
-    let command = memlens_present::printable(&p.meta.command.join(" ")).into_owned();
+    // Names from the program are escaped by the renderer, not here.
+    let command = p.meta.command.join(" ");
     let duration = memlens_present::seconds(p.meta.clock.duration_ns);
     let processes = match p.meta.processes.len() {
         1 => "1 process".to_string(),
@@ -301,25 +302,28 @@ pub(crate) fn print_summary(
     };
     let lost = p.meta.losses.total();
     let h = memlens_present::human_bytes;
-    eprintln!(
-        "memlens: profile written to {}",
-        memlens_present::printable(&outcome.dir.to_string_lossy())
-    );
+    let mut rows = Vec::new();
+    let mut row = |key: &str, value: String| rows.push((key.to_string(), value));
     match outcome.exit {
-        memlens_collector::TargetExit::Attached { ended } => eprintln!(
-            "  attached   {command} (process {}) for {duration}; {}",
-            cfg.attach.unwrap_or_default(),
-            if ended {
-                "it ended (its exit status went to its parent)"
-            } else {
-                "it runs on"
-            }
+        memlens_collector::TargetExit::Attached { ended } => row(
+            "attached",
+            format!(
+                "{command} (process {}) for {duration}; {}",
+                cfg.attach.unwrap_or_default(),
+                if ended {
+                    "it ended (its exit status went to its parent)"
+                } else {
+                    "it runs on"
+                }
+            ),
         ),
-        memlens_collector::TargetExit::Code(c) => {
-            eprintln!("  program    {command} exited with {c} after {duration} ({processes})")
-        }
-        memlens_collector::TargetExit::Signal(s) => eprintln!(
-            "  program    {command} was killed by signal {s} after {duration} ({processes})"
+        memlens_collector::TargetExit::Code(c) => row(
+            "program",
+            format!("{command} exited with {c} after {duration} ({processes})"),
+        ),
+        memlens_collector::TargetExit::Signal(s) => row(
+            "program",
+            format!("{command} was killed by signal {s} after {duration} ({processes})"),
         ),
     }
     let heap = if peak.heap_measured {
@@ -331,15 +335,17 @@ pub(crate) fn print_summary(
     } else {
         "heap not measured".into()
     };
-    eprintln!("  peak       {} resident, {heap}", h(peak.rss_bytes as f64));
-    match top.first() {
-        Some(o) => eprintln!(
-            "  top object {} ({} peak)",
-            memlens_present::printable(&o.name),
-            memlens_present::object_peak(o)
-        ),
-        None => eprintln!("  top object none recorded"),
-    }
+    row(
+        "peak",
+        format!("{} resident, {heap}", h(peak.rss_bytes as f64)),
+    );
+    row(
+        "top object",
+        match top.first() {
+            Some(o) => format!("{} ({} peak)", o.name, memlens_present::object_peak(o)),
+            None => "none recorded".into(),
+        },
+    );
     let sources = memlens_analysis::sample_sources(&p.meta);
     let access = if !sources.is_empty() {
         let n = memlens_profile::table_rows::<memlens_profile::AccessSample>(&outcome.dir)?;
@@ -361,12 +367,19 @@ pub(crate) fn print_summary(
     } else {
         format!("{} blocks with events", p.allocations.len())
     };
-    eprintln!(
-        "  recorded   {blocks}, {access}, {} timeline samples, {} lost",
-        p.timeline.len(),
-        lost
+    row(
+        "recorded",
+        format!(
+            "{blocks}, {access}, {} timeline samples, {lost} lost",
+            p.timeline.len()
+        ),
     );
-    eprintln!("  next       memlens report {}", outcome.dir.display());
+    row("next", format!("memlens report {}", outcome.dir.display()));
+    eprintln!(
+        "memlens: profile written to {}",
+        memlens_present::printable(&outcome.dir.to_string_lossy())
+    );
+    eprint!("{}", memlens_present::render_key_values(rows));
     Ok(())
 }
 

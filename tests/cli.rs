@@ -142,7 +142,7 @@ fn example_report_has_objects_regions_and_leak() {
     assert_ran(&out);
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(
-        summary.contains(&format!("next       memlens report {}", p.display())),
+        summary.contains(&format!("next        memlens report {}", p.display())),
         "{summary}"
     );
     let r = report_json(&p);

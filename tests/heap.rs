@@ -142,13 +142,13 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
     let top = &r["objects_by_peak"][0];
     for line in [
         format!(
-            "  peak       {} resident, {} live heap at {}",
+            "  peak        {} resident, {} live heap at {}",
             bytes(&r["peak"]["rss_bytes"]),
             bytes(&r["peak"]["heap_bytes"]),
             memlens_present::seconds(r["peak"]["heap_time_ns"].as_u64().unwrap())
         ),
         format!(
-            "  top object {} ({} peak)",
+            "  top object  {} ({} peak)",
             top["name"].as_str().unwrap(),
             bytes(&top["peak_bytes"])
         ),

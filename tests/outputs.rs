@@ -1184,7 +1184,7 @@ fn names_from_the_program_are_escaped_in_every_text_and_image() {
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(raw_controls(&summary), Vec::<char>::new(), "{summary}");
     assert!(
-        summary.contains(r"top object group\e[2J\r\n\x7f"),
+        summary.contains(r"top object  group\e[2J\r\n\x7f"),
         "{summary}"
     );
 

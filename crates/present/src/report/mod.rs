@@ -13,7 +13,7 @@ pub(crate) mod text;
 pub use html::{render_html, render_job_html};
 pub use job::JobReport;
 pub use json::{job_value, render_json, report_schema, report_value, REPORT_SCHEMA_VERSION};
-pub use text::render_text;
+pub use text::{render_key_values, render_text};
 
 /// A job's report as text.
 pub fn render_job_text(j: &JobReport) -> String {

@@ -30,6 +30,14 @@ pub(crate) fn sections_text(sections: &[Section]) -> String {
     out
 }
 
+/// Lines of a name and a value, names aligned, as a section's key/value
+/// table prints them (`memlens record`'s summary).
+pub fn render_key_values(rows: Vec<(String, String)>) -> String {
+    let mut out = String::new();
+    table(&mut out, &Table::key_value(rows));
+    out
+}
+
 fn section(out: &mut String, s: &Section) {
     let _ = writeln!(out, "\n{}", printable(&s.title.to_uppercase()));
     for note in &s.notes {
