@@ -1,5 +1,7 @@
 //! `memlens record --live`: the lines of the status block the collector
-//! redraws while the program runs.
+//! redraws while the program runs. Fixed widths, not the report's fitted
+//! tables: a block redrawn every interval must not shift its columns each
+//! time a figure gains a digit.
 
 use crate::format::{human_bytes, rate};
 use memlens_profile::LiveView;
