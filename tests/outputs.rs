@@ -152,7 +152,11 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
     let json: serde_json::Value = serde_json::from_slice(&report_view(&p, &[]).stdout).unwrap();
     let sections = json["sections"].as_array().unwrap();
     let json_ids: Vec<&str> = sections.iter().map(|s| s["id"].as_str().unwrap()).collect();
-    assert_eq!(json_ids, ids);
+    // The page's own interactive timeline draws what the JSON holds under
+    // `timeline`, not a section.
+    assert_eq!(ids[0], "timeline");
+    assert_eq!(json_ids, ids[1..]);
+    assert!(!json["timeline"]["time_ns"].as_array().unwrap().is_empty());
     let json_rows: Vec<Vec<String>> = (sections.iter())
         .flat_map(|s| s["tables"].as_array().unwrap())
         .flat_map(|t| t["rows"].as_array().unwrap())
@@ -242,12 +246,13 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
     );
 }
 
-/// The HTML report's tables driven in headless Chromium through Selenium
+/// The HTML report driven in headless Chromium through Selenium
 /// (tests/browser/report_page.py): a click on a heading sorts the rows by
 /// the number behind each rounded cell, again in reverse, a name column
-/// A to Z, and the filter box keeps the rows that name what is typed.
+/// A to Z; the filter box keeps the rows that name what is typed; a drag
+/// across the timeline keeps the objects live in the selected range.
 #[test]
-fn the_html_reports_tables_sort_and_filter_in_a_browser() {
+fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
     if common::chromium_for("sorting the HTML report's tables").is_none() {
         return;
     }
@@ -292,6 +297,30 @@ fn the_html_reports_tables_sort_and_filter_in_a_browser() {
         let object = row.as_array().unwrap().last().unwrap().as_str().unwrap();
         assert!(object.starts_with("make_matrix (phases.c:19)"), "{object}");
     }
+    // A drag across the timeline's last tenth: the objects table keeps the
+    // rows live in the range, so an object freed before it (the mapping and
+    // one matrix, freed at the end of "mapped") is left out.
+    let (lo, hi) = (
+        seen["selected"][0].as_f64().unwrap(),
+        seen["selected"][1].as_f64().unwrap(),
+    );
+    assert!(lo < hi, "{seen}");
+    let mut freed_before = 0;
+    for row in seen["in_range"].as_array().unwrap() {
+        let (first, last) = (
+            row["first"].as_f64().unwrap(),
+            row["last"].as_f64().unwrap(),
+        );
+        let live = last >= lo && first <= hi;
+        assert_eq!(row["shown"], live, "{row} in {lo}..{hi}");
+        freed_before += (last < lo) as usize;
+    }
+    assert!(freed_before >= 1, "{seen}");
+    let note = seen["range_note"].as_str().unwrap();
+    assert!(
+        note.starts_with("tables keep the objects live between"),
+        "{note}"
+    );
     eprintln!(
         "report page loaded in {:.2} s",
         seen["load_s"].as_f64().unwrap()
@@ -347,6 +376,8 @@ fn a_many_rank_jobs_map_is_one_layer_of_pixels() {
     assert!(map.matches("<rect").count() < 100);
     let page = html_report(&job, &dir.path().join("job.html"));
     assert!(page.len() < 1 << 20, "{} bytes", page.len());
+    // A job's page has no interactive timeline (its ranks' map instead).
+    assert!(page.contains("var MEMLENS_TIMELINE = null;"));
     assert_eq!(page.matches("href=\"data:image/png;base64,").count(), 1);
 }
 

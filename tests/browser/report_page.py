@@ -1,7 +1,8 @@
 """Drives a memlens HTML report in headless Chromium (Selenium, Debian's
 chromium-driver) as a user would, and prints what it saw as JSON for the
 Rust test to check: load time, console errors, a table's order before and
-after clicking its headings, and the rows a filter leaves.
+after clicking its headings, the rows a filter leaves, and the rows left
+after a drag across the timeline selects a time range.
 
 Usage: python3 report_page.py REPORT.html TABLE_SECTION_ID COLUMN FILTER
 """
@@ -58,6 +59,32 @@ try:
     box = driver.find_element(By.XPATH, f"//h2[@id='{section}']/following::input[@class='filter'][1]")
     box.send_keys(wanted)
     filtered = visible_rows()
+    box.clear()
+    box.send_keys(" ")
+    box.send_keys("\b")
+    # A drag across the timeline's last tenth selects a time range: the
+    # table keeps the objects live in it.
+    over = driver.find_element(By.CSS_SELECTOR, "#timeline-chart .u-over")
+    width = over.size["width"]
+    (
+        webdriver.ActionChains(driver)
+        .move_to_element_with_offset(over, int(width * 0.41), 0)
+        .click_and_hold()
+        .move_by_offset(int(width * 0.08), 0)
+        .release()
+        .perform()
+    )
+    selected = driver.execute_script(
+        "return [memlensTimeline.scales.x.min, memlensTimeline.scales.x.max]"
+    )
+    in_range = []
+    for body in table.find_elements(By.CSS_SELECTOR, "tbody"):
+        cells = body.find_elements(By.CSS_SELECTOR, "tr:first-child > td")
+        first = float(cells[names.index("first")].get_attribute("data-v"))
+        last = float(cells[names.index("last")].get_attribute("data-v"))
+        name = cells[name_col].get_attribute("textContent")
+        in_range.append({"name": name, "first": first, "last": last, "shown": body.is_displayed()})
+    range_note = driver.find_element(By.ID, "timeline-range").text
     errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     print(json.dumps({
         "ready": ready,
@@ -70,6 +97,9 @@ try:
         "second_sort": second_sort,
         "by_name": by_name,
         "filtered": filtered,
+        "selected": selected,
+        "in_range": in_range,
+        "range_note": range_note,
         "errors": errors,
     }))
 finally:

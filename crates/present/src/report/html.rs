@@ -16,6 +16,15 @@ use memlens_profile::Profile;
 use serde::Serialize;
 
 const TEMPLATE: &str = include_str!("../../templates/report.html");
+/// uPlot 1.6.32 (MIT, its license in assets/uplot/LICENSE): the timeline's
+/// zoom, cursor values and range selection, inlined so the page fetches
+/// nothing.
+const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
+const UPLOT_LICENSE: &str = include_str!("../../assets/uplot/LICENSE");
+
+/// Points per series the page's timeline carries, whatever the run's length.
+const TIMELINE_COLUMNS: usize = 2000;
 
 #[derive(Serialize)]
 struct Page<'a> {
@@ -23,6 +32,64 @@ struct Page<'a> {
     profile: &'a str,
     version: &'a str,
     sections: Vec<PageSection>,
+    /// The interactive timeline's data as JSON safe inside a script.
+    timeline: Option<String>,
+    uplot_js: &'static str,
+    uplot_css: &'static str,
+    uplot_license: &'static str,
+}
+
+/// The timeline's series for the page: seconds, then the resident set, the
+/// live heap and the largest objects' live bytes (all processes summed). A
+/// longer run keeps, in each of [`TIMELINE_COLUMNS`] slices, each series'
+/// most and the slice's first instant, so no peak is lost to the page's size.
+fn timeline_json(r: &Report) -> Option<String> {
+    let t = &r.timeline;
+    if !r.summary.capacity_recorded() || t.time_ns.is_empty() {
+        return None;
+    }
+    let mut series: Vec<(String, Vec<f64>)> = vec![
+        (
+            "resident set".into(),
+            t.rss.iter().map(|&v| v as f64).collect(),
+        ),
+        (
+            "live heap".into(),
+            t.heap_live.iter().map(|&v| v as f64).collect(),
+        ),
+    ];
+    for o in &t.objects {
+        let pid = match r.summary.processes.len() {
+            1 => String::new(),
+            _ => format!(" [pid {}]", o.pid),
+        };
+        series.push((
+            format!("{} ({}){pid}", o.name, o.kind.name()),
+            o.bytes.clone(),
+        ));
+    }
+    let n = t.time_ns.len();
+    let per = n.div_ceil(TIMELINE_COLUMNS).max(1);
+    let slices = (0..n).step_by(per).map(|i| i..(i + per).min(n));
+    let seconds: Vec<f64> = (slices.clone())
+        .map(|s| t.time_ns[s.start] as f64 / 1e9)
+        .collect();
+    let series: Vec<serde_json::Value> = (series.into_iter())
+        .map(|(name, values)| {
+            let most: Vec<f64> = (slices.clone())
+                .map(|s| values[s].iter().copied().fold(0.0, f64::max))
+                .collect();
+            serde_json::json!({ "name": name, "values": most })
+        })
+        .collect();
+    let how = if per > 1 {
+        format!("each point the most of {per} ticks")
+    } else {
+        "every tick".to_string()
+    };
+    let data = serde_json::json!({ "t": seconds, "series": series, "how": how });
+    // Inside <script>: no name from the program may close the element.
+    Some(data.to_string().replace('<', "\\u003c"))
 }
 
 #[derive(Serialize)]
@@ -44,7 +111,7 @@ pub fn render_html(p: &Profile, r: &Report) -> String {
         r.summary.command.join(" "),
         &r.profile,
         &r.memlens_version,
-        sections(r),
+        (sections(r), timeline_json(r)),
         |f| draw(p, r, f),
     )
 }
@@ -55,7 +122,7 @@ pub fn render_job_html(j: &JobReport) -> String {
         j.command.join(" "),
         &j.profile,
         &j.memlens_version,
-        job_sections(j),
+        (job_sections(j), None),
         |figure| {
             let mut svg = String::new();
             let drawn = match figure {
@@ -73,7 +140,7 @@ fn page(
     command: String,
     profile: &str,
     version: &str,
-    sections: Vec<Section>,
+    (sections, timeline): (Vec<Section>, Option<String>),
     draw: impl Fn(Figure) -> Option<DrawnFigure>,
 ) -> String {
     let sections = sections
@@ -88,6 +155,10 @@ fn page(
         profile,
         version,
         sections,
+        timeline,
+        uplot_js: UPLOT_JS,
+        uplot_css: UPLOT_CSS,
+        uplot_license: UPLOT_LICENSE,
     };
     let mut env = minijinja::Environment::new();
     env.add_template("report.html", TEMPLATE)
