@@ -59,7 +59,8 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
     fold_bins: u64,
     /// Show this many frames of each listed object's call stack under it
-    /// (JSON always lists them all).
+    /// (JSON always lists them all; the --html page too, under each row
+    /// until it is clicked).
     #[arg(long, value_name = "N", default_value_t = 0)]
     stacks: usize,
     /// A profile of the same program built without `memlens cc` (recorded
@@ -342,7 +343,12 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
         time_by_plain_runs(&mut r, &args.timed_by)?;
     }
     if let Some(path) = &args.html {
-        memlens_profile::write_private_file(path, memlens_present::render_html(&p, &r).as_bytes())?;
+        // The page has every frame of each object's stack, under its row
+        // until the row is clicked.
+        let shown = std::mem::replace(&mut r.stacks_shown, usize::MAX);
+        let page = memlens_present::render_html(&p, &r);
+        r.stacks_shown = shown;
+        memlens_profile::write_private_file(path, page.as_bytes())?;
         eprintln!("memlens: wrote {}", path.display());
     }
     match args.format {

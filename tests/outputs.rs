@@ -297,6 +297,26 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
         let object = row.as_array().unwrap().last().unwrap().as_str().unwrap();
         assert!(object.starts_with("make_matrix (phases.c:19)"), "{object}");
     }
+    // An object's stack, folded until its row is clicked: every frame.
+    let hidden: Vec<bool> = (seen["hidden_stack"].as_array().unwrap().iter())
+        .map(|v| v.as_bool().unwrap())
+        .collect();
+    assert!(
+        !hidden.is_empty() && hidden.iter().all(|shown| !shown),
+        "{seen}"
+    );
+    let stack: Vec<&str> = (seen["stack"].as_array().unwrap().iter())
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(stack.len(), hidden.len(), "{seen}");
+    assert!(
+        stack.iter().all(|f| f.trim_start().starts_with("at ")),
+        "{stack:?}"
+    );
+    assert!(
+        stack.iter().any(|f| f.contains("main (phases.c:")),
+        "{stack:?}"
+    );
     // A drag across the timeline's last tenth: the objects table keeps the
     // rows live in the range, so an object freed before it (the mapping and
     // one matrix, freed at the end of "mapped") is left out.

@@ -1,8 +1,9 @@
 """Drives a memlens HTML report in headless Chromium (Selenium, Debian's
 chromium-driver) as a user would, and prints what it saw as JSON for the
 Rust test to check: load time, console errors, a table's order before and
-after clicking its headings, the rows a filter leaves, and the rows left
-after a drag across the timeline selects a time range.
+after clicking its headings, the rows a filter leaves, an object's call
+stack shown by a click on its row, and the rows left after a drag across
+the timeline selects a time range.
 
 Usage: python3 report_page.py REPORT.html TABLE_SECTION_ID COLUMN FILTER
 """
@@ -59,6 +60,14 @@ try:
     box = driver.find_element(By.XPATH, f"//h2[@id='{section}']/following::input[@class='filter'][1]")
     box.send_keys(wanted)
     filtered = visible_rows()
+    # A click on an object's row shows its call stack under it.
+    opens = next(tr for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr.opens") if tr.is_displayed())
+    hidden_stack = [tr.is_displayed() for tr in opens.find_elements(By.XPATH, "../tr[@class='more']")]
+    opens.click()
+    stack = [
+        tr.text for tr in opens.find_elements(By.XPATH, "../tr[@class='more']") if tr.is_displayed()
+    ]
+    opens.click()
     box.clear()
     box.send_keys(" ")
     box.send_keys("\b")
@@ -97,6 +106,8 @@ try:
         "second_sort": second_sort,
         "by_name": by_name,
         "filtered": filtered,
+        "hidden_stack": hidden_stack,
+        "stack": stack,
         "selected": selected,
         "in_range": in_range,
         "range_note": range_note,
