@@ -411,9 +411,9 @@ fn html_rows(page: &str) -> Vec<Vec<String>> {
             .replace("&#x2f;", "/")
             .replace("&amp;", "&")
     };
-    page.split("<tr>")
+    page.split("<tr")
         .skip(1)
-        .map(|row| row.split_once("</tr>").unwrap().0)
+        .map(|row| row.split_once('>').unwrap().1.split_once("</tr>").unwrap().0)
         .filter(|row| row.contains("<td") && !row.contains("class=\"detail\""))
         .map(|row| {
             row.split("<td")
