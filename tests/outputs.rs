@@ -250,7 +250,8 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
 /// (tests/browser/report_page.py): a click on a heading sorts the rows by
 /// the number behind each rounded cell, again in reverse, a name column
 /// A to Z; the filter box keeps the rows that name what is typed; a drag
-/// across the timeline keeps the objects live in the selected range.
+/// across the timeline keeps the objects live in the selected range; a
+/// search in the allocations' flame graph highlights the matching frames.
 #[test]
 fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
     if common::chromium_for("sorting the HTML report's tables").is_none() {
@@ -336,6 +337,22 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
         freed_before += (last < lo) as usize;
     }
     assert!(freed_before >= 1, "{seen}");
+    // The allocations' flame graph in its frame, sized to its picture: a
+    // search for make_matrix highlights its two call stacks' frames.
+    assert!(seen["flame_frames"].as_u64().unwrap() > 5, "{seen}");
+    let height = seen["flame_height"].as_u64().unwrap();
+    assert!(height > 100 && height < 560, "{height}");
+    let highlighted: Vec<&str> = (seen["highlighted"].as_array().unwrap().iter())
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(highlighted.len(), 2, "{highlighted:?}");
+    assert!(highlighted
+        .iter()
+        .all(|f| f.starts_with("make_matrix (phases.c:19)")));
+    assert!(
+        seen["matched"].as_str().unwrap().starts_with("Matched: "),
+        "{seen}"
+    );
     let note = seen["range_note"].as_str().unwrap();
     assert!(
         note.starts_with("tables keep the objects live between"),
@@ -413,7 +430,14 @@ fn html_rows(page: &str) -> Vec<Vec<String>> {
     };
     page.split("<tr")
         .skip(1)
-        .map(|row| row.split_once('>').unwrap().1.split_once("</tr>").unwrap().0)
+        .map(|row| {
+            row.split_once('>')
+                .unwrap()
+                .1
+                .split_once("</tr>")
+                .unwrap()
+                .0
+        })
         .filter(|row| row.contains("<td") && !row.contains("class=\"detail\""))
         .map(|row| {
             row.split("<td")

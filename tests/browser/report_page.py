@@ -2,8 +2,9 @@
 chromium-driver) as a user would, and prints what it saw as JSON for the
 Rust test to check: load time, console errors, a table's order before and
 after clicking its headings, the rows a filter leaves, an object's call
-stack shown by a click on its row, and the rows left after a drag across
-the timeline selects a time range.
+stack shown by a click on its row, the rows left after a drag across
+the timeline selects a time range, and the frames a search highlights in
+the allocations' flame graph.
 
 Usage: python3 report_page.py REPORT.html TABLE_SECTION_ID COLUMN FILTER
 """
@@ -94,6 +95,22 @@ try:
         name = cells[name_col].get_attribute("textContent")
         in_range.append({"name": name, "first": first, "last": last, "shown": body.is_displayed()})
     range_note = driver.find_element(By.ID, "timeline-range").text
+    # The allocations' flame graph (inferno's, in its frame): a search
+    # highlights the frames whose name holds the text.
+    flame = driver.find_element(
+        By.XPATH, "//h2[@id='allocated']/following::figure[@class='framed'][1]/iframe"
+    )
+    flame_height = flame.size["height"]
+    driver.switch_to.frame(flame)
+    flame_frames = len(driver.find_elements(By.CSS_SELECTOR, "#frames > g"))
+    driver.execute_script("search(arguments[0])", wanted)
+    highlighted = driver.execute_script(
+        "return Array.prototype.filter.call(document.querySelectorAll('#frames rect'),"
+        " function (r) { return r.getAttribute('fill') === 'rgb(230,0,230)'; })"
+        ".map(function (r) { return r.parentNode.querySelector('title').textContent; })"
+    )
+    matched = driver.find_element(By.ID, "matched").text
+    driver.switch_to.default_content()
     errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     print(json.dumps({
         "ready": ready,
@@ -111,6 +128,10 @@ try:
         "selected": selected,
         "in_range": in_range,
         "range_note": range_note,
+        "flame_height": flame_height,
+        "flame_frames": flame_frames,
+        "highlighted": highlighted,
+        "matched": matched,
         "errors": errors,
     }))
 finally:

@@ -29,6 +29,25 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
             out.display()
         )));
     }
+    let file = memlens_profile::create_private_file(out).map_err(|e| PlotError(e.to_string()))?;
+    draw_flame(p, what, None, std::io::BufWriter::new(file))
+}
+
+/// The flame graph as an SVG document in memory, for the HTML report: frames
+/// narrower than `min_width` pixels are left out, which bounds its size by
+/// the picture's, not by the number of stacks.
+pub fn flame_svg(p: &Profile, what: Flame, min_width: f64) -> Result<String, PlotError> {
+    let mut svg = Vec::new();
+    draw_flame(p, what, Some(min_width), &mut svg)?;
+    String::from_utf8(svg).map_err(|e| PlotError(e.to_string()))
+}
+
+fn draw_flame(
+    p: &Profile,
+    what: Flame,
+    min_width: Option<f64>,
+    out: impl std::io::Write,
+) -> Result<(), PlotError> {
     let (measure, title) = match what {
         Flame::Allocations => (
             Measure::AllocSpace,
@@ -53,12 +72,14 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
         _ => "accesses",
     }
     .to_string();
-    let file = memlens_profile::create_private_file(out).map_err(|e| PlotError(e.to_string()))?;
+    if let Some(width) = min_width {
+        options.min_width = width;
+    }
     inferno::flamegraph::from_lines(
         &mut options,
         // Frames escaped by `collapsed`: the SVG stays well-formed.
         lines.iter().map(String::as_str),
-        std::io::BufWriter::new(file),
+        out,
     )
     .map_err(|e| PlotError(format!("drawing the flame graph failed: {e}")))
 }

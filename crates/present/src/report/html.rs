@@ -8,6 +8,7 @@ use super::job::{job_sections, JobReport};
 use super::model::{Figure, Section};
 use super::sections::sections;
 use super::Report;
+use crate::flame::{flame_svg, Flame};
 use crate::plot::{
     plot_bandwidth, plot_capacity, plot_fold, plot_rank_band, plot_rank_map, plot_scatter, Image,
     RankMeasure,
@@ -103,7 +104,14 @@ struct PageSection {
 struct DrawnFigure {
     svg: String,
     caption: &'static str,
+    /// A document of its own with its own script (inferno's flame graphs):
+    /// drawn in a frame, where its script finds its own elements.
+    framed: bool,
 }
+
+/// Frames narrower than this many pixels are left out of the page's flame
+/// graphs (inferno's default, 0.1, kept 30,000 frames of a compiler's run).
+const FLAME_MIN_WIDTH: f64 = 0.5;
 
 /// The whole report as one HTML page.
 pub fn render_html(p: &Profile, r: &Report) -> String {
@@ -180,9 +188,34 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
             let f = r.folding.content.as_ref()?;
             plot_fold(p, f.by(), f.bins.len(), Image::Svg(&mut svg))
         }
+        Figure::AllocationFlame | Figure::AccessFlame => {
+            let what = match figure {
+                Figure::AllocationFlame => Flame::Allocations,
+                _ => Flame::Accesses,
+            };
+            let svg = in_frame(flame_svg(p, what, FLAME_MIN_WIDTH).ok()?);
+            return Some(DrawnFigure {
+                svg,
+                caption: figure.caption(),
+                framed: true,
+            });
+        }
         Figure::RankBand | Figure::RankMap => return None,
     };
     drawn_figure(figure, drawn, svg)
+}
+
+/// The frame's document for inferno's SVG: HTML (a `srcdoc` is parsed as
+/// such) sizing the picture to the frame's width, as the SVG opened alone
+/// sizes itself to the window (its script drops its width). Its script
+/// keeps its zoom and search in the page's address (`history.replaceState`),
+/// which a frame's document may not change: there that call is a no-op, run
+/// before inferno's own.
+fn in_frame(svg: String) -> String {
+    const HEAD: &str = "<!DOCTYPE html><style>html, body { margin: 0; } svg { display: block; width: 100%; height: auto; }</style>\
+        <script>history.replaceState = function () {};</script>";
+    let at = svg.find("<svg").unwrap_or(0);
+    format!("{HEAD}{}", &svg[at..])
 }
 
 fn drawn_figure(
@@ -193,5 +226,6 @@ fn drawn_figure(
     (drawn.is_ok() && !svg.is_empty()).then(|| DrawnFigure {
         svg,
         caption: figure.caption(),
+        framed: false,
     })
 }

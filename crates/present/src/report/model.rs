@@ -320,6 +320,10 @@ pub enum Figure {
     RankBand,
     /// A job's ranks over time.
     RankMap,
+    /// Bytes allocated by call stack, a flame graph (click: zoom; search).
+    AllocationFlame,
+    /// Sampled accesses by object and code, a flame graph.
+    AccessFlame,
 }
 
 impl Figure {
@@ -331,6 +335,8 @@ impl Figure {
             Figure::Fold => "sampled address against the phase of one instance, folded rates below",
             Figure::RankBand => "resident set and live heap across the ranks: the least and most of any rank in each time bin, and the mean",
             Figure::RankMap => "resident set of each rank (rows) over time (columns)",
+            Figure::AllocationFlame => "bytes allocated by call stack (click a frame: zoom to it; Search: highlight frames by name)",
+            Figure::AccessFlame => "sampled accesses by object, under its allocation stack, then the code that touched it (click: zoom; Search: highlight)",
         }
     }
 }

@@ -16,7 +16,9 @@ pub fn section(r: &Report) -> Option<Section> {
         ));
     }
     let page_faults = a.sources.contains(&Backend::PageFaults);
-    let mut s = s.note(how_sampled(a, page_faults)).figure(Figure::Scatter);
+    let mut s = (s.note(how_sampled(a, page_faults)))
+        .figure(Figure::Scatter)
+        .figure(Figure::AccessFlame);
     match a.accuracy {
         Some(acc) => {
             s = s.note(format!(

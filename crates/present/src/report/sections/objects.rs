@@ -1,7 +1,7 @@
 //! The largest data objects: by peak live bytes and by bytes allocated.
 
 use crate::format::{estimate_mark, human_bytes, object_peak};
-use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
+use crate::report::model::{Cell, Column, Figure, Row, Section, Table, Unit};
 use crate::report::Report;
 use memlens_analysis::DataObject;
 
@@ -39,7 +39,11 @@ pub fn by_allocated(r: &Report) -> Option<Section> {
         "allocated",
     )
     .or_else("none recorded: no mapping, group or heap block carried an event (small blocks are sampled at the defaults; record with --leaks for every block)");
-    Some(Section::new("allocated", "Top data objects by bytes allocated").table(table))
+    Some(
+        Section::new("allocated", "Top data objects by bytes allocated")
+            .table(table)
+            .figure(Figure::AllocationFlame),
+    )
 }
 
 /// Objects with one figure of theirs, their kind, allocations and lifetime;
