@@ -2038,10 +2038,11 @@ fn regions_timed_by_runs_of_the_plain_build_give_its_bandwidth() {
             without / 1e9,
             with / 1e9
         );
-        // The same runs' marks and timer, the counted run's exact bytes: the
-        // issue asked for 10%, they agree within 3%.
+        // The same runs' marks and timer, the counted run's exact bytes:
+        // within the issue's 10% (within 3% on an idle machine; 4.6% once
+        // with two builds running beside the test).
         assert!(
-            (without / truth - 1.0).abs() <= 0.03,
+            (without / truth - 1.0).abs() <= 0.10,
             "{name}: {without} against {truth}"
         );
     }

@@ -126,7 +126,7 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
     let mut kept = KeptFiles::default();
     let runtime = std::fs::canonicalize(&cfg.runtime).map_err(|e| Error::io(&cfg.runtime, e))?;
 
-    let mut preload = runtime.into_os_string();
+    let mut preload = runtime.clone().into_os_string();
     if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
         preload.push(":");
         preload.push(existing);
@@ -140,6 +140,12 @@ pub fn record(cfg: &RecordConfig) -> Result<RecordOutcome> {
         (program_path.file_name()).is_some_and(|n| n.to_string_lossy().starts_with("qemu-"));
     if !emulated {
         cmd.env("LD_PRELOAD", preload);
+        // An OpenMP runtime that does not find the runtime's OMPT tool by its
+        // symbol (Ubuntu's libomp) loads it by name; tools of the user's own
+        // keep theirs, and memlens stands aside.
+        if std::env::var_os("OMP_TOOL_LIBRARIES").is_none() {
+            cmd.env("OMP_TOOL_LIBRARIES", &runtime);
+        }
     }
     pass_settings(&mut cmd, cfg, plan.is_some(), &out_dir, &mut kept)?;
     // Opened on memlens itself, disabled: the target inherits them at fork and

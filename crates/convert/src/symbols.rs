@@ -655,8 +655,23 @@ impl Symbolizer {
                 });
             }
         }
+        // Ubuntu 24.04's glibc (2.39) lets the walk go on below start_thread
+        // to clone3, where Debian 12's (2.36) ends it: the wrapper is left
+        // out, so that a thread's stacks, and the objects and contexts they
+        // name, read the same on both (`memlens diff` matches them).
+        if rows.last().is_some_and(is_thread_entry_trampoline) {
+            rows.pop();
+        }
         rows
     }
+}
+
+/// The system call wrapper that starts a thread, below `start_thread`.
+fn is_thread_entry_trampoline(f: &Frame) -> bool {
+    matches!(
+        f.function.as_str(),
+        "clone3" | "__clone3" | "clone" | "__clone"
+    ) && is_c_library(&f.module)
 }
 
 /// A symbol's name as the program spells it: demangled only when it is
@@ -723,9 +738,10 @@ pub fn is_instrumented(program: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{
-        demangle, static_objects, FunctionSymbols, LoadedModule, ReadAhead, Symbolizer, Wanted,
-        WindowedFile,
+        demangle, is_thread_entry_trampoline, static_objects, FunctionSymbols, LoadedModule,
+        ReadAhead, Symbolizer, Wanted, WindowedFile,
     };
+    use memlens_profile::Frame;
 
     /// Return addresses of a thread of this process, outermost last (the C
     /// library's thread entry), and the C library's mapping that holds it.
@@ -929,6 +945,22 @@ mod tests {
                 .is_none_or(|f| !f.is_empty()));
             static_objects(1, &module);
         }
+    }
+
+    #[test]
+    fn only_the_c_librarys_clone_is_a_thread_entry_trampoline() {
+        let frame = |module: &str, function: &str| Frame {
+            module: module.into(),
+            function: function.into(),
+            ..Default::default()
+        };
+        assert!(is_thread_entry_trampoline(&frame("libc.so.6", "clone3")));
+        assert!(is_thread_entry_trampoline(&frame("libc.so.6", "__clone")));
+        assert!(!is_thread_entry_trampoline(&frame("app", "clone3")));
+        assert!(!is_thread_entry_trampoline(&frame(
+            "libc.so.6",
+            "start_thread"
+        )));
     }
 
     #[test]

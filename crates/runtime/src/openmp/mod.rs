@@ -21,7 +21,8 @@
 //! thread's own exact counts plus that tally.
 //!
 //! The tool stands aside when the user names OMPT tools of their own
-//! (`OMP_TOOL_LIBRARIES`) or when memlens is not recording.
+//! (`OMP_TOOL_LIBRARIES` naming another library) or when memlens is not
+//! recording.
 
 pub(crate) mod contexts;
 
@@ -144,11 +145,34 @@ pub unsafe extern "C" fn ompt_start_tool(
     _omp_version: c_uint,
     _runtime_version: *const c_char,
 ) -> *mut StartToolResult {
-    let theirs = !libc::getenv(c"OMP_TOOL_LIBRARIES".as_ptr()).is_null();
+    let named = libc::getenv(c"OMP_TOOL_LIBRARIES".as_ptr());
+    let theirs = !named.is_null() && !names_only_this_library(CStr::from_ptr(named));
+    // Asked through OMP_TOOL_LIBRARIES, the OpenMP runtime may call before
+    // this library's constructor has run.
+    crate::init::start();
     if theirs || crate::stage::STATE.load(Ordering::Relaxed) != crate::stage::READY {
         return core::ptr::null_mut();
     }
     core::ptr::addr_of_mut!(RESULT)
+}
+
+/// Whether an `OMP_TOOL_LIBRARIES` list names this library alone: the
+/// collector names it there for an OpenMP runtime that will not find it by
+/// its symbol (Ubuntu's libomp is linked `-Bsymbolic-functions`: its call to
+/// `ompt_start_tool` binds to its own weak definition, which looks only in
+/// the libraries loaded after it, and the runtime is loaded first).
+unsafe fn names_only_this_library(list: &CStr) -> bool {
+    let mut info = MaybeUninit::<libc::Dl_info>::uninit();
+    let this = ompt_start_tool as *const c_void;
+    if libc::dladdr(this, info.as_mut_ptr()) == 0 || info.assume_init().dli_fname.is_null() {
+        return false;
+    }
+    let path = CStr::from_ptr(info.assume_init().dli_fname).to_bytes();
+    let mut entries = list
+        .to_bytes()
+        .split(|&b| b == b':')
+        .filter(|e| !e.is_empty());
+    entries.clone().next().is_some() && entries.all(|e| e == path)
 }
 
 unsafe extern "C" fn initialize(lookup: Lookup, _device: c_int, _data: *mut OmptData) -> c_int {
