@@ -110,7 +110,9 @@ struct DrawnFigure {
 }
 
 /// Frames narrower than this many pixels are left out of the page's flame
-/// graphs (inferno's default, 0.1, kept 30,000 frames of a compiler's run).
+/// graphs: GCC's cc1plus compiling LULESH drew 3,912 frames (927 KB) at
+/// inferno's default, 0.1, and 207 (65 KB) at 0.5; `memlens plot flame`
+/// keeps the default.
 const FLAME_MIN_WIDTH: f64 = 0.5;
 
 /// The whole report as one HTML page.
