@@ -353,6 +353,11 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
         seen["matched"].as_str().unwrap().starts_with("Matched: "),
         "{seen}"
     );
+    // phases.c's four phases, shaded on the timeline in their order.
+    assert_eq!(
+        seen["regions"],
+        serde_json::json!(["init", "list", "mapped", "teardown"])
+    );
     let note = seen["range_note"].as_str().unwrap();
     assert!(
         note.starts_with("tables keep the objects live between"),

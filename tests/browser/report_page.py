@@ -95,6 +95,7 @@ try:
         name = cells[name_col].get_attribute("textContent")
         in_range.append({"name": name, "first": first, "last": last, "shown": body.is_displayed()})
     range_note = driver.find_element(By.ID, "timeline-range").text
+    regions = driver.execute_script("return MEMLENS_TIMELINE.regions.map(function (r) { return r[0]; })")
     # The allocations' flame graph (inferno's, in its frame): a search
     # highlights the frames whose name holds the text.
     flame = driver.find_element(
@@ -128,6 +129,7 @@ try:
         "selected": selected,
         "in_range": in_range,
         "range_note": range_note,
+        "regions": regions,
         "flame_height": flame_height,
         "flame_frames": flame_frames,
         "highlighted": highlighted,

@@ -88,9 +88,33 @@ fn timeline_json(r: &Report) -> Option<String> {
     } else {
         "every tick".to_string()
     };
-    let data = serde_json::json!({ "t": seconds, "series": series, "how": how });
+    let data = serde_json::json!({
+        "t": seconds,
+        "series": series,
+        "how": how,
+        "regions": region_bands(&t.regions, t.end_ns),
+    });
     // Inside <script>: no name from the program may close the element.
     Some(data.to_string().replace('<', "\\u003c"))
+}
+
+/// Top-level regions as bands (name, begin and end in seconds): instances
+/// of one region less than a [`TIMELINE_COLUMNS`]th of the run apart are
+/// one band, as the capacity plot shades them.
+fn region_bands(regions: &[(String, u64, u64)], end_ns: u64) -> Vec<(String, f64, f64)> {
+    let gap = end_ns / TIMELINE_COLUMNS as u64;
+    let mut sorted: Vec<&(String, u64, u64)> = regions.iter().collect();
+    sorted.sort_by_key(|r| r.1);
+    let mut bands: Vec<(String, u64, u64)> = Vec::new();
+    for (name, begin, end) in sorted {
+        match bands.last_mut() {
+            Some(last) if last.0 == *name && *begin <= last.2 + gap => last.2 = last.2.max(*end),
+            _ => bands.push((name.clone(), *begin, *end)),
+        }
+    }
+    (bands.into_iter())
+        .map(|(name, begin, end)| (name, begin as f64 / 1e9, end as f64 / 1e9))
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -230,4 +254,35 @@ fn drawn_figure(
         caption: figure.caption(),
         framed: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::region_bands;
+
+    #[test]
+    fn instances_closer_than_a_column_are_one_band() {
+        // A 2 s run: instances of "step" 0.5 ms apart (under 1 ms, a
+        // 2,000th) are one band; "io" between them and a later "step" not.
+        let ms = 1_000_000;
+        let regions = [
+            ("step", 0, 10 * ms),
+            ("step", 10 * ms + ms / 2, 20 * ms),
+            ("io", 30 * ms, 40 * ms),
+            ("step", 50 * ms, 60 * ms),
+        ]
+        .map(|(n, b, e)| (n.to_string(), b, e));
+        let bands = region_bands(&regions, 2_000 * ms);
+        let named: Vec<(&str, f64, f64)> = (bands.iter())
+            .map(|(n, b, e)| (n.as_str(), *b, *e))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("step", 0.0, 0.02),
+                ("io", 0.03, 0.04),
+                ("step", 0.05, 0.06)
+            ]
+        );
+    }
 }
