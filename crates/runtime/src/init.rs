@@ -25,12 +25,6 @@ static INIT: extern "C" fn() = init;
 static FINI: extern "C" fn() = fini;
 
 extern "C" fn init() {
-    start();
-}
-
-/// Starts the runtime if it has not started: from its constructor, or
-/// earlier from a library's constructor that calls into it.
-pub(crate) fn start() {
     if STATE.load(Ordering::Acquire) != UNINIT {
         return;
     }

@@ -147,9 +147,6 @@ pub unsafe extern "C" fn ompt_start_tool(
 ) -> *mut StartToolResult {
     let named = libc::getenv(c"OMP_TOOL_LIBRARIES".as_ptr());
     let theirs = !named.is_null() && !names_only_this_library(CStr::from_ptr(named));
-    // Asked through OMP_TOOL_LIBRARIES, the OpenMP runtime may call before
-    // this library's constructor has run.
-    crate::init::start();
     if theirs || crate::stage::STATE.load(Ordering::Relaxed) != crate::stage::READY {
         return core::ptr::null_mut();
     }
