@@ -29,25 +29,23 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
             out.display()
         )));
     }
-    let file = memlens_profile::create_private_file(out).map_err(|e| PlotError(e.to_string()))?;
-    draw_flame(p, what, None, std::io::BufWriter::new(file))
+    // Drawn before the file is made: a profile with nothing to draw leaves
+    // no empty file behind.
+    let svg = draw_flame(p, what, None)?;
+    memlens_profile::write_private_file(out, &svg).map_err(|e| PlotError(e.to_string()))
 }
 
 /// The flame graph as an SVG document in memory, for the HTML report: frames
 /// narrower than `min_width` pixels are left out, which bounds its size by
 /// the picture's, not by the number of stacks.
 pub fn flame_svg(p: &Profile, what: Flame, min_width: f64) -> Result<String, PlotError> {
-    let mut svg = Vec::new();
-    draw_flame(p, what, Some(min_width), &mut svg)?;
+    let svg = draw_flame(p, what, Some(min_width))?;
     String::from_utf8(svg).map_err(|e| PlotError(e.to_string()))
 }
 
-fn draw_flame(
-    p: &Profile,
-    what: Flame,
-    min_width: Option<f64>,
-    out: impl std::io::Write,
-) -> Result<(), PlotError> {
+/// The SVG document of the flame graph (inferno's minimum frame width
+/// unless `min_width` is given).
+fn draw_flame(p: &Profile, what: Flame, min_width: Option<f64>) -> Result<Vec<u8>, PlotError> {
     let (measure, title) = match what {
         Flame::Allocations => (
             Measure::AllocSpace,
@@ -75,11 +73,13 @@ fn draw_flame(
     if let Some(width) = min_width {
         options.min_width = width;
     }
+    let mut svg = Vec::new();
     inferno::flamegraph::from_lines(
         &mut options,
         // Frames escaped by `collapsed`: the SVG stays well-formed.
         lines.iter().map(String::as_str),
-        out,
+        &mut svg,
     )
-    .map_err(|e| PlotError(format!("drawing the flame graph failed: {e}")))
+    .map_err(|e| PlotError(format!("drawing the flame graph failed: {e}")))?;
+    Ok(svg)
 }
