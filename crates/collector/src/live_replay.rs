@@ -162,7 +162,7 @@ impl Follower {
         let defs = Cow::Owned(Definitions::default());
         let mut replay = Replay::new(self.pid, h.settings, defs, self.t0, &self.sinks);
         replay.expect_live_blocks(LIVE_BLOCKS_AHEAD);
-        let (mut tail, mut code) = (LogTail::new(), CodeSeen::new());
+        let (mut tail, mut code) = (LogTail::new(), CodeSeen::whole_log());
         // Each thread's records taken, and the time of its last event: one
         // thread's until the replay stops, so a list searched from the thread
         // last found.
@@ -190,7 +190,7 @@ impl Follower {
                     }
                 }
             });
-            code.request_new(&mut |p, wanted| self.read_ahead.request(p, wanted));
+            code.request_new(&mut |m, addresses| self.read_ahead.resolve(m, addresses));
             // The program is ahead of the replay: its table of live blocks
             // grows to the program's count at once, not by doubling (each
             // doubling holds both tables a moment).

@@ -13,7 +13,7 @@ use crate::rescue::KeptFiles;
 use crate::sysinfo::now_ns;
 use crate::tail::header_of;
 use crate::{Error, LiveSamples, Result};
-use memlens_convert::symbols::{ReadAhead, Wanted};
+use memlens_convert::symbols::ReadAhead;
 use memlens_profile::{RAW_COLLECTOR_LOG, RAW_DIR};
 use memlens_rawlog::{self as raw, procfs, tag, FileHeader};
 use std::collections::{HashMap, HashSet};
@@ -151,7 +151,7 @@ impl Watched {
             }
         });
         self.code
-            .request_new(&mut |path, wanted| read_ahead.request(path, wanted));
+            .request_new(&mut |m, addresses| read_ahead.resolve(m, addresses));
         if let (true, Some(samples)) = (ended, samples) {
             samples.complete(&self.path);
         }
@@ -475,8 +475,7 @@ impl Sampler {
         };
         for m in maps.split(|&b| b == b'\n').filter_map(procfs::maps_line) {
             if m.perms[2] == b'x' && m.name.starts_with(b"/") {
-                self.read_ahead
-                    .request(&String::from_utf8_lossy(m.name), Wanted::Debug);
+                (self.read_ahead).request_debug(&String::from_utf8_lossy(m.name));
             }
         }
     }

@@ -4,9 +4,11 @@
 
 use memlens_profile::{CodeLocation, Frame, StaticObject};
 use object::Object;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+
+mod read_ahead;
+pub use read_ahead::ReadAhead;
 
 /// A loaded object as the runtime saw it.
 #[derive(Clone, Debug)]
@@ -19,18 +21,33 @@ pub struct LoadedModule {
 
 impl LoadedModule {
     /// A module as one of its mappings shows it (/proc/PID/maps, perf's MMAP
-    /// records): the load bias from the ELF segment the mapping's file offset
-    /// falls in, so that a non-PIE executable, loaded where it was linked,
-    /// gets 0; `start - offset` when the file cannot be read.
+    /// records): the load bias from the ELF segment the mapping is of, so
+    /// that a non-PIE executable, loaded where it was linked, gets 0;
+    /// `start - offset` when the file cannot be read.
     pub fn from_mapping(path: &str, start: u64, end: u64, offset: u64) -> LoadedModule {
         let segment_bias = || {
             use object::{Object, ObjectSegment};
             let file = object::ReadCache::new(std::fs::File::open(path).ok()?);
             let elf = object::File::parse(&file).ok()?;
-            let segment = elf.segments().find(|s| {
-                let (at, size) = s.file_range();
-                offset >= at && offset - at < size.max(1)
-            })?;
+            // A mapping starts at its segment's first page: lld packs
+            // segments without padding, so that page often ends the segment
+            // before (Rust programs: the code's mapping at offset 0x12a000,
+            // its segment at 0x12aa70, read-only data below it). A mapping
+            // split off later in a segment (after RELRO's mprotect) starts
+            // inside it. Pages of 4, 16 or 64 KiB (a profile from another
+            // machine).
+            let first_page = |at: u64| {
+                [0x1000u64, 0x4000, 0x10000]
+                    .iter()
+                    .any(|page| at & !(page - 1) == offset)
+            };
+            let segment =
+                (elf.segments().find(|s| first_page(s.file_range().0))).or_else(|| {
+                    elf.segments().find(|s| {
+                        let (at, size) = s.file_range();
+                        offset >= at && offset - at < size.max(1)
+                    })
+                })?;
             Some(
                 start
                     .wrapping_sub(offset)
@@ -49,8 +66,13 @@ impl LoadedModule {
 
 #[derive(Default)]
 pub struct Symbolizer {
+    /// Each module's DWARF by its canonical path (/lib is /usr/lib on
+    /// Debian: the runtime names modules as ld.so did, /proc/PID/maps with
+    /// links resolved).
     loaders: HashMap<String, Option<addr2line::Loader>>,
+    canonical: HashMap<String, String>,
     functions: FunctionTables,
+    /// Work done while the program ran, taken over at the first lookup.
     read_ahead: Option<ReadAhead>,
     /// Frames found for each module offset looked up: a return address
     /// recurs in many stacks (a compiler's allocation wrappers in tens of
@@ -68,165 +90,6 @@ impl Drop for Symbolizer {
         if let Some(r) = &self.read_ahead {
             r.stop();
         }
-    }
-}
-
-/// Debug information (and the C library's function symbols) read on a
-/// background thread while the target runs, for the symbolizer to take when
-/// it needs a module. Reading a module's DWARF is the finalizer's largest
-/// fixed cost: libc's separate debug file (libc6-dbg) takes 35 to 190 ms to
-/// decompress and index, more than the rest of a short run's finalize
-/// together. The thread runs at the lowest priority, one module
-/// at a time; a module the symbolizer asks for while it is being read is
-/// waited for, one it never asks for costs nothing at the end.
-#[derive(Clone, Default)]
-pub struct ReadAhead(Arc<(Mutex<ReadAheadState>, Condvar)>);
-
-impl std::fmt::Debug for ReadAhead {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ReadAhead")
-    }
-}
-
-/// What is read ahead of a module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Wanted {
-    /// Its DWARF, for frames anywhere in its code.
-    Debug,
-    /// Its function symbols alone: the C library's, whose only frames in
-    /// most stacks are its process and thread entry functions (1 to 2 ms of
-    /// the finalizer for libc's debug symbol table).
-    Functions,
-}
-
-/// A module's part read ahead (a loader is a kilobyte: boxed).
-enum Read {
-    Debug(Option<Box<addr2line::Loader>>),
-    Functions(FunctionSymbols),
-}
-
-#[derive(Default)]
-struct ReadAheadState {
-    /// Every part ever requested or taken: each is read at most once.
-    seen: HashSet<(Wanted, String)>,
-    queue: VecDeque<(Wanted, String)>,
-    reading: Option<(Wanted, String)>,
-    read: HashMap<(Wanted, String), Read>,
-    /// Debug bytes read so far (see [`ReadAhead::BUDGET`]).
-    read_bytes: u64,
-    worker: bool,
-    stopped: bool,
-}
-
-impl ReadAhead {
-    /// Debug files read ahead in all, bytes on disk: a program that maps many
-    /// large libraries but has frames in few would otherwise hold all their
-    /// DWARF; past the budget a module is read when its frames need it.
-    const BUDGET: u64 = 256 << 20;
-
-    /// Queues a part of a module (each part of each path once).
-    pub fn request(&self, path: &str, wanted: Wanted) {
-        let (lock, wake) = &*self.0;
-        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (wanted, path.to_string());
-        if st.stopped || !st.seen.insert(key.clone()) {
-            return;
-        }
-        st.queue.push_back(key);
-        if !st.worker {
-            st.worker = true;
-            let this = self.clone();
-            let spawned = std::thread::Builder::new()
-                .name("memlens-symbols".into())
-                .spawn(move || this.work());
-            st.worker = spawned.is_ok();
-        }
-        wake.notify_all();
-    }
-
-    fn work(&self) {
-        // SAFETY: lowers this thread's own priority (a tid names one thread).
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
-        }
-        let (lock, wake) = &*self.0;
-        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if st.stopped {
-                return;
-            }
-            let Some(key) = st.queue.pop_front() else {
-                st = wake.wait(st).unwrap_or_else(|e| e.into_inner());
-                continue;
-            };
-            st.reading = Some(key.clone());
-            let budget = Self::BUDGET.saturating_sub(st.read_bytes);
-            drop(st);
-            let debug = debug_file(&key.1);
-            let (read, bytes) = match key.0 {
-                Wanted::Debug => {
-                    let bytes = std::fs::metadata(&debug).map_or(0, |m| m.len());
-                    let loader = (bytes <= budget).then(|| addr2line::Loader::new(debug).ok());
-                    (loader.map(|l| Read::Debug(l.map(Box::new))), bytes)
-                }
-                Wanted::Functions => (Some(Read::Functions(FunctionSymbols::read(&debug))), 0),
-            };
-            st = lock.lock().unwrap_or_else(|e| e.into_inner());
-            st.reading = None;
-            if let Some(read) = read {
-                st.read_bytes += bytes;
-                st.read.insert(key, read);
-            }
-            wake.notify_all();
-        }
-    }
-
-    /// The module's part if it was read ahead (after the read under way, if
-    /// it is this one), else `None`: the caller reads it.
-    fn take(&self, path: &str, wanted: Wanted) -> Option<Read> {
-        // Requests come from /proc/PID/maps, which resolves symbolic links
-        // (/lib is /usr/lib on Debian); the runtime names modules as ld.so did.
-        let canonical = std::fs::canonicalize(path).ok()?;
-        let key = (wanted, canonical.to_str()?.to_string());
-        let (lock, wake) = &*self.0;
-        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(read) = st.read.remove(&key) {
-                return Some(read);
-            }
-            if st.reading.as_ref() != Some(&key) {
-                st.seen.insert(key.clone());
-                st.queue.retain(|k| *k != key);
-                return None;
-            }
-            st = wake.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// The module's DWARF, as [`ReadAhead::take`].
-    fn take_debug(&self, path: &str) -> Option<Option<addr2line::Loader>> {
-        match self.take(path, Wanted::Debug)? {
-            Read::Debug(loader) => Some(loader.map(|l| *l)),
-            Read::Functions(_) => None,
-        }
-    }
-
-    /// The module's function symbols, as [`ReadAhead::take`].
-    fn take_functions(&self, path: &str) -> Option<FunctionSymbols> {
-        match self.take(path, Wanted::Functions)? {
-            Read::Functions(f) => Some(f),
-            Read::Debug(_) => None,
-        }
-    }
-
-    /// Ends the thread after the module it is reading; drops what it read.
-    pub fn stop(&self) {
-        let (lock, wake) = &*self.0;
-        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
-        st.stopped = true;
-        st.queue.clear();
-        st.read.clear();
-        wake.notify_all();
     }
 }
 
@@ -357,33 +220,20 @@ const ENTRY_FUNCTIONS: [&str; 5] = [
 
 impl FunctionTables {
     /// The function of the module at `path` whose extent holds `probe` (a
-    /// link-time address); its symbols as `read_ahead` has them, if it does.
-    fn containing(
-        &mut self,
-        read_ahead: Option<&ReadAhead>,
-        path: &str,
-        probe: u64,
-    ) -> Option<&str> {
+    /// link-time address).
+    fn containing(&mut self, path: &str, probe: u64) -> Option<&str> {
         (self.0.entry(path.to_string()))
-            .or_insert_with(|| {
-                (read_ahead.and_then(|r| r.take_functions(path)))
-                    .unwrap_or_else(|| FunctionSymbols::read(&debug_file(path)))
-            })
+            .or_insert_with(|| FunctionSymbols::read(&debug_file(path)))
             .containing(probe)
     }
 
     /// The process or thread entry function of the C library that `probe`
     /// falls in, when the module at `path` is the C library.
-    fn entry_function(
-        &mut self,
-        read_ahead: Option<&ReadAhead>,
-        path: &str,
-        probe: u64,
-    ) -> Option<&str> {
+    fn entry_function(&mut self, path: &str, probe: u64) -> Option<&str> {
         if !is_c_library(path) {
             return None;
         }
-        self.containing(read_ahead, path, probe)
+        self.containing(path, probe)
             .filter(|f| ENTRY_FUNCTIONS.contains(f))
     }
 }
@@ -498,27 +348,48 @@ fn debug_file(path: &str) -> String {
 }
 
 impl Symbolizer {
-    /// A symbolizer that takes the debug information `read_ahead` has read.
+    /// A symbolizer that goes on from what `read_ahead` did.
     pub fn with_read_ahead(read_ahead: ReadAhead) -> Symbolizer {
-        Symbolizer {
-            loaders: HashMap::new(),
-            functions: FunctionTables::default(),
-            read_ahead: Some(read_ahead),
-            resolved: HashMap::new(),
+        let mut symbolizer = Symbolizer::default();
+        symbolizer.read_ahead = Some(read_ahead);
+        symbolizer
+    }
+
+    /// Takes over what the read-ahead did (once, at the first lookup: it
+    /// works on until then).
+    fn adopt_read_ahead(&mut self) {
+        if let Some(r) = self.read_ahead.take() {
+            *self = r.take();
         }
     }
 
+    fn canonical(&mut self, path: &str) -> &str {
+        self.canonical.entry(path.to_string()).or_insert_with(|| {
+            std::fs::canonicalize(path)
+                .ok()
+                .and_then(|p| p.into_os_string().into_string().ok())
+                .unwrap_or_else(|| path.to_string())
+        })
+    }
+
+    fn has_loader(&mut self, path: &str) -> bool {
+        let canonical = self.canonical(path).to_string();
+        self.loaders.contains_key(&canonical)
+    }
+
     fn loader(&mut self, path: &str) -> Option<&addr2line::Loader> {
-        let read_ahead = &self.read_ahead;
+        let canonical = self.canonical(path).to_string();
         self.loaders
-            .entry(path.to_string())
-            .or_insert_with(|| {
-                read_ahead
-                    .as_ref()
-                    .and_then(|r| r.take_debug(path))
-                    .unwrap_or_else(|| addr2line::Loader::new(debug_file(path)).ok())
-            })
+            .entry(canonical)
+            .or_insert_with(|| addr2line::Loader::new(debug_file(path)).ok())
             .as_ref()
+    }
+
+    /// Whether return address `addr` of module `m` is in one of the C
+    /// library's entry functions (named from its symbol table alone).
+    fn is_entry_function(&mut self, m: &LoadedModule, addr: u64) -> bool {
+        let probe = addr.wrapping_sub(m.bias).wrapping_sub(1);
+        self.functions.entry_function(&m.path, probe).is_some()
     }
 
     /// Frames for one return address, innermost (inlined) first. `depth` numbers
@@ -529,6 +400,7 @@ impl Symbolizer {
         addr: u64,
         is_return: bool,
     ) -> Vec<SymbolFrame> {
+        self.adopt_read_ahead();
         let Some(m) = modules
             .iter()
             .rev()
@@ -552,9 +424,7 @@ impl Symbolizer {
     /// alone, not on where a process mapped it.
     fn resolve(&mut self, m: &LoadedModule, probe: u64) -> Vec<SymbolFrame> {
         let module = short_name(&m.path);
-        if let Some(name) =
-            (self.functions).entry_function(self.read_ahead.as_ref(), &m.path, probe)
-        {
+        if let Some(name) = self.functions.entry_function(&m.path, probe) {
             return vec![(module, name.to_string(), String::new(), 0, false)];
         }
         let Some(loader) = self.loader(&m.path) else {
@@ -589,11 +459,9 @@ impl Symbolizer {
         if out.is_empty() || out.iter().all(|f| f.1.is_empty()) {
             // Without debug information: the symbol whose extent holds the
             // address, else the module and offset (as perf prints them).
-            let name = (self
-                .functions
-                .containing(self.read_ahead.as_ref(), &m.path, probe))
-            .map(demangle)
-            .unwrap_or_else(|| format!("{module}+{probe:#x}"));
+            let name = (self.functions.containing(&m.path, probe))
+                .map(demangle)
+                .unwrap_or_else(|| format!("{module}+{probe:#x}"));
             let (file, line) = out.first().map(|f| (f.2.clone(), f.3)).unwrap_or_default();
             out = vec![(module, name, file, line, false)];
         }
@@ -739,7 +607,7 @@ pub fn is_instrumented(program: &Path) -> bool {
 mod tests {
     use super::{
         demangle, is_thread_entry_trampoline, static_objects, FunctionSymbols, LoadedModule,
-        ReadAhead, Symbolizer, Wanted, WindowedFile,
+        ReadAhead, Symbolizer, WindowedFile,
     };
     use memlens_profile::Frame;
 
@@ -757,10 +625,15 @@ mod tests {
         })
         .join()
         .unwrap();
-        let outermost = *stack.last().unwrap();
+        let libc = mapping_of(*stack.last().unwrap());
+        assert!(libc.path.contains("/libc.so"), "{}", libc.path);
+        (stack, libc)
+    }
+
+    /// The module of this process that holds `addr`, from /proc/self/maps.
+    fn mapping_of(addr: u64) -> LoadedModule {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let libc = maps
-            .lines()
+        maps.lines()
             .find_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 let (start, end) = f[0].split_once('-')?;
@@ -769,11 +642,12 @@ mod tests {
                     u64::from_str_radix(end, 16).ok()?,
                 );
                 let offset = u64::from_str_radix(f[2], 16).ok()?;
-                ((start..end).contains(&outermost) && f.get(5)?.contains("/libc.so"))
-                    .then(|| LoadedModule::from_mapping(f[5], start, end, offset))
+                let path = f.get(5)?;
+                (start..end)
+                    .contains(&addr)
+                    .then(|| LoadedModule::from_mapping(path, start, end, offset))
             })
-            .expect("a thread's outermost frame is in the C library");
-        (stack, libc)
+            .expect("the address is mapped from a file")
     }
 
     #[test]
@@ -839,47 +713,71 @@ mod tests {
         assert_eq!(symbolizer.loaders.len(), 1);
     }
 
+    /// The load bias of this test program's code mapping, as ld.so has it:
+    /// Rust links with lld, which packs segments without padding, so the
+    /// code mapping's first page also holds the end of the read-only data.
     #[test]
-    fn read_ahead_hands_a_module_over_once_whatever_path_names_it() {
-        let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
+    fn a_code_mapping_gets_its_own_segments_bias() {
+        extern "C" fn main_bias(
+            info: *mut libc::dl_phdr_info,
+            _: usize,
+            out: *mut libc::c_void,
+        ) -> i32 {
+            // SAFETY: ld.so hands the callback valid entries; the first is the program.
+            unsafe { *(out as *mut u64) = (*info).dlpi_addr };
+            1
+        }
+        let mut bias = 0u64;
+        // SAFETY: the callback writes one u64 through the pointer it is given.
+        unsafe {
+            libc::dl_iterate_phdr(Some(main_bias), &mut bias as *mut u64 as *mut libc::c_void)
+        };
+        let code = a_code_mapping_gets_its_own_segments_bias as *const () as u64;
+        assert_eq!(mapping_of(code).bias, bias);
+    }
+
+    #[test]
+    fn what_was_resolved_ahead_is_taken_over_whatever_path_names_the_module() {
+        let (stack, libc) = thread_stack_and_libc();
+        let exe = mapping_of(stack[0]);
         let link = std::env::temp_dir().join(format!("memlens-read-ahead-{}", std::process::id()));
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&exe, &link).unwrap();
-        let (stack, libc) = thread_stack_and_libc();
+        std::os::unix::fs::symlink(&exe.path, &link).unwrap();
+        let linked = LoadedModule {
+            path: link.to_str().unwrap().to_string(),
+            ..exe.clone()
+        };
         let read_ahead = ReadAhead::default();
-        read_ahead.request(exe.to_str().unwrap(), Wanted::Debug);
-        read_ahead.request(&libc.path, Wanted::Functions);
-        // Asked for (the program by its link's name) once the thread has
-        // taken both up: a part still queued is left to the caller.
+        // The program's DWARF asked for by its name (as /proc shows it), its
+        // frame resolved by its link's name (as the runtime logged it).
+        read_ahead.request_debug(&exe.path);
+        read_ahead.resolve(&linked, vec![stack[0]]);
+        read_ahead.resolve(&libc, vec![*stack.last().unwrap()]);
         let started = std::time::Instant::now();
-        while !read_ahead.0 .0.lock().unwrap().queue.is_empty() {
+        while read_ahead.pending() {
             assert!(
                 started.elapsed().as_secs() < 60,
-                "the read-ahead thread never started"
+                "the read-ahead thread never ended its work"
             );
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let debug = read_ahead.take_debug(link.to_str().unwrap());
+        let mut symbolizer = Symbolizer::with_read_ahead(read_ahead.clone());
+        let frames = symbolizer.frames(std::slice::from_ref(&linked), stack[0], true);
         std::fs::remove_file(&link).unwrap();
         assert!(
-            matches!(debug, Some(Some(_))),
-            "the test binary's DWARF was not read ahead"
+            frames.iter().any(|f| f.1.contains("thread_stack_and_libc")),
+            "{frames:?}"
         );
-        // The C library's symbols name a thread's outermost frame.
-        let functions = read_ahead.take_functions(&libc.path);
-        let probe = stack.last().unwrap() - libc.bias - 1;
-        let entry = functions.as_ref().and_then(|f| f.containing(probe));
-        assert!(
-            entry.is_some_and(|f| ["clone3", "clone"].contains(&f)),
-            "{entry:?}"
-        );
-        // Taken once: the symbolizer keeps them from then on.
-        assert!(read_ahead.take_debug(exe.to_str().unwrap()).is_none());
-        assert!(read_ahead.take_functions(&libc.path).is_none());
-        // Never requested: the caller reads them.
-        assert!(read_ahead.take_debug("/bin/sh").is_none());
-        assert!(read_ahead.take_functions("/bin/sh").is_none());
-        read_ahead.stop();
+        // One reading of the program's DWARF, none of the C library's (its
+        // thread entry is named from its symbol table), both frames found.
+        assert_eq!(symbolizer.loaders.len(), 1);
+        let probe = |m: &LoadedModule, addr: u64| addr - m.bias - 1;
+        let libc_probe = probe(&libc, *stack.last().unwrap());
+        assert!(symbolizer.resolved[&libc.path].contains_key(&libc_probe));
+        assert!(symbolizer.resolved[&linked.path].contains_key(&probe(&linked, stack[0])));
+        // Taken over: the thread takes no more work.
+        read_ahead.resolve(&libc, vec![stack[0]]);
+        assert!(!read_ahead.pending());
     }
 
     /// A non-PIE program holds its own copy of `stdout`, named in its symbol
