@@ -996,14 +996,32 @@ impl SkipFrames {
 
     /// Where a stack (innermost frame first) allocated: the first frame not
     /// skipped, so `operator new`, `strdup` and `PyObject_Malloc` show their
-    /// caller; failing that the first outside the runtime libraries.
+    /// caller; failing that the first outside the runtime libraries. A
+    /// stripped library's internal function, named only by its module and
+    /// offset, allocates for the library's function its caller entered (an
+    /// OpenMP runtime's team and thread data for `omp_get_max_threads` or
+    /// `__kmpc_fork_call`): that function, the first named frame of the
+    /// same module, is the site.
     pub fn site<'a>(&self, frames: &'a [Frame]) -> Option<&'a Frame> {
-        frames
+        let first = frames
             .iter()
-            .find(|f| !self.skips(f))
-            .or_else(|| frames.iter().find(|f| !Self::is_runtime(f)))
-            .or(frames.first())
+            .position(|f| !self.skips(f))
+            .or_else(|| frames.iter().position(|f| !Self::is_runtime(f)))
+            .unwrap_or(0);
+        let f = frames.get(first)?;
+        if !is_unnamed(f) {
+            return Some(f);
+        }
+        let mut same_module = frames[first..].iter().take_while(|g| g.module == f.module);
+        Some(same_module.find(|g| !is_unnamed(g)).unwrap_or(f))
     }
+}
+
+/// A frame the symbolizer could only name by its module and offset
+/// (`libomp.so.5+0xae21f`: no symbol, no debug information).
+pub fn is_unnamed(f: &Frame) -> bool {
+    f.file.is_empty()
+        && (f.function.strip_prefix(f.module.as_str())).is_some_and(|rest| rest.starts_with("+0x"))
 }
 
 /// The allocation site of a stack with the default frames skipped.
@@ -1056,6 +1074,37 @@ mod tests {
         assert!(SkipFrames::new(&["[".into()])
             .unwrap_err()
             .contains("--skip-frames \"[\""));
+    }
+
+    #[test]
+    fn a_stripped_librarys_internal_frames_leave_the_site_to_its_entry_point() {
+        let frame = |module: &str, function: &str, file: &str| Frame {
+            module: module.into(),
+            function: function.into(),
+            file: file.into(),
+            ..Default::default()
+        };
+        let omp = |function: &str| frame("libomp.so.5", function, "");
+        let main = frame("lulesh2.0", "main", "lulesh.cc");
+        let skip = SkipFrames::default();
+        // LULESH's largest block at the defaults: libomp's, made for the
+        // program's first omp_get_max_threads.
+        let stack = [
+            omp("libomp.so.5+0xae21f"),
+            omp("libomp.so.5+0x4adbe"),
+            omp("omp_get_max_threads"),
+            main.clone(),
+        ];
+        assert_eq!(skip.site(&stack).unwrap().function, "omp_get_max_threads");
+        // No named frame in the module: the offset names the site still,
+        // not the program's frame beyond it.
+        let stack = [omp("libomp.so.5+0xae21f"), main.clone()];
+        assert_eq!(skip.site(&stack).unwrap().function, "libomp.so.5+0xae21f");
+        // A named site is the site, whatever follows.
+        let stack = [frame("lulesh2.0", "Allocate", "lulesh.h"), main];
+        assert_eq!(skip.site(&stack).unwrap().function, "Allocate");
+        // A module whose name is a prefix of the function's is not an offset.
+        assert!(!is_unnamed(&frame("libfoo.so", "libfoo.so_init", "")));
     }
 
     crate::table! { Written = "grown" { pid: u32 } }
