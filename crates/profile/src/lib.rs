@@ -1019,7 +1019,7 @@ impl SkipFrames {
 
 /// A frame the symbolizer could only name by its module and offset
 /// (`libomp.so.5+0xae21f`: no symbol, no debug information).
-pub fn is_unnamed(f: &Frame) -> bool {
+fn is_unnamed(f: &Frame) -> bool {
     f.file.is_empty()
         && (f.function.strip_prefix(f.module.as_str())).is_some_and(|rest| rest.starts_with("+0x"))
 }

@@ -93,6 +93,19 @@ impl Drop for Symbolizer {
     }
 }
 
+/// `path` with its links resolved, found once per path (looked up for every
+/// address symbolized, without copying the path).
+fn canonical_path<'a>(known: &'a mut HashMap<String, String>, path: &str) -> &'a str {
+    if !known.contains_key(path) {
+        let canonical = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.into_os_string().into_string().ok())
+            .unwrap_or_else(|| path.to_string());
+        known.insert(path.to_string(), canonical);
+    }
+    &known[path]
+}
+
 /// A module's function symbols with their extents (`.symtab` and `.dynsym`),
 /// sorted by address.
 #[derive(Default)]
@@ -363,26 +376,18 @@ impl Symbolizer {
         }
     }
 
-    fn canonical(&mut self, path: &str) -> &str {
-        self.canonical.entry(path.to_string()).or_insert_with(|| {
-            std::fs::canonicalize(path)
-                .ok()
-                .and_then(|p| p.into_os_string().into_string().ok())
-                .unwrap_or_else(|| path.to_string())
-        })
-    }
-
     fn has_loader(&mut self, path: &str) -> bool {
-        let canonical = self.canonical(path).to_string();
-        self.loaders.contains_key(&canonical)
+        let canonical = canonical_path(&mut self.canonical, path);
+        self.loaders.contains_key(canonical)
     }
 
     fn loader(&mut self, path: &str) -> Option<&addr2line::Loader> {
-        let canonical = self.canonical(path).to_string();
-        self.loaders
-            .entry(canonical)
-            .or_insert_with(|| addr2line::Loader::new(debug_file(path)).ok())
-            .as_ref()
+        let canonical = canonical_path(&mut self.canonical, path);
+        if !self.loaders.contains_key(canonical) {
+            let loader = addr2line::Loader::new(debug_file(path)).ok();
+            self.loaders.insert(canonical.to_string(), loader);
+        }
+        self.loaders[canonical].as_ref()
     }
 
     /// Whether return address `addr` of module `m` is in one of the C

@@ -140,13 +140,9 @@ impl ReadAhead {
     /// What the thread found, once it is done with the work under way; it
     /// does nothing more.
     pub(super) fn take(&self) -> Symbolizer {
-        let (lock, wake) = (&self.0.state, &self.0.wake);
-        self.0.stopping.store(true, Ordering::Relaxed);
-        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
-        st.stopped = true;
-        st.queue.clear();
+        let mut st = self.halt();
         while st.busy {
-            st = wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = self.0.wake.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         st.found.take().map_or_else(Symbolizer::default, |s| *s)
     }
@@ -160,13 +156,18 @@ impl ReadAhead {
 
     /// Ends the thread after the work under way; drops what it found.
     pub fn stop(&self) {
+        self.halt().found = None;
+    }
+
+    /// Stops the thread taking work (a batch under way ends at its next
+    /// address; an idle thread wakes and ends); the state, locked.
+    fn halt(&self) -> std::sync::MutexGuard<'_, State> {
         self.0.stopping.store(true, Ordering::Relaxed);
-        let (lock, wake) = (&self.0.state, &self.0.wake);
-        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         st.stopped = true;
         st.queue.clear();
-        st.found = None;
-        wake.notify_all();
+        self.0.wake.notify_all();
+        st
     }
 }
 
