@@ -27,6 +27,11 @@ pub(crate) struct ReportArgs {
     /// nothing fetched).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// The --html page without the text of the sampled source files (their
+    /// lines' numbers and figures only): for a page sent where the code may
+    /// not go.
+    #[arg(long, requires = "html")]
+    html_without_source: bool,
     /// Only this process: its samples, regions, objects and timeline.
     #[arg(long, value_name = "PID", conflicts_with = "thread")]
     pid: Option<u32>,
@@ -346,7 +351,11 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
         // The page has every frame of each object's stack, under its row
         // until the row is clicked.
         let shown = std::mem::replace(&mut r.stacks_shown, usize::MAX);
-        let page = memlens_present::render_html(&p, &r);
+        let text = match args.html_without_source {
+            true => memlens_present::SourceText::Left,
+            false => memlens_present::SourceText::Embedded,
+        };
+        let page = memlens_present::render_html(&p, &r, text);
         r.stacks_shown = shown;
         memlens_profile::write_private_file(path, page.as_bytes())?;
         eprintln!("memlens: wrote {}", path.display());

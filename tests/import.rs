@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_documented_excerpt, assert_ran, memlens, root, tempdir};
+use common::{assert_documented_excerpt, assert_ran, memlens, root, sql_json, tempdir};
 use memlens_profile::{read_table, AccessSample, Meta};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -121,6 +121,12 @@ fn pebs_samples_equal_perf_report() {
     );
     assert!(text.contains("imported perf.data holds samples"), "{text}");
     assert_documented_excerpt("docs/report.md", "  LATENCY BY LEVEL", &text);
+    // Every table of a profile is there to query, empty or not.
+    let rows = sql_json(
+        &out,
+        "select (select count(*) from samples) as samples, (select count(*) from thread_timeline) as traffic",
+    );
+    assert_eq!(rows, [serde_json::json!({"samples": 14, "traffic": 0})]);
 }
 
 #[test]

@@ -369,6 +369,115 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
     );
 }
 
+/// The source lines of STREAM: each kernel's line carries the bytes its
+/// loop moves (samples x period against the loop's exact bytes, within the
+/// sampler's bound), the arrays it touches and its region; the HTML page's
+/// source pane, driven in headless Chromium (tests/browser/source_pane.py),
+/// opens at the most sampled line with the file's text, at an object's
+/// hottest line from the link under its row, and at a region's.
+#[test]
+fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code() {
+    let n = 200_000u64;
+    let (dir, p) = recorded_stream(&[&format!("-DN={n}L"), "-DCHASE=4096L"], &[]);
+    let r = report_json(&p);
+    let code: Vec<String> = std::fs::read_to_string(root().join("examples/stream.c"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let line_of = |text: &str| 1 + code.iter().position(|l| l.contains(text)).unwrap() as u64;
+    let lines = r["source"]["lines"].as_array().unwrap();
+    let figures = |line: u64| {
+        (lines.iter())
+            .find(|l| l["line"] == line && l["file"].as_str().unwrap().ends_with("stream.c"))
+            .unwrap_or_else(|| panic!("no line {line}: {lines:#?}"))
+    };
+    // STREAM's triad reads b and c and writes a, 10 times.
+    let triad = figures(line_of("a[i] = b[i] + scalar * c[i]"));
+    let period = r["source"]["period"].as_u64().unwrap();
+    for (field, class, exact) in [
+        ("est_bytes_read", "load_samples", 2 * n * 8 * 10),
+        ("est_bytes_written", "store_samples", n * 8 * 10),
+    ] {
+        let samples = triad[class].as_u64().unwrap();
+        // Each sample 8 bytes; the bound holds accesses, times 8 for bytes.
+        let bound = 8.0 * sampling_error_bound(samples, period, 20);
+        let error = (triad[field].as_f64().unwrap() - exact as f64).abs();
+        assert!(error <= bound, "{field}: {triad:#} against {exact}");
+    }
+    let objects: Vec<&str> = (triad["objects"].as_array().unwrap().iter())
+        .map(|o| o[0].as_str().unwrap())
+        .collect();
+    let mut sorted = objects.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            "main (stream.c:35)",
+            "main (stream.c:36)",
+            "main (stream.c:37)"
+        ],
+        "{triad:#}"
+    );
+    assert_eq!(triad["regions"].as_array().unwrap().len(), 1, "{triad:#}");
+    assert_eq!(triad["regions"][0][0], "triad");
+
+    if common::chromium_for("the HTML report's source pane").is_none() {
+        return;
+    }
+    let html = dir.path().join("report.html");
+    html_report(&p, &html);
+    let out = Command::new("python3")
+        .arg(root().join("tests/browser/source_pane.py"))
+        .args([html.to_str().unwrap(), "main (stream.c:35)", "triad"])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["ready"], "yes");
+    assert_eq!(seen["errors"], serde_json::json!([]), "console errors");
+    // Each view at its most sampled line, with the file's own text.
+    let most = |pick: &dyn Fn(&serde_json::Value) -> u64| {
+        let best = lines.iter().max_by_key(|l| pick(l)).unwrap();
+        (best["line"].as_u64().unwrap(), pick(best))
+    };
+    let in_list = |list: &serde_json::Value, name: &str| {
+        (list.as_array().unwrap().iter())
+            .find(|e| e[0] == name)
+            .map_or(0, |e| e[1].as_u64().unwrap())
+    };
+    let expected = [
+        ("all", most(&|l| l["samples"].as_u64().unwrap())),
+        (
+            "object",
+            most(&|l| in_list(&l["objects"], "main (stream.c:35)")),
+        ),
+        ("region", most(&|l| in_list(&l["regions"], "triad"))),
+    ];
+    for (view, (line, samples)) in expected {
+        let v = &seen[view];
+        assert_eq!(v["line"], line, "{view}: {seen:#}");
+        assert_eq!(v["samples"], samples.to_string(), "{view}: {seen:#}");
+        assert_eq!(v["code"], code[line as usize - 1], "{view}: {seen:#}");
+        assert_eq!(v["rows"], code.len(), "every line of the file: {seen:#}");
+    }
+    assert!(seen["object"]["of"]
+        .as_str()
+        .unwrap()
+        .starts_with("object: main (stream.c:35)"));
+    assert!(seen["region"]["of"]
+        .as_str()
+        .unwrap()
+        .starts_with("region: triad"));
+    assert!(
+        (seen["link"].as_str().unwrap()).starts_with(&format!(
+            "hottest source line: stream.c:{}",
+            expected[1].1 .0
+        )),
+        "{seen:#}"
+    );
+}
+
 #[test]
 fn a_long_loops_html_report_stays_a_few_megabytes() {
     // 100 000 annotated iterations of ~13 us, ticks every ms, ~600 000

@@ -10,6 +10,7 @@ mod objects;
 mod ranks;
 mod reuse;
 mod sharing;
+mod source;
 
 pub use access::*;
 pub use capacity::*;
@@ -33,6 +34,7 @@ pub use objects::*;
 pub use ranks::*;
 pub use reuse::*;
 pub use sharing::*;
+pub use source::*;
 
 /// A 64-bit id (a stack's hash) as a JSON string: readers that hold numbers
 /// as doubles (JavaScript, jq) would change any id above 2^53.

@@ -226,6 +226,7 @@ fn write(
     profile::write_table::<profile::ThreadRow>(out, &[])?;
     profile::write_table::<profile::TagRange>(out, &[])?;
     profile::write_table::<profile::TimelinePoint>(out, &[])?;
+    profile::write_table::<profile::ThreadTrafficPoint>(out, &[])?;
     profile::write_table::<profile::StaticObject>(out, &[])?;
     profile::write_table::<profile::CounterReading>(out, &[])?;
 

@@ -8,13 +8,14 @@
 use serde_json::Value;
 
 /// The tables, and where each lies in the JSON report.
-pub const CSV_TABLES: [(&str, &str); 15] = [
+pub const CSV_TABLES: [(&str, &str); 16] = [
     ("objects", "/objects_by_peak"),
     ("allocated", "/objects_by_allocated"),
     ("leaks", "/leaks/sites"),
     ("regions", "/regions"),
     ("access-objects", "/access/objects"),
     ("access-regions", "/access/regions"),
+    ("source-lines", "/source/lines"),
     ("levels-routine", "/levels/by_routine"),
     ("levels-region", "/levels/by_region"),
     ("latency", "/levels/latency"),

@@ -31,6 +31,6 @@ pub use pprof::pprof;
 pub use report::{
     build_report, job_value, render_html, render_job_html, render_job_text, render_json,
     render_key_values, render_text, report_schema, report_value, JobReport, Report, ReportOptions,
-    REPORT_SCHEMA_VERSION,
+    SourceText, REPORT_SCHEMA_VERSION,
 };
 pub use stacks::{Measure, Stacks};

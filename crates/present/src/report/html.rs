@@ -13,8 +13,10 @@ use crate::plot::{
     plot_bandwidth, plot_capacity, plot_fold, plot_rank_band, plot_rank_map, plot_scatter, Image,
     RankMeasure,
 };
+use memlens_analysis::LineFigures;
 use memlens_profile::Profile;
 use serde::Serialize;
+use std::collections::HashMap;
 
 const TEMPLATE: &str = include_str!("../../templates/report.html");
 /// uPlot 1.6.32 (MIT, its license in assets/uplot/LICENSE): the timeline's
@@ -35,6 +37,8 @@ struct Page<'a> {
     sections: Vec<PageSection>,
     /// The interactive timeline's data as JSON safe inside a script.
     timeline: Option<String>,
+    /// The source pane's files, lines and figures, likewise.
+    source: Option<String>,
     uplot_js: &'static str,
     uplot_css: &'static str,
     uplot_license: &'static str,
@@ -98,6 +102,125 @@ fn timeline_json(r: &Report) -> Option<String> {
     Some(data.to_string().replace('<', "\\u003c"))
 }
 
+/// A source file's text the page embeds at most, and all files' together:
+/// beyond these the pane shows the sampled lines' numbers and figures only.
+const SOURCE_FILE_MAX: u64 = 512 << 10;
+const SOURCE_TEXT_MAX: u64 = 2 << 20;
+
+/// Whether the page embeds the text of the sampled source files.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SourceText {
+    /// Each file read when it is readable text within the size limits.
+    Embedded,
+    /// Line numbers and figures only (a page sent where the code may not go).
+    Left,
+}
+
+/// The source pane's data: the objects' and regions' names once, then per
+/// file (most sampled first) its text or why there is none, and per sampled
+/// line `[line, samples, loads, stores, est. read, est. written, [load
+/// samples per level], [[object, samples]], [[region, samples]], function]`.
+fn source_json(r: &Report, text: SourceText) -> Option<String> {
+    let s = &r.source_pane;
+    if s.lines.is_empty() {
+        return None;
+    }
+    let (mut objects, mut regions) = (Names::default(), Names::default());
+    let mut files: Vec<(&str, u64, Vec<&LineFigures>)> = Vec::new();
+    let mut by_file: HashMap<&str, usize> = HashMap::new();
+    for l in &s.lines {
+        let i = *by_file.entry(&l.file).or_insert_with(|| {
+            files.push((&l.file, 0, Vec::new()));
+            files.len() - 1
+        });
+        files[i].1 += l.samples;
+        files[i].2.push(l);
+    }
+    files.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut budget = SOURCE_TEXT_MAX;
+    let files: Vec<serde_json::Value> = (files.into_iter())
+        .map(|(path, samples, mut lines)| {
+            lines.sort_by_key(|l| l.line);
+            let (source, why) = match text {
+                SourceText::Left => (None, Some("left out (--html-without-source)".to_string())),
+                SourceText::Embedded => match read_source(path, &mut budget) {
+                    Ok(t) => (Some(t), None),
+                    Err(why) => (None, Some(why)),
+                },
+            };
+            let lines: Vec<serde_json::Value> = (lines.into_iter())
+                .map(|l| {
+                    let objects: Vec<(usize, u64)> =
+                        (l.objects.iter()).map(|(n, k)| (objects.id(n), *k)).collect();
+                    let regions: Vec<(usize, u64)> =
+                        (l.regions.iter()).map(|(n, k)| (regions.id(n), *k)).collect();
+                    serde_json::json!([
+                        l.line,
+                        l.samples,
+                        l.load_samples,
+                        l.store_samples,
+                        l.est_bytes_read,
+                        l.est_bytes_written,
+                        l.load_levels,
+                        objects,
+                        regions,
+                        l.function
+                    ])
+                })
+                .collect();
+            serde_json::json!({ "path": path, "samples": samples, "text": source, "why": why, "lines": lines })
+        })
+        .collect();
+    let data = serde_json::json!({
+        "levels": s.levels,
+        "accesses": s.samples_are_accesses,
+        "sized": s.samples_are_accesses && r.access.sources.contains(&memlens_profile::Backend::Instrumented),
+        "period": s.period,
+        "left_out": s.lines_left_out,
+        "objects": objects.list,
+        "regions": regions.list,
+        "files": files,
+    });
+    // Inside <script>: no name or source text may close the element.
+    Some(data.to_string().replace('<', "\\u003c"))
+}
+
+/// Names listed once, referred to by their place in the list.
+#[derive(Default)]
+struct Names<'r> {
+    list: Vec<&'r str>,
+    ids: HashMap<&'r str, usize>,
+}
+
+impl<'r> Names<'r> {
+    fn id(&mut self, name: &'r str) -> usize {
+        *self.ids.entry(name).or_insert_with(|| {
+            self.list.push(name);
+            self.list.len() - 1
+        })
+    }
+}
+
+/// A sampled file's text, when it is a readable regular file of text no
+/// larger than [`SOURCE_FILE_MAX`] and the page's [`SOURCE_TEXT_MAX`]
+/// still has room; else why not.
+fn read_source(path: &str, budget: &mut u64) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("not readable here: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > SOURCE_FILE_MAX || meta.len() > *budget {
+        return Err(format!(
+            "{} KiB: over the page's limit for source text",
+            meta.len() >> 10
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("not readable here: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| "not text (UTF-8)".to_string())?;
+    *budget -= text.len() as u64;
+    Ok(text)
+}
+
 /// Top-level regions as bands (name, begin and end in seconds): instances
 /// of one region less than a [`TIMELINE_COLUMNS`]th of the run apart are
 /// one band, as the capacity plot shades them.
@@ -140,12 +263,12 @@ struct DrawnFigure {
 const FLAME_MIN_WIDTH: f64 = 0.5;
 
 /// The whole report as one HTML page.
-pub fn render_html(p: &Profile, r: &Report) -> String {
+pub fn render_html(p: &Profile, r: &Report, text: SourceText) -> String {
     page(
         r.summary.command.join(" "),
         &r.profile,
         &r.memlens_version,
-        (sections(r), timeline_json(r)),
+        (sections(r), timeline_json(r), source_json(r, text)),
         |f| draw(p, r, f),
     )
 }
@@ -156,7 +279,7 @@ pub fn render_job_html(j: &JobReport) -> String {
         j.command.join(" "),
         &j.profile,
         &j.memlens_version,
-        (job_sections(j), None),
+        (job_sections(j), None, None),
         |figure| {
             let mut svg = String::new();
             let drawn = match figure {
@@ -174,7 +297,7 @@ fn page(
     command: String,
     profile: &str,
     version: &str,
-    (sections, timeline): (Vec<Section>, Option<String>),
+    (sections, timeline, source): (Vec<Section>, Option<String>, Option<String>),
     draw: impl Fn(Figure) -> Option<DrawnFigure>,
 ) -> String {
     let sections = sections
@@ -190,6 +313,7 @@ fn page(
         version,
         sections,
         timeline,
+        source,
         uplot_js: UPLOT_JS,
         uplot_css: UPLOT_CSS,
         uplot_license: UPLOT_LICENSE,

@@ -10,7 +10,7 @@ pub(crate) mod model;
 mod sections;
 pub(crate) mod text;
 
-pub use html::{render_html, render_job_html};
+pub use html::{render_html, render_job_html, SourceText};
 pub use job::JobReport;
 pub use json::{job_value, render_json, report_schema, report_value, REPORT_SCHEMA_VERSION};
 pub use text::{render_key_values, render_text};
@@ -24,6 +24,10 @@ use crate::format::human_bytes;
 use memlens_analysis::{self as analysis, DataObject, ObjectKind, Peak, RegionCapacity};
 use memlens_profile::{self as profile, Backend, Losses, Process, Profile};
 use serde::Serialize;
+
+/// Source lines the HTML page's source pane carries at most: the page's
+/// size stays bounded by the code, not the run.
+const PANE_LINES: usize = 2000;
 
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct Report {
@@ -49,6 +53,11 @@ pub struct Report {
     pub threads: Vec<analysis::ThreadSummary>,
     /// Cache lines two or more threads touched, one writing: false and true sharing.
     pub sharing: Vec<analysis::SharedLine>,
+    /// The most sampled source lines: samples, bytes, levels, objects.
+    pub source: analysis::SourceLines,
+    /// Up to [`PANE_LINES`] of them, for the HTML page's source pane.
+    #[serde(skip)]
+    pub source_pane: analysis::SourceLines,
     /// Loads by memory level per routine and region, latency by level (when
     /// the samples carry levels).
     pub levels: Option<analysis::LevelTables>,
@@ -203,6 +212,7 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
     }));
     let m = &p.meta;
     let interval = m.settings.interval_ms;
+    let source_pane = analysis::source_lines(p, &all, PANE_LINES);
     Report {
         memlens_version: env!("CARGO_PKG_VERSION").into(),
         profile: p.dir.display().to_string(),
@@ -235,6 +245,8 @@ pub fn build_report(p: &Profile, options: &ReportOptions) -> Report {
         threads: analysis::thread_summaries(p),
         sharing: analysis::shared_lines(p, &all, top),
         levels: analysis::level_tables(p, &all, top),
+        source: source_pane.most(top),
+        source_pane,
         reuse: analysis::reuse_distances(p, &all, top).into(),
         folding: analysis::fold(p, &all, options.fold_by(), options.fold_bins, false).into(),
         losses: m.losses.clone(),
@@ -425,7 +437,7 @@ mod tests {
         ] {
             assert!(!text.contains(absent), "{absent}: {text}");
         }
-        let page = render_html(&p, &r);
+        let page = render_html(&p, &r, SourceText::Embedded);
         let nav = page
             .split_once("<nav>")
             .unwrap()

@@ -61,10 +61,19 @@ fn table(out: &mut String, t: &Table) {
             printable(&format!("{}{note}", title.to_uppercase()))
         );
     }
-    if let (true, Some(empty)) = (t.rows.is_empty(), &t.empty) {
-        let _ = writeln!(out, "  {}", printable(empty));
-        return;
+    match (t.rows.is_empty(), &t.empty) {
+        (true, Some(empty)) => {
+            let _ = writeln!(out, "  {}", printable(empty));
+        }
+        _ => rows(out, t),
     }
+    for footer in &t.footers {
+        let _ = writeln!(out, "  {}", printable(footer));
+    }
+}
+
+/// A table's header, rows and their detail lines, in aligned columns.
+fn rows(out: &mut String, t: &Table) {
     let cells: Vec<Vec<String>> = t
         .rows
         .iter()
@@ -126,9 +135,6 @@ fn table(out: &mut String, t: &Table) {
         for detail in &row.details {
             let _ = writeln!(out, "{}{}", " ".repeat(indent), printable(detail));
         }
-    }
-    for footer in &t.footers {
-        let _ = writeln!(out, "  {}", printable(footer));
     }
 }
 

@@ -15,6 +15,7 @@ mod regions;
 mod reuse;
 mod run;
 mod sharing;
+mod source;
 mod threads;
 
 use super::model::Section;
@@ -23,7 +24,7 @@ use super::Report;
 /// A section's builder: nothing when the profile has nothing for it.
 type Build = fn(&Report) -> Option<Section>;
 
-const SECTIONS: [Build; 15] = [
+const SECTIONS: [Build; 16] = [
     run::section,
     peak::section,
     objects::by_peak,
@@ -31,6 +32,7 @@ const SECTIONS: [Build; 15] = [
     leaks::section,
     regions::section,
     access::section,
+    source::section,
     threads::section,
     counters::section,
     levels::section,

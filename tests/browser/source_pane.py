@@ -1,0 +1,74 @@
+"""Drives the source pane of a memlens HTML report in headless Chromium
+(Selenium, Debian's chromium-driver) and prints what it saw as JSON for the
+Rust test to check: the line the pane opens at for all samples, for an
+object (by the link under the object's row in the access table) and for a
+region (by the pane's own selector), each with its source text and
+samples, and the console's errors.
+
+Usage: python3 source_pane.py REPORT.html OBJECT REGION
+"""
+import json
+import sys
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+page, wanted_object, wanted_region = sys.argv[1:4]
+
+options = webdriver.ChromeOptions()
+for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,2000"):
+    options.add_argument(flag)
+options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+try:
+    driver.get("file://" + page)
+    ready = driver.find_element(By.CSS_SELECTOR, "body").get_attribute("data-ready")
+    whose = Select(driver.find_element(By.ID, "source-of"))
+    which_file = Select(driver.find_element(By.ID, "source-file"))
+
+    def shown():
+        """The pane's selections and the line it points at."""
+        target = driver.find_element(By.CSS_SELECTOR, "#source-view tr.target")
+        cells = [c.get_attribute("textContent") for c in target.find_elements(By.TAG_NAME, "td")]
+        headings = [
+            th.get_attribute("textContent")
+            for th in driver.find_elements(By.CSS_SELECTOR, "#source-view thead th")
+        ]
+        return {
+            "of": whose.first_selected_option.text,
+            "file": which_file.first_selected_option.text,
+            "line": int(target.get_attribute("data-line")),
+            "samples": cells[1],
+            "code": cells[-1],
+            "headings": headings,
+            "rows": len(driver.find_elements(By.CSS_SELECTOR, "#source-view tbody tr")),
+        }
+
+    seen = {"ready": ready, "all": shown()}
+
+    # The object's row in the access table: a click opens its lines, among
+    # them the link to its hottest source line.
+    table = driver.find_element(By.XPATH, "//h2[@id='access']/following::table[1]")
+    row = next(
+        body
+        for body in table.find_elements(By.CSS_SELECTOR, "tbody")
+        if body.find_elements(By.CSS_SELECTOR, "tr:first-child > td")[-1].text == wanted_object
+    )
+    row.find_element(By.CSS_SELECTOR, "tr:first-child").click()
+    link = row.find_element(By.CSS_SELECTOR, "a.to-source")
+    seen["link"] = link.text
+    link.click()
+    seen["object"] = shown()
+
+    region = next(o.text for o in whose.options if o.text.startswith("region: " + wanted_region + " "))
+    whose.select_by_visible_text(region)
+    seen["region"] = shown()
+
+    seen["errors"] = [
+        entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"
+    ]
+    print(json.dumps(seen))
+finally:
+    driver.quit()
