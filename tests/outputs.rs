@@ -374,7 +374,8 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
 /// sampler's bound), the arrays it touches and its region; the HTML page's
 /// source pane, driven in headless Chromium (tests/browser/source_pane.py),
 /// opens at the most sampled line with the file's text, at an object's
-/// hottest line from the link under its row, and at a region's.
+/// hottest line from the link under its row, and at a region's and a
+/// function's.
 #[test]
 fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code() {
     let n = 200_000u64;
@@ -429,7 +430,12 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
     html_report(&p, &html);
     let out = Command::new("python3")
         .arg(root().join("tests/browser/source_pane.py"))
-        .args([html.to_str().unwrap(), "main (stream.c:35)", "triad"])
+        .args([
+            html.to_str().unwrap(),
+            "main (stream.c:35)",
+            "triad",
+            "make_cycle",
+        ])
         .output()
         .unwrap();
     assert_ran(&out);
@@ -453,6 +459,13 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
             most(&|l| in_list(&l["objects"], "main (stream.c:35)")),
         ),
         ("region", most(&|l| in_list(&l["regions"], "triad"))),
+        (
+            "function",
+            most(&|l| match l["function"] == "make_cycle" {
+                true => l["samples"].as_u64().unwrap(),
+                false => 0,
+            }),
+        ),
     ];
     for (view, (line, samples)) in expected {
         let v = &seen[view];

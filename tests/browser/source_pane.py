@@ -1,11 +1,11 @@
 """Drives the source pane of a memlens HTML report in headless Chromium
 (Selenium, Debian's chromium-driver) and prints what it saw as JSON for the
 Rust test to check: the line the pane opens at for all samples, for an
-object (by the link under the object's row in the access table) and for a
-region (by the pane's own selector), each with its source text and
+object (by the link under the object's row in the access table), for a
+region and for a function (by the pane's own selector), each with its source text and
 samples, and the console's errors.
 
-Usage: python3 source_pane.py REPORT.html OBJECT REGION
+Usage: python3 source_pane.py REPORT.html OBJECT REGION FUNCTION
 """
 import json
 import sys
@@ -15,7 +15,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-page, wanted_object, wanted_region = sys.argv[1:4]
+page, wanted_object, wanted_region, wanted_function = sys.argv[1:5]
 
 options = webdriver.ChromeOptions()
 for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,2000"):
@@ -62,9 +62,10 @@ try:
     link.click()
     seen["object"] = shown()
 
-    region = next(o.text for o in whose.options if o.text.startswith("region: " + wanted_region + " "))
-    whose.select_by_visible_text(region)
-    seen["region"] = shown()
+    for kind, wanted in (("region", wanted_region), ("function", wanted_function)):
+        choice = next(o.text for o in whose.options if o.text.startswith(f"{kind}: {wanted} ("))
+        whose.select_by_visible_text(choice)
+        seen[kind] = shown()
 
     seen["errors"] = [
         entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"
