@@ -230,8 +230,28 @@ pub(crate) fn job_report(dir: &Path, job: &job::Job, args: &ReportArgs) -> Resul
         })?
     };
     if let Some(path) = &args.html {
-        memlens_profile::write_private_file(path, memlens_present::render_job_html(&j).as_bytes())?;
-        eprintln!("memlens: wrote {}", path.display());
+        // Under --reduce each process read its share of the ranks: no one
+        // process has them all to draw.
+        let folder = match args.reduce {
+            true => None,
+            false => {
+                let ranks: Vec<u32> = j.job.ranks.iter().map(|r| r.rank).collect();
+                let folder = progress::step(
+                    &format!("writing the pages of {} ranks", ranks.len()),
+                    || write_rank_pages(dir, job, &ranks, args, path),
+                )?;
+                Some(folder)
+            }
+        };
+        let page = memlens_present::render_job_html(&j, folder.as_deref());
+        memlens_profile::write_private_file(path, page.as_bytes())?;
+        match &folder {
+            Some(f) => eprintln!(
+                "memlens: wrote {} and each rank's page in {f}",
+                path.display()
+            ),
+            None => eprintln!("memlens: wrote {}", path.display()),
+        }
     }
     // Each rank's series are data for a plot: listed with --per-rank only.
     if !args.per_rank {
@@ -248,6 +268,101 @@ pub(crate) fn job_report(dir: &Path, job: &job::Job, args: &ReportArgs) -> Resul
         ),
     }
     Ok(0)
+}
+
+/// One rank's profile: its parts, only its first process when it shares
+/// its directory with other ranks (then `only` says so).
+fn rank_profile(
+    dir: &Path,
+    job: &job::Job,
+    rank: u32,
+    only: &mut Option<memlens_profile::Only>,
+) -> Result<Profile> {
+    let (rank_parts, pids) = job.rank(rank)?;
+    let shared = rank_parts.len() == 1
+        && memlens_profile::Meta::read(&rank_parts[0])?.processes.len() > pids.len();
+    if shared {
+        *only = Some(memlens_profile::Only::Process(pids[0]));
+    }
+    progress::step(&format!("reading rank {rank}"), || {
+        load_parts(dir, &rank_parts)
+    })
+}
+
+/// The report of one profile (restricted first to `args`' process or
+/// thread, when given) as `args` asks for it.
+fn analyse(p: &mut Profile, args: &ReportArgs) -> Result<memlens_present::Report> {
+    p.skip_frames =
+        memlens_profile::SkipFrames::new(&args.skip_frames).map_err(anyhow::Error::msg)?;
+    let options = memlens_present::ReportOptions {
+        top: args.top,
+        stacks: args.stacks,
+        fold: args.fold.clone(),
+        fold_detect: args.fold_detect,
+        fold_bins: args.fold_bins as usize,
+    };
+    Ok(progress::step(
+        &format!(
+            "analysing {} samples, {} allocation sites",
+            p.samples.len(),
+            p.sites.len()
+        ),
+        || memlens_present::build_report(p, &options),
+    ))
+}
+
+/// One profile's report as an HTML page at `path`.
+fn write_html(
+    p: &Profile,
+    r: &mut memlens_present::Report,
+    args: &ReportArgs,
+    path: &Path,
+) -> Result<()> {
+    // The page has every frame of each object's stack, under its row
+    // until the row is clicked.
+    let shown = std::mem::replace(&mut r.stacks_shown, usize::MAX);
+    let text = match args.html_without_source {
+        true => memlens_present::SourceText::Left,
+        false => memlens_present::SourceText::Embedded,
+    };
+    let page = memlens_present::render_html(p, r, text);
+    r.stacks_shown = shown;
+    memlens_profile::write_private_file(path, page.as_bytes())?;
+    Ok(())
+}
+
+/// `report JOB --html FILE`: beside the job's page, each rank's own page in
+/// FILE's name with `.ranks` (job.html: job.ranks/rank-N.html), which the
+/// job's page links to; the folder's name relative to the job's page.
+fn write_rank_pages(
+    dir: &Path,
+    job: &job::Job,
+    ranks: &[u32],
+    args: &ReportArgs,
+    path: &Path,
+) -> Result<String> {
+    let folder_name = format!(
+        "{}.ranks",
+        path.file_stem().unwrap_or_default().to_string_lossy()
+    );
+    let folder = path.with_file_name(&folder_name);
+    std::fs::create_dir_all(&folder)
+        .with_context(|| format!("creating {} for the ranks' pages", folder.display()))?;
+    for &rank in ranks {
+        let mut only = None;
+        let mut p = rank_profile(dir, job, rank, &mut only)?;
+        if let Some(only) = only {
+            p.restrict(only).map_err(anyhow::Error::msg)?;
+        }
+        let mut r = analyse(&mut p, args)?;
+        write_html(
+            &p,
+            &mut r,
+            args,
+            &folder.join(memlens_present::rank_page(rank)),
+        )?;
+    }
+    Ok(folder_name)
 }
 
 /// `report --timed-by`: the regions timed by runs of the uninstrumented
@@ -304,18 +419,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
             "--reduce reads a job of MPI ranks: {} is one profile",
             dir.display()
         ),
-        (Some(job), Some(rank)) => {
-            let (rank_parts, pids) = job.rank(rank)?;
-            // A rank sharing its directory with others: its first process.
-            let shared = rank_parts.len() == 1
-                && memlens_profile::Meta::read(&rank_parts[0])?.processes.len() > pids.len();
-            if shared {
-                only = Some(memlens_profile::Only::Process(pids[0]));
-            }
-            progress::step(&format!("reading rank {rank}"), || {
-                load_parts(&dir, &rank_parts)
-            })?
-        }
+        (Some(job), Some(rank)) => rank_profile(&dir, job, rank, &mut only)?,
         (None, Some(_)) => bail!("--rank: {} is not a job of MPI ranks", dir.display()),
         _ => progress::step(&format!("reading {}", dir.display()), || {
             load_parts(&dir, &parts)
@@ -324,23 +428,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
     if let Some(only) = only {
         p.restrict(only).map_err(anyhow::Error::msg)?;
     }
-    p.skip_frames =
-        memlens_profile::SkipFrames::new(&args.skip_frames).map_err(anyhow::Error::msg)?;
-    let options = memlens_present::ReportOptions {
-        top: args.top,
-        stacks: args.stacks,
-        fold: args.fold.clone(),
-        fold_detect: args.fold_detect,
-        fold_bins: args.fold_bins as usize,
-    };
-    let mut r = progress::step(
-        &format!(
-            "analysing {} samples, {} allocation sites",
-            p.samples.len(),
-            p.sites.len()
-        ),
-        || memlens_present::build_report(&p, &options),
-    );
+    let mut r = analyse(&mut p, &args)?;
     if let (true, Some(why)) = (args.fold.is_some() || args.fold_detect, &r.folding.why_not) {
         anyhow::bail!("cannot fold: {why}");
     }
@@ -348,16 +436,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
         time_by_plain_runs(&mut r, &args.timed_by)?;
     }
     if let Some(path) = &args.html {
-        // The page has every frame of each object's stack, under its row
-        // until the row is clicked.
-        let shown = std::mem::replace(&mut r.stacks_shown, usize::MAX);
-        let text = match args.html_without_source {
-            true => memlens_present::SourceText::Left,
-            false => memlens_present::SourceText::Embedded,
-        };
-        let page = memlens_present::render_html(&p, &r, text);
-        r.stacks_shown = shown;
-        memlens_profile::write_private_file(path, page.as_bytes())?;
+        write_html(&p, &mut r, &args, path)?;
         eprintln!("memlens: wrote {}", path.display());
     }
     match args.format {

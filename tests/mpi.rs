@@ -155,8 +155,55 @@ fn an_mpi_job_is_read_across_its_ranks() {
         assert_ran(&plot(kind, &job, &image));
         assert!(std::fs::metadata(&image).unwrap().len() > 10_000, "{kind}");
     }
-    let page = html_report(&job, &dir.path().join("job.html"));
+    let html = dir.path().join("job.html");
+    let page = html_report(&job, &html);
     assert_eq!(page.matches("<svg").count(), 2, "the band and the map");
+    // Beside it, each rank's own page, which a rank selector and the "most
+    // at rank" cells open (tests/browser/job_page.py in headless Chromium).
+    for rank in 0..4 {
+        let own = std::fs::read_to_string(dir.path().join(format!("job.ranks/rank-{rank}.html")));
+        assert!(
+            own.unwrap().contains("memlens report"),
+            "rank {rank}'s page"
+        );
+    }
+    if chromium_for("the job page's rank selector").is_some() {
+        let out = Command::new("python3")
+            .arg(root().join("tests/browser/job_page.py"))
+            .args([html.to_str().unwrap(), "3"])
+            .output()
+            .unwrap();
+        assert_ran(&out);
+        let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(seen["ready"], "yes");
+        assert_eq!(seen["errors"], serde_json::json!([]), "console errors");
+        assert_eq!(
+            seen["rank_errors"],
+            serde_json::json!([]),
+            "rank page's errors"
+        );
+        // Sorted by each object's most on one rank, largest first: the field's
+        // 64 MiB on rank 3 first.
+        let most: Vec<f64> = (seen["most_sorted"].as_array().unwrap().iter())
+            .map(|v| v.as_str().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(most[0], 64.0 * mib, "{seen}");
+        assert!(most.windows(2).all(|w| w[0] >= w[1]), "{seen}");
+        assert!(
+            (seen["rank_links"][0].as_str().unwrap()).ends_with("/job.ranks/rank-3.html"),
+            "{seen}"
+        );
+        let choices: Vec<&str> = (seen["choices"].as_array().unwrap().iter())
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        assert_eq!(choices.len(), 5, "a choice per rank: {choices:?}");
+        assert!((seen["opened"].as_str().unwrap()).ends_with("/job.ranks/rank-3.html"));
+        // Rank 3's page: its 64 MiB field first, its own timeline drawn.
+        let first = seen["rank_objects"][0].as_array().unwrap();
+        assert_eq!(first[0], "64.0 MiB", "{seen}");
+        assert!((first.last().unwrap().as_str().unwrap()).contains("mpi_imbalance.c:"));
+        assert_eq!(seen["rank_timeline"], 1, "{seen}");
+    }
     // SQL reads the ranks' tables as one, each row's rank by its process.
     let sql = Command::new(memlens())
         .args(["sql", "--format", "csv"])

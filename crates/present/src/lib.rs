@@ -29,7 +29,7 @@ pub use plot::{
 };
 pub use pprof::pprof;
 pub use report::{
-    build_report, job_value, render_html, render_job_html, render_job_text, render_json,
+    build_report, job_value, rank_page, render_html, render_job_html, render_job_text, render_json,
     render_key_values, render_text, report_schema, report_value, JobReport, Report, ReportOptions,
     SourceText, REPORT_SCHEMA_VERSION,
 };

@@ -4,7 +4,7 @@
 //! few lines of inline script zoom and pan: nothing is fetched, so the file
 //! opens offline and can be mailed.
 
-use super::job::{job_sections, JobReport};
+use super::job::{job_sections, rank_page, JobReport, MOST_AT_RANK};
 use super::model::{Figure, Section};
 use super::sections::sections;
 use super::Report;
@@ -39,6 +39,8 @@ struct Page<'a> {
     timeline: Option<String>,
     /// The source pane's files, lines and figures, likewise.
     source: Option<String>,
+    /// A job's ranks and their pages, likewise.
+    rank_pages: Option<String>,
     uplot_js: &'static str,
     uplot_css: &'static str,
     uplot_license: &'static str,
@@ -98,8 +100,7 @@ fn timeline_json(r: &Report) -> Option<String> {
         "how": how,
         "regions": region_bands(&t.regions, t.end_ns),
     });
-    // Inside <script>: no name from the program may close the element.
-    Some(data.to_string().replace('<', "\\u003c"))
+    Some(script_json(data))
 }
 
 /// A source file's text the page embeds at most, and all files' together:
@@ -181,8 +182,7 @@ fn source_json(r: &Report, text: SourceText) -> Option<String> {
         "regions": regions.list,
         "files": files,
     });
-    // Inside <script>: no name or source text may close the element.
-    Some(data.to_string().replace('<', "\\u003c"))
+    Some(script_json(data))
 }
 
 /// Names listed once, referred to by their place in the list.
@@ -219,6 +219,12 @@ fn read_source(path: &str, budget: &mut u64) -> Result<String, String> {
     let text = String::from_utf8(bytes).map_err(|_| "not text (UTF-8)".to_string())?;
     *budget -= text.len() as u64;
     Ok(text)
+}
+
+/// JSON to put inside a `<script>`: no name from the program, nor a source
+/// file's text, may close the element.
+fn script_json(data: serde_json::Value) -> String {
+    data.to_string().replace('<', "\\u003c")
 }
 
 /// Top-level regions as bands (name, begin and end in seconds): instances
@@ -268,18 +274,34 @@ pub fn render_html(p: &Profile, r: &Report, text: SourceText) -> String {
         r.summary.command.join(" "),
         &r.profile,
         &r.memlens_version,
-        (sections(r), timeline_json(r), source_json(r, text)),
+        (sections(r), timeline_json(r), source_json(r, text), None),
         |f| draw(p, r, f),
     )
 }
 
-/// A job's report as one HTML page.
-pub fn render_job_html(j: &JobReport) -> String {
+/// A job's report as one HTML page; `rank_folder`: the folder, relative to
+/// the page, of each rank's own page ([`rank_page`]), which the page links.
+pub fn render_job_html(j: &JobReport, rank_folder: Option<&str>) -> String {
+    let rank_pages = rank_folder.map(|folder| {
+        let several_hosts = (j.job.ranks.iter()).any(|r| r.host != j.job.ranks[0].host);
+        let ranks: Vec<(u32, String, String)> = (j.job.ranks.iter())
+            .map(|r| {
+                let pids: Vec<String> = r.pids.iter().map(u32::to_string).collect();
+                let label = match several_hosts {
+                    true => format!("rank {} on {} (pid {})", r.rank, r.host, pids.join(", ")),
+                    false => format!("rank {} (pid {})", r.rank, pids.join(", ")),
+                };
+                (r.rank, label, format!("{folder}/{}", rank_page(r.rank)))
+            })
+            .collect();
+        let data = serde_json::json!({ "ranks": ranks, "column": MOST_AT_RANK });
+        script_json(data)
+    });
     page(
         j.command.join(" "),
         &j.profile,
         &j.memlens_version,
-        (job_sections(j), None, None),
+        (job_sections(j), None, None, rank_pages),
         |figure| {
             let mut svg = String::new();
             let drawn = match figure {
@@ -297,7 +319,12 @@ fn page(
     command: String,
     profile: &str,
     version: &str,
-    (sections, timeline, source): (Vec<Section>, Option<String>, Option<String>),
+    (sections, timeline, source, rank_pages): (
+        Vec<Section>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
     draw: impl Fn(Figure) -> Option<DrawnFigure>,
 ) -> String {
     let sections = sections
@@ -314,6 +341,7 @@ fn page(
         sections,
         timeline,
         source,
+        rank_pages,
         uplot_js: UPLOT_JS,
         uplot_css: UPLOT_CSS,
         uplot_license: UPLOT_LICENSE,

@@ -11,6 +11,7 @@ mod sections;
 pub(crate) mod text;
 
 pub use html::{render_html, render_job_html, SourceText};
+pub use job::rank_page;
 pub use job::JobReport;
 pub use json::{job_value, render_json, report_schema, report_value, REPORT_SCHEMA_VERSION};
 pub use text::{render_key_values, render_text};

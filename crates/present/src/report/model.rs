@@ -73,6 +73,8 @@ pub enum Unit {
     Cycles,
     /// Nanoseconds (latencies measured by the clock).
     Nanoseconds,
+    /// One figure over another (a job's most over its mean rank).
+    Ratio,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
