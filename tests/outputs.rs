@@ -372,10 +372,11 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
 /// The source lines of STREAM: each kernel's line carries the bytes its
 /// loop moves (samples x period against the loop's exact bytes, within the
 /// sampler's bound), the arrays it touches and its region; the HTML page's
-/// source pane, driven in headless Chromium (tests/browser/source_pane.py),
+/// source pane, driven in headless Chromium (tests/browser/stream_page.py),
 /// opens at the most sampled line with the file's text, at an object's
 /// hottest line from the link under its row, and at a region's and a
-/// function's.
+/// function's; the bandwidth chart under the timeline shows the exact
+/// totals, a thread's on a click, and follows the timeline's range.
 #[test]
 fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code() {
     let n = 200_000u64;
@@ -429,7 +430,7 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
     let html = dir.path().join("report.html");
     html_report(&p, &html);
     let out = Command::new("python3")
-        .arg(root().join("tests/browser/source_pane.py"))
+        .arg(root().join("tests/browser/stream_page.py"))
         .args([
             html.to_str().unwrap(),
             "main (stream.c:35)",
@@ -444,7 +445,10 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
     assert_eq!(seen["errors"], serde_json::json!([]), "console errors");
     // Each view at its most sampled line, with the file's own text.
     let most = |pick: &dyn Fn(&serde_json::Value) -> u64| {
-        let best = lines.iter().max_by_key(|l| pick(l)).unwrap();
+        // Ties: the first line, as the pane picks.
+        let best = (lines.iter())
+            .max_by_key(|l| (pick(l), std::cmp::Reverse(l["line"].as_u64().unwrap())))
+            .unwrap();
         (best["line"].as_u64().unwrap(), pick(best))
     };
     let in_list = |list: &serde_json::Value, name: &str| {
@@ -474,6 +478,26 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
         assert_eq!(v["code"], code[line as usize - 1], "{view}: {seen:#}");
         assert_eq!(v["rows"], code.len(), "every line of the file: {seen:#}");
     }
+    // Under the timeline, the bandwidth: the exact totals shown, the one
+    // thread's own hidden until its legend entry is clicked; it follows a
+    // range set on the timeline.
+    let series: Vec<(&str, bool)> = (seen["bandwidth_series"].as_array().unwrap().iter())
+        .map(|s| (s[0].as_str().unwrap(), s[1].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        series[..2],
+        [("read (exact)", true), ("written (exact)", true)]
+    );
+    assert!(
+        series[2..]
+            .iter()
+            .all(|(name, shown)| name.starts_with("tid ") && !shown),
+        "{series:?}"
+    );
+    assert_eq!(seen["thread_shown"], true);
+    let range = seen["bandwidth_range"].as_array().unwrap();
+    assert_eq!(range[0], range[2], "{seen}");
+    assert_eq!(range[1], range[3], "{seen}");
     assert!(seen["object"]["of"]
         .as_str()
         .unwrap()

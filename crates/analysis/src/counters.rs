@@ -137,6 +137,77 @@ pub fn bandwidth_series(p: &Profile) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
+/// One thread's exact bandwidth over time (instrumented code).
+#[derive(Clone, Debug)]
+pub struct ThreadBandwidth {
+    pub pid: u32,
+    pub tid: u32,
+    /// Bytes it read and wrote in all, as it last published them.
+    pub bytes: u64,
+    /// (seconds into the run at the interval's end, read and written
+    /// bytes/s over the interval since its previous point).
+    pub rates: Vec<(f64, f64, f64)>,
+}
+
+/// Each thread's bandwidth between the ticks where its published counts
+/// changed (the `thread_timeline` table, read on demand), from its start
+/// when known; threads of the profile's view only, most bytes first.
+pub fn thread_bandwidth(p: &Profile) -> Vec<ThreadBandwidth> {
+    let Ok(points) = memlens_profile::read_table::<memlens_profile::ThreadTrafficPoint>(&p.dir)
+    else {
+        return Vec::new();
+    };
+    let in_view = |pid: u32, tid: u32| match p.only {
+        Some(memlens_profile::Only::Process(only)) => pid == only,
+        Some(memlens_profile::Only::Thread(only)) => tid == only,
+        None => true,
+    };
+    let mut per_thread: BTreeMap<(u32, u32), Vec<(u64, u64, u64)>> = BTreeMap::new();
+    for t in points.iter().filter(|t| in_view(t.pid, t.tid)) {
+        per_thread
+            .entry((t.pid, t.tid))
+            .or_insert_with(|| {
+                let start = p.threads.iter().find(|r| r.pid == t.pid && r.tid == t.tid);
+                start
+                    .and_then(|r| r.start_ns)
+                    .map(|s| (s, 0, 0))
+                    .into_iter()
+                    .collect()
+            })
+            .push((t.time_ns, t.bytes_read, t.bytes_written));
+    }
+    let mut out: Vec<ThreadBandwidth> = (per_thread.into_iter())
+        .map(|((pid, tid), mut points)| {
+            points.sort_unstable();
+            let rates = (points.windows(2))
+                .filter(|w| w[1].0 > w[0].0)
+                .map(|w| {
+                    let dt = (w[1].0 - w[0].0) as f64 / 1e9;
+                    let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / dt;
+                    (
+                        w[1].0 as f64 / 1e9,
+                        rate(w[0].1, w[1].1),
+                        rate(w[0].2, w[1].2),
+                    )
+                })
+                .collect();
+            let last = points.last().map_or(0, |l| l.1.saturating_add(l.2));
+            ThreadBandwidth {
+                pid,
+                tid,
+                bytes: last,
+                rates,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then((a.pid, a.tid).cmp(&(b.pid, b.tid)))
+    });
+    out
+}
+
 /// The cumulative value at `t`, linear between the readings around it.
 pub fn value_at(series: &[&CounterReading], t: u64) -> f64 {
     let i = series.partition_point(|r| r.time_ns <= t);
@@ -198,7 +269,7 @@ pub fn counters_report(p: &Profile) -> Vec<CounterSummary> {
 
 #[cfg(test)]
 mod tests {
-    use super::bandwidth_series;
+    use super::{bandwidth_series, thread_bandwidth};
     use crate::Profile;
     use memlens_profile::{Process, ThreadRow, TimelinePoint};
 
@@ -234,5 +305,47 @@ mod tests {
             .map(|&(t, r, _)| (t, r / MIB as f64))
             .collect();
         assert_eq!(rates, [(0.01, 25600.0), (0.02, 0.0), (0.03, 4400.0)]);
+    }
+
+    #[test]
+    fn a_threads_bandwidth_is_its_bytes_between_its_points() {
+        // Thread 7 started at 5 ms, had read 1000 bytes at 10 ms and 5000
+        // at 30 ms (and written 100 by then); its counts unchanged between.
+        let dir = tempfile::tempdir().unwrap();
+        let points = [(10, 1000, 0), (30, 5000, 100)].map(|(ms, read, written)| {
+            memlens_profile::ThreadTrafficPoint {
+                pid: 1,
+                tid: 7,
+                time_ns: ms * 1_000_000,
+                bytes_read: read,
+                bytes_written: written,
+                loads: 0,
+                stores: 0,
+            }
+        });
+        memlens_profile::write_table(dir.path(), &points).unwrap();
+        let mut p = Profile {
+            dir: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        p.threads = vec![ThreadRow {
+            pid: 1,
+            tid: 7,
+            start_ns: Some(5_000_000),
+            ..Default::default()
+        }];
+        let threads = thread_bandwidth(&p);
+        assert_eq!(threads.len(), 1);
+        assert_eq!((threads[0].tid, threads[0].bytes), (7, 5100));
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
+        let want = [(0.01, 200_000.0, 0.0), (0.03, 200_000.0, 5_000.0)];
+        assert_eq!(threads[0].rates.len(), want.len());
+        for (got, want) in threads[0].rates.iter().zip(want) {
+            assert!(
+                close(got.0, want.0) && close(got.1, want.1) && close(got.2, want.2),
+                "{:?}",
+                threads[0].rates
+            );
+        }
     }
 }

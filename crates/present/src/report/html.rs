@@ -26,6 +26,20 @@ const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
 const UPLOT_LICENSE: &str = include_str!("../../assets/uplot/LICENSE");
 
+/// The data of the page's interactive parts, each as JSON safe inside a
+/// script ([`script_json`]), when the report has it.
+#[derive(Serialize, Default)]
+struct Scripts {
+    /// The capacity timeline.
+    timeline: Option<String>,
+    /// The bandwidth chart under it.
+    bandwidth: Option<String>,
+    /// The source pane's files, lines and figures.
+    source: Option<String>,
+    /// A job's ranks and their pages.
+    rank_pages: Option<String>,
+}
+
 /// Points per series the page's timeline carries, whatever the run's length.
 const TIMELINE_COLUMNS: usize = 2000;
 
@@ -35,12 +49,8 @@ struct Page<'a> {
     profile: &'a str,
     version: &'a str,
     sections: Vec<PageSection>,
-    /// The interactive timeline's data as JSON safe inside a script.
-    timeline: Option<String>,
-    /// The source pane's files, lines and figures, likewise.
-    source: Option<String>,
-    /// A job's ranks and their pages, likewise.
-    rank_pages: Option<String>,
+    #[serde(flatten)]
+    scripts: Scripts,
     uplot_js: &'static str,
     uplot_css: &'static str,
     uplot_license: &'static str,
@@ -101,6 +111,75 @@ fn timeline_json(r: &Report) -> Option<String> {
         "regions": region_bands(&t.regions, t.end_ns),
     });
     Some(script_json(data))
+}
+
+/// Threads whose own bandwidth the page carries at most, those that moved
+/// the most bytes.
+const BANDWIDTH_THREADS: usize = 16;
+
+/// The bandwidth chart's data: seconds, then per series its name, whether
+/// it is shown at first, and its bytes/s at the end of each interval
+/// (null where the series has no point): the exact bytes of instrumented
+/// code (all processes summed), the memory-traffic counters, and each of
+/// the [`BANDWIDTH_THREADS`] busiest threads (hidden until its legend
+/// entry is clicked). Columns as the timeline's: each slice's most.
+fn bandwidth_json(p: &Profile) -> Option<String> {
+    let mut series: Vec<(String, bool, Vec<(f64, f64)>)> = Vec::new();
+    if p.meta.has(memlens_profile::Backend::Instrumented) {
+        let exact = memlens_analysis::bandwidth_series(p);
+        for (name, pick) in [("read (exact)", 1), ("written (exact)", 2)] {
+            let points = (exact.iter())
+                .map(|&(t, r, w)| (t, if pick == 1 { r } else { w }))
+                .collect();
+            series.push((name.to_string(), true, points));
+        }
+    }
+    for c in memlens_analysis::traffic_rates(p) {
+        series.push((format!("{} ({})", c.name, c.method), true, c.rates));
+    }
+    let several = p.meta.processes.len() > 1;
+    for t in memlens_analysis::thread_bandwidth(p)
+        .into_iter()
+        .take(BANDWIDTH_THREADS)
+    {
+        let who = match several {
+            true => format!("pid {} tid {}", t.pid, t.tid),
+            false => format!("tid {}", t.tid),
+        };
+        for (what, pick) in [("read", 1), ("written", 2)] {
+            let points = (t.rates.iter())
+                .map(|&(s, r, w)| (s, if pick == 1 { r } else { w }))
+                .collect();
+            series.push((format!("{who} {what} (exact)"), false, points));
+        }
+    }
+    if series.iter().all(|s| s.2.is_empty()) {
+        return None;
+    }
+    // One time axis for all: every series' instants, in order.
+    let mut times: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.0))
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    let per = times.len().div_ceil(TIMELINE_COLUMNS).max(1);
+    let slice_of = |t: f64| times.partition_point(|&x| x < t) / per;
+    let columns = times.len().div_ceil(per);
+    let seconds: Vec<f64> = times.iter().step_by(per).copied().collect();
+    let series: Vec<serde_json::Value> = (series.into_iter())
+        .map(|(name, shown, points)| {
+            let mut most: Vec<Option<f64>> = vec![None; columns];
+            for (t, v) in points {
+                let m = &mut most[slice_of(t)];
+                *m = Some(m.map_or(v, |m| m.max(v)));
+            }
+            serde_json::json!({ "name": name, "shown": shown, "values": most })
+        })
+        .collect();
+    Some(script_json(
+        serde_json::json!({ "t": seconds, "series": series }),
+    ))
 }
 
 /// A source file's text the page embeds at most, and all files' together:
@@ -274,7 +353,13 @@ pub fn render_html(p: &Profile, r: &Report, text: SourceText) -> String {
         r.summary.command.join(" "),
         &r.profile,
         &r.memlens_version,
-        (sections(r), timeline_json(r), source_json(r, text), None),
+        sections(r),
+        Scripts {
+            timeline: timeline_json(r),
+            bandwidth: bandwidth_json(p),
+            source: source_json(r, text),
+            rank_pages: None,
+        },
         |f| draw(p, r, f),
     )
 }
@@ -301,7 +386,11 @@ pub fn render_job_html(j: &JobReport, rank_folder: Option<&str>) -> String {
         j.command.join(" "),
         &j.profile,
         &j.memlens_version,
-        (job_sections(j), None, None, rank_pages),
+        job_sections(j),
+        Scripts {
+            rank_pages,
+            ..Scripts::default()
+        },
         |figure| {
             let mut svg = String::new();
             let drawn = match figure {
@@ -319,12 +408,8 @@ fn page(
     command: String,
     profile: &str,
     version: &str,
-    (sections, timeline, source, rank_pages): (
-        Vec<Section>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    ),
+    sections: Vec<Section>,
+    scripts: Scripts,
     draw: impl Fn(Figure) -> Option<DrawnFigure>,
 ) -> String {
     let sections = sections
@@ -339,9 +424,7 @@ fn page(
         profile,
         version,
         sections,
-        timeline,
-        source,
-        rank_pages,
+        scripts,
         uplot_js: UPLOT_JS,
         uplot_css: UPLOT_CSS,
         uplot_license: UPLOT_LICENSE,

@@ -1,11 +1,13 @@
-"""Drives the source pane of a memlens HTML report in headless Chromium
-(Selenium, Debian's chromium-driver) and prints what it saw as JSON for the
-Rust test to check: the line the pane opens at for all samples, for an
-object (by the link under the object's row in the access table), for a
-region and for a function (by the pane's own selector), each with its source text and
-samples, and the console's errors.
+"""Drives the HTML report of an instrumented program (the STREAM example)
+in headless Chromium (Selenium, Debian's chromium-driver) and prints what
+it saw as JSON for the Rust test to check: the line the source pane opens
+at for all samples, for an object (by the link under the object's row in
+the access table), for a region and for a function (by the pane's own
+selector), each with its source text and samples; the bandwidth chart's
+series, a thread's shown by a click on its legend entry, and its range
+after a range is selected on the timeline; the console's errors.
 
-Usage: python3 source_pane.py REPORT.html OBJECT REGION FUNCTION
+Usage: python3 stream_page.py REPORT.html OBJECT REGION FUNCTION
 """
 import json
 import sys
@@ -66,6 +68,27 @@ try:
         choice = next(o.text for o in whose.options if o.text.startswith(f"{kind}: {wanted} ("))
         whose.select_by_visible_text(choice)
         seen[kind] = shown()
+
+    # The bandwidth chart: its legend, a thread's series shown by a click,
+    # and the range it follows when the timeline's is set.
+    legend = driver.find_elements(By.CSS_SELECTOR, "#bandwidth-chart .u-legend .u-series")
+    seen["bandwidth_series"] = [
+        [e.find_element(By.CSS_SELECTOR, ".u-label").text, "u-off" not in e.get_attribute("class")]
+        for e in legend[1:]
+    ]
+    thread = next(e for e in legend if e.text.startswith("tid "))
+    driver.execute_script("arguments[0].scrollIntoView()", thread)
+    thread.find_element(By.CSS_SELECTOR, ".u-label").click()
+    seen["thread_shown"] = "u-off" not in thread.get_attribute("class")
+    # uPlot applies a new scale after the script that set it (a microtask).
+    driver.execute_script(
+        "var t = window.memlensTimeline, lo = t.scales.x.min, hi = t.scales.x.max;"
+        "t.setScale('x', {min: lo + (hi - lo) / 4, max: lo + (hi - lo) / 2});"
+    )
+    seen["bandwidth_range"] = driver.execute_script(
+        "var t = window.memlensTimeline, b = window.memlensBandwidth;"
+        "return [t.scales.x.min, t.scales.x.max, b.scales.x.min, b.scales.x.max];"
+    )
 
     seen["errors"] = [
         entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"
