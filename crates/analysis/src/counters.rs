@@ -162,7 +162,9 @@ pub fn thread_bandwidth(p: &Profile) -> Vec<ThreadBandwidth> {
         Some(memlens_profile::Only::Thread(only)) => tid == only,
         None => true,
     };
-    let mut per_thread: BTreeMap<(u32, u32), Vec<(u64, u64, u64)>> = BTreeMap::new();
+    // Per (pid, tid): (time, bytes read, bytes written) so far.
+    type Counts = Vec<(u64, u64, u64)>;
+    let mut per_thread: BTreeMap<(u32, u32), Counts> = BTreeMap::new();
     for t in points.iter().filter(|t| in_view(t.pid, t.tid)) {
         per_thread
             .entry((t.pid, t.tid))
