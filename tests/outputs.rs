@@ -318,9 +318,10 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
         stack.iter().any(|f| f.contains("main (phases.c:")),
         "{stack:?}"
     );
-    // A drag across the timeline's last tenth: the objects table keeps the
-    // rows live in the range, so an object freed before it (the mapping and
-    // one matrix, freed at the end of "mapped") is left out.
+    // A drag across the timeline from the end of "mapped" to the run's end:
+    // the objects table keeps the rows live in the range, so an object freed
+    // before it (the mapping and one matrix, freed at the end of "mapped")
+    // is left out.
     let (lo, hi) = (
         seen["selected"][0].as_f64().unwrap(),
         seen["selected"][1].as_f64().unwrap(),

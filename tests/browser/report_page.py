@@ -2,9 +2,9 @@
 chromium-driver) as a user would, and prints what it saw as JSON for the
 Rust test to check: load time, console errors, a table's order before and
 after clicking its headings, the rows a filter leaves, an object's call
-stack shown by a click on its row, the rows left after a drag across
-the timeline selects a time range, and the frames a search highlights in
-the allocations' flame graph.
+stack shown by a click on its row, the rows left after a drag across the
+timeline (from the end of the region "mapped") selects a time range, and
+the frames a search highlights in the allocations' flame graph.
 
 Usage: python3 report_page.py REPORT.html TABLE_SECTION_ID COLUMN FILTER
 """
@@ -72,15 +72,23 @@ try:
     box.clear()
     box.send_keys(" ")
     box.send_keys("\b")
-    # A drag across the timeline's last tenth selects a time range: the
-    # table keeps the objects live in it.
+    # A drag across the timeline from just after the region "mapped" ends
+    # (where its mapping is freed) to the run's end selects a time range:
+    # the table keeps the objects live in it. The offsets are from the
+    # plotting area's centre.
     over = driver.find_element(By.CSS_SELECTOR, "#timeline-chart .u-over")
     width = over.size["width"]
+    mapped_end = driver.execute_script(
+        "var ends = MEMLENS_TIMELINE.regions.filter(function (r) { return r[0] === 'mapped'; })"
+        ".map(function (r) { return r[2]; });"
+        "return memlensTimeline.valToPos(Math.max.apply(null, ends), 'x');"
+    )
+    start = int(mapped_end) + 4
     (
         webdriver.ActionChains(driver)
-        .move_to_element_with_offset(over, int(width * 0.41), 0)
+        .move_to_element_with_offset(over, start - width // 2, 0)
         .click_and_hold()
-        .move_by_offset(int(width * 0.08), 0)
+        .move_by_offset(width - 2 - start, 0)
         .release()
         .perform()
     )

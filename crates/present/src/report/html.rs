@@ -124,7 +124,9 @@ const BANDWIDTH_THREADS: usize = 16;
 /// the [`BANDWIDTH_THREADS`] busiest threads (hidden until its legend
 /// entry is clicked). Columns as the timeline's: each slice's most.
 fn bandwidth_json(p: &Profile) -> Option<String> {
-    let mut series: Vec<(String, bool, Vec<(f64, f64)>)> = Vec::new();
+    // (name, shown at first, (seconds, bytes/s) points)
+    type Series = (String, bool, Vec<(f64, f64)>);
+    let mut series: Vec<Series> = Vec::new();
     if p.meta.has(memlens_profile::Backend::Instrumented) {
         let exact = memlens_analysis::bandwidth_series(p);
         for (name, pick) in [("read (exact)", 1), ("written (exact)", 2)] {
