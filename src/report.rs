@@ -155,6 +155,10 @@ pub(crate) enum PlotKind {
         output: PathBuf,
         #[arg(long)]
         accesses: bool,
+        /// With --accesses: the load samples under the memory level that
+        /// served each (hardware samples or --cache-model).
+        #[arg(long, requires = "accesses")]
+        by_level: bool,
     },
     /// A repeated region's instances folded onto one: sampled address and
     /// access rate against the phase of the instance.
@@ -189,11 +193,13 @@ pub(crate) fn plot(kind: &PlotKind, p: &Profile, output: &Path) -> Result<()> {
         PlotKind::Scatter { .. } => memlens_present::plot_scatter(p, output)?,
         PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(p, output)?,
         PlotKind::Counters { .. } => memlens_present::plot_counters(p, output)?,
-        PlotKind::Flame { accesses, .. } => {
-            let what = if *accesses {
-                memlens_present::Flame::Accesses
-            } else {
-                memlens_present::Flame::Allocations
+        PlotKind::Flame {
+            accesses, by_level, ..
+        } => {
+            let what = match (accesses, by_level) {
+                (true, true) => memlens_present::Flame::LoadsByLevel,
+                (true, false) => memlens_present::Flame::Accesses,
+                (false, _) => memlens_present::Flame::Allocations,
             };
             memlens_present::plot_flame(p, what, output)?
         }

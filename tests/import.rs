@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{assert_documented_excerpt, assert_ran, memlens, root, sql_json, tempdir};
+use common::{
+    assert_documented_excerpt, assert_ran, html_report, memlens, root, sql_json, tempdir,
+};
 use memlens_profile::{read_table, AccessSample, Meta};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -121,6 +123,27 @@ fn pebs_samples_equal_perf_report() {
     );
     assert!(text.contains("imported perf.data holds samples"), "{text}");
     assert_documented_excerpt("docs/report.md", "  LATENCY BY LEVEL", &text);
+    // The loads' flame graph by level: each level's frame weighs its
+    // samples x period.
+    let svg = dir.path().join("levels.svg");
+    let flame = Command::new(memlens())
+        .args(["plot", "flame", "--accesses", "--by-level", "-o"])
+        .arg(&svg)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_ran(&flame);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    for (level, samples) in [("L1", 4), ("fill buffer", 5), ("L2", 1), ("LLC", 4)] {
+        // inferno groups the digits: 40036 as 40,036.
+        let n = (samples * 10009).to_string();
+        let (thousands, rest) = n.split_at(n.len() - 3);
+        let title = format!("<title>[{level}] ({thousands},{rest} accesses,");
+        assert!(svg.contains(&title), "{title} in {svg}");
+    }
+    // The HTML page draws it under the levels' tables.
+    let page = html_report(&out, &dir.path().join("report.html"));
+    assert!(page.contains("<iframe title=\"sampled loads by the memory level"));
     // Every table of a profile is there to query, empty or not.
     let rows = sql_json(
         &out,

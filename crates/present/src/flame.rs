@@ -17,6 +17,9 @@ pub enum Flame {
     Allocations,
     /// Estimated accesses (samples x period), by object and access site.
     Accesses,
+    /// Estimated loads by the memory level that served them, then object
+    /// and access site.
+    LoadsByLevel,
 }
 
 pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError> {
@@ -55,8 +58,16 @@ fn draw_flame(p: &Profile, what: Flame, min_width: Option<f64>) -> Result<Vec<u8
             Measure::Accesses,
             "accesses by object (under its allocation stack) and code (sampled and scaled)",
         ),
+        Flame::LoadsByLevel => (
+            Measure::Accesses,
+            "loads by the memory level that served them, then object and code (sampled and scaled)",
+        ),
     };
-    let stacks = Stacks::of(p, measure).map_err(PlotError)?;
+    let stacks = match what {
+        Flame::LoadsByLevel => Stacks::loads_by_level(p),
+        _ => Stacks::of(p, measure),
+    }
+    .map_err(PlotError)?;
     let lines = collapsed(&stacks, measure);
     if lines.is_empty() {
         return Err(PlotError(

@@ -105,8 +105,17 @@ impl Stacks {
         if Measure::ALLOCATION.contains(&measure) {
             Ok(allocation_stacks(p))
         } else {
-            access_stacks(p)
+            access_stacks(p, false)
         }
+    }
+
+    /// The load samples' access stacks under the memory level that served
+    /// each (an error when no load sample carries a level).
+    pub fn loads_by_level(p: &Profile) -> Result<Stacks, String> {
+        if !p.samples.iter().any(|s| !s.is_store && s.level != 0) {
+            return Err("no load sample carries a memory level: levels come from hardware samples (PEBS, IBS, SPE) or `memlens record --cache-model`".into());
+        }
+        access_stacks(p, true)
     }
 
     /// Which of `measures` a measure is.
@@ -168,8 +177,9 @@ fn allocation_stacks(p: &Profile) -> Stacks {
 }
 
 /// Each sample under its object's allocation stack, the object, and the
-/// access's calling context (its last frame the access itself).
-fn access_stacks(p: &Profile) -> Result<Stacks, String> {
+/// access's calling context (its last frame the access itself); `by_level`:
+/// the load samples only, each under the memory level that served it.
+fn access_stacks(p: &Profile, by_level: bool) -> Result<Stacks, String> {
     if p.samples.is_empty() {
         return Err(
             "this profile has no access samples: build the program with `memlens cc` and record it again"
@@ -182,7 +192,15 @@ fn access_stacks(p: &Profile) -> Result<Stacks, String> {
     // Samples of one stack add up: memory goes with distinct stacks.
     let mut index: HashMap<Vec<Node>, usize> = HashMap::new();
     analysis::attribute(p, &objects, |i, hit, _| {
-        let stack = access_stack(p, &objects, i, hit);
+        let s = &p.samples[i];
+        if by_level && s.is_store {
+            return;
+        }
+        let mut stack = access_stack(p, &objects, i, hit);
+        if by_level {
+            let level = memlens_profile::MemLevel::from_code(s.level).name();
+            stack.insert(0, Node::added(format!("[{level}]")));
+        }
         let at = *index.entry(stack).or_insert_with_key(|stack| {
             rows.push(Weighted {
                 stack: stack.clone(),

@@ -451,10 +451,11 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
             let f = r.folding.content.as_ref()?;
             plot_fold(p, f.by(), f.bins.len(), Image::Svg(&mut svg))
         }
-        Figure::AllocationFlame | Figure::AccessFlame => {
+        Figure::AllocationFlame | Figure::AccessFlame | Figure::LevelFlame => {
             let what = match figure {
                 Figure::AllocationFlame => Flame::Allocations,
-                _ => Flame::Accesses,
+                Figure::AccessFlame => Flame::Accesses,
+                _ => Flame::LoadsByLevel,
             };
             let svg = in_frame(flame_svg(p, what, FLAME_MIN_WIDTH).ok()?);
             return Some(DrawnFigure {

@@ -326,6 +326,8 @@ pub enum Figure {
     AllocationFlame,
     /// Sampled accesses by object and code, a flame graph.
     AccessFlame,
+    /// Sampled loads by memory level, then object and code, a flame graph.
+    LevelFlame,
 }
 
 impl Figure {
@@ -339,6 +341,7 @@ impl Figure {
             Figure::RankMap => "resident set of each rank (rows) over time (columns)",
             Figure::AllocationFlame => "bytes allocated by call stack (click a frame: zoom to it; Search: highlight frames by name)",
             Figure::AccessFlame => "sampled accesses by object, under its allocation stack, then the code that touched it (click: zoom; Search: highlight)",
+            Figure::LevelFlame => "sampled loads by the memory level that served them, then object and code (click a level: zoom to it; Search: highlight)",
         }
     }
 }

@@ -1,13 +1,15 @@
 //! Loads by memory level per routine and region, and latency by level.
 
 use crate::format::or_dash;
-use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
+use crate::report::model::{Cell, Column, Figure, Row, Section, Table, Unit};
 use crate::report::Report;
 use memlens_analysis::{LevelRowShares, LevelTables};
 
 pub fn section(r: &Report) -> Option<Section> {
     let t = r.levels.as_ref()?;
-    let mut s = Section::new("levels", "Loads by memory level").note(t.method.clone());
+    let mut s = Section::new("levels", "Loads by memory level")
+        .note(t.method.clone())
+        .figure(Figure::LevelFlame);
     if !t.cost.is_empty() {
         s = s.note(format!("cost: {}", t.cost));
     }
