@@ -368,6 +368,25 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
         "report page loaded in {:.2} s",
         seen["load_s"].as_f64().unwrap()
     );
+    // The caller/callee view of make_matrix: its two sites' bytes, called
+    // from main; it calls nothing the profile records.
+    let sandwich = &seen["sandwich"];
+    assert_eq!(
+        sandwich["functions"],
+        serde_json::json!(["make_matrix"]),
+        "{sandwich}"
+    );
+    assert!(
+        (sandwich["title"].as_str().unwrap()).starts_with("make_matrix: 40.0 MiB"),
+        "{sandwich}"
+    );
+    assert_eq!(sandwich["callers"][0], "make_matrix", "{sandwich}");
+    assert_eq!(sandwich["callers"][1], "main", "{sandwich}");
+    assert_eq!(
+        sandwich["callees"],
+        serde_json::json!(["make_matrix"]),
+        "{sandwich}"
+    );
 }
 
 /// The source lines of STREAM: each kernel's line carries the bytes its

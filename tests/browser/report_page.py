@@ -3,8 +3,9 @@ chromium-driver) as a user would, and prints what it saw as JSON for the
 Rust test to check: load time, console errors, a table's order before and
 after clicking its headings, the rows a filter leaves, an object's call
 stack shown by a click on its row, the rows left after a drag across the
-timeline (from the end of the region "mapped") selects a time range, and
-the frames a search highlights in the allocations' flame graph.
+timeline (from the end of the region "mapped") selects a time range, the
+frames a search highlights in the allocations' flame graph, and its
+caller/callee view of the function searched for.
 
 Usage: python3 report_page.py REPORT.html TABLE_SECTION_ID COLUMN FILTER
 """
@@ -120,6 +121,35 @@ try:
     )
     matched = driver.find_element(By.ID, "matched").text
     driver.switch_to.default_content()
+    # Its caller/callee view: opened, then the function searched for picked.
+    sandwich = driver.find_element(
+        By.XPATH, "//h2[@id='allocated']/following::details[@class='sandwich'][1]"
+    )
+    sandwich.find_element(By.TAG_NAME, "summary").click()
+    sandwich.find_element(By.CSS_SELECTOR, "input.sandwich-filter").send_keys(wanted)
+    shown_functions = [
+        r.find_elements(By.TAG_NAME, "td")[-1].text
+        for r in sandwich.find_elements(By.CSS_SELECTOR, ".sandwich-functions tbody tr")
+        if r.is_displayed()
+    ]
+    next(
+        r
+        for r in sandwich.find_elements(By.CSS_SELECTOR, ".sandwich-functions tbody tr")
+        if r.is_displayed()
+    ).click()
+
+    def frames(which):
+        return [
+            e.get_attribute("textContent")
+            for e in sandwich.find_elements(By.CSS_SELECTOR, f".sandwich-{which} div")
+        ]
+
+    sandwich_seen = {
+        "functions": shown_functions,
+        "title": sandwich.find_element(By.CSS_SELECTOR, ".sandwich-title").text,
+        "callers": frames("callers"),
+        "callees": frames("callees"),
+    }
     errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     print(json.dumps({
         "ready": ready,
@@ -139,6 +169,7 @@ try:
         "range_note": range_note,
         "regions": regions,
         "flame_height": flame_height,
+        "sandwich": sandwich_seen,
         "flame_frames": flame_frames,
         "highlighted": highlighted,
         "matched": matched,

@@ -34,21 +34,27 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
     }
     // Drawn before the file is made: a profile with nothing to draw leaves
     // no empty file behind.
-    let svg = draw_flame(p, what, None)?;
+    let (stacks, measure, title) = flame_stacks(p, what)?;
+    let svg = draw_flame(&stacks, measure, title, None)?;
     memlens_profile::write_private_file(out, &svg).map_err(|e| PlotError(e.to_string()))
 }
 
 /// The flame graph as an SVG document in memory, for the HTML report: frames
 /// narrower than `min_width` pixels are left out, which bounds its size by
 /// the picture's, not by the number of stacks.
-pub fn flame_svg(p: &Profile, what: Flame, min_width: f64) -> Result<String, PlotError> {
-    let svg = draw_flame(p, what, Some(min_width))?;
+pub fn flame_svg(
+    (stacks, measure, title): &(Stacks, Measure, &'static str),
+    min_width: f64,
+) -> Result<String, PlotError> {
+    let svg = draw_flame(stacks, *measure, title, Some(min_width))?;
     String::from_utf8(svg).map_err(|e| PlotError(e.to_string()))
 }
 
-/// The SVG document of the flame graph (inferno's minimum frame width
-/// unless `min_width` is given).
-fn draw_flame(p: &Profile, what: Flame, min_width: Option<f64>) -> Result<Vec<u8>, PlotError> {
+/// What a flame graph of `what` weighs: its stacks, the measure, its title.
+pub fn flame_stacks(
+    p: &Profile,
+    what: Flame,
+) -> Result<(Stacks, Measure, &'static str), PlotError> {
     let (measure, title) = match what {
         Flame::Allocations => (
             Measure::AllocSpace,
@@ -68,7 +74,18 @@ fn draw_flame(p: &Profile, what: Flame, min_width: Option<f64>) -> Result<Vec<u8
         _ => Stacks::of(p, measure),
     }
     .map_err(PlotError)?;
-    let lines = collapsed(&stacks, measure);
+    Ok((stacks, measure, title))
+}
+
+/// The SVG document of the flame graph (inferno's minimum frame width
+/// unless `min_width` is given).
+fn draw_flame(
+    stacks: &Stacks,
+    measure: Measure,
+    title: &str,
+    min_width: Option<f64>,
+) -> Result<Vec<u8>, PlotError> {
+    let lines = collapsed(stacks, measure);
     if lines.is_empty() {
         return Err(PlotError(
             "nothing to draw: the profile has no recorded allocations".into(),

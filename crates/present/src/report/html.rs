@@ -4,11 +4,12 @@
 //! few lines of inline script zoom and pan: nothing is fetched, so the file
 //! opens offline and can be mailed.
 
+use super::call_tree::call_tree;
 use super::job::{job_sections, rank_page, JobReport, MOST_AT_RANK};
 use super::model::{Figure, Section};
 use super::sections::sections;
 use super::Report;
-use crate::flame::{flame_svg, Flame};
+use crate::flame::{flame_stacks, flame_svg, Flame};
 use crate::plot::{
     plot_bandwidth, plot_capacity, plot_fold, plot_rank_band, plot_rank_map, plot_scatter, Image,
     RankMeasure,
@@ -341,6 +342,9 @@ struct DrawnFigure {
     /// A document of its own with its own script (inferno's flame graphs):
     /// drawn in a frame, where its script finds its own elements.
     framed: bool,
+    /// A flame graph's call tree for its caller/callee view, as JSON for a
+    /// script.
+    call_tree: Option<String>,
 }
 
 /// Frames narrower than this many pixels are left out of the page's flame
@@ -457,11 +461,16 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
                 Figure::AccessFlame => Flame::Accesses,
                 _ => Flame::LoadsByLevel,
             };
-            let svg = in_frame(flame_svg(p, what, FLAME_MIN_WIDTH).ok()?);
+            let flame = flame_stacks(p, what).ok()?;
+            let svg = in_frame(flame_svg(&flame, FLAME_MIN_WIDTH).ok()?);
+            let tree = call_tree(&flame.0, flame.1);
             return Some(DrawnFigure {
                 svg,
                 caption: figure.caption(),
                 framed: true,
+                call_tree: tree
+                    .and_then(|t| serde_json::to_value(t).ok())
+                    .map(script_json),
             });
         }
         Figure::RankBand | Figure::RankMap => return None,
@@ -491,6 +500,7 @@ fn drawn_figure(
         svg,
         caption: figure.caption(),
         framed: false,
+        call_tree: None,
     })
 }
 

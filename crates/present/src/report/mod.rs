@@ -3,6 +3,7 @@
 //! JSON renderers draw, so every output carries the same content. JSON also
 //! carries the data itself, and CSV one of its tables with exact numbers.
 
+mod call_tree;
 mod html;
 mod job;
 mod json;
