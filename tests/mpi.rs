@@ -168,15 +168,7 @@ fn an_mpi_job_is_read_across_its_ranks() {
         );
     }
     if chromium_for("the job page's rank selector").is_some() {
-        let out = Command::new("python3")
-            .arg(root().join("tests/browser/job_page.py"))
-            .args([html.to_str().unwrap(), "3"])
-            .output()
-            .unwrap();
-        assert_ran(&out);
-        let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(seen["ready"], "yes");
-        assert_eq!(seen["errors"], serde_json::json!([]), "console errors");
+        let seen = in_browser("job_page.py", &[html.to_str().unwrap(), "3"]);
         assert_eq!(
             seen["rank_errors"],
             serde_json::json!([]),

@@ -262,16 +262,10 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
     assert_ran(&record(&p, &["--leaks"], &[&program("phases")]));
     let html = dir.path().join("report.html");
     html_report(&p, &html);
-    let script = root().join("tests/browser/report_page.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .args([html.to_str().unwrap(), "objects", "allocs", "make_matrix"])
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(seen["ready"], "yes");
-    assert_eq!(seen["errors"], serde_json::json!([]), "console errors");
+    let seen = in_browser(
+        "report_page.py",
+        &[html.to_str().unwrap(), "objects", "allocs", "make_matrix"],
+    );
     let numbers = |key: &str| -> Vec<f64> {
         (seen[key].as_array().unwrap().iter())
             .map(|v| v.as_str().unwrap().parse().unwrap())
@@ -449,20 +443,15 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
     }
     let html = dir.path().join("report.html");
     html_report(&p, &html);
-    let out = Command::new("python3")
-        .arg(root().join("tests/browser/stream_page.py"))
-        .args([
+    let seen = in_browser(
+        "stream_page.py",
+        &[
             html.to_str().unwrap(),
             "main (stream.c:35)",
             "triad",
             "make_cycle",
-        ])
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(seen["ready"], "yes");
-    assert_eq!(seen["errors"], serde_json::json!([]), "console errors");
+        ],
+    );
     // Each view at its most sampled line, with the file's own text.
     let most = |pick: &dyn Fn(&serde_json::Value) -> u64| {
         // Ties: the first line, as the pane picks.

@@ -9,28 +9,19 @@ Usage: python3 job_page.py JOB.html RANK
 import json
 import sys
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+import chromium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 page, rank = sys.argv[1:3]
 
-options = webdriver.ChromeOptions()
-for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,2000"):
-    options.add_argument(flag)
-options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-
-
-def errors():
-    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+driver = chromium.start()
 
 
 try:
     driver.get("file://" + page)
     seen = {"ready": driver.find_element(By.CSS_SELECTOR, "body").get_attribute("data-ready")}
-    table = driver.find_element(By.XPATH, "//h2[@id='rank-objects']/following::table[1]")
+    table = driver.find_element(By.XPATH, "//h2[@id='rank-objects']/following::table[not(ancestor::details)][1]")
     names = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead th")]
     most = names.index("most")
     table.find_elements(By.CSS_SELECTOR, "thead th")[most].click()
@@ -43,20 +34,20 @@ try:
     ]
     pick = Select(driver.find_element(By.ID, "rank-pick"))
     seen["choices"] = [o.text for o in pick.options]
-    seen["errors"] = errors()
+    seen["errors"] = chromium.errors(driver)
     pick.select_by_visible_text(next(o.text for o in pick.options if o.text.startswith(f"rank {rank} ")))
     WebDriverWait(driver, 10).until(
         lambda d: d.current_url.endswith(f"/rank-{rank}.html")
         and d.find_element(By.CSS_SELECTOR, "body").get_attribute("data-ready") == "yes"
     )
     seen["opened"] = driver.current_url
-    objects = driver.find_element(By.XPATH, "//h2[@id='objects']/following::table[1]")
+    objects = driver.find_element(By.XPATH, "//h2[@id='objects']/following::table[not(ancestor::details)][1]")
     seen["rank_objects"] = [
         [c.text for c in body.find_elements(By.CSS_SELECTOR, "tr:first-child > td")]
         for body in objects.find_elements(By.CSS_SELECTOR, "tbody")
     ]
     seen["rank_timeline"] = len(driver.find_elements(By.CSS_SELECTOR, "#timeline-chart canvas"))
-    seen["rank_errors"] = errors()
+    seen["rank_errors"] = chromium.errors(driver)
     print(json.dumps(seen))
 finally:
     driver.quit()

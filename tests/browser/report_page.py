@@ -13,24 +13,20 @@ import json
 import sys
 import time
 
+import chromium
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 page, section, column, wanted = sys.argv[1:5]
 
-options = webdriver.ChromeOptions()
-for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,2000"):
-    options.add_argument(flag)
-options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+driver = chromium.start()
 try:
     started = time.monotonic()
     driver.get("file://" + page)
     ready = driver.find_element(By.CSS_SELECTOR, "body").get_attribute("data-ready")
     load_s = time.monotonic() - started
     # The first table after the section's heading.
-    table = driver.find_element(By.XPATH, f"//h2[@id='{section}']/following::table[1]")
+    table = driver.find_element(By.XPATH, f"//h2[@id='{section}']/following::table[not(ancestor::details)][1]")
     headings = table.find_elements(By.CSS_SELECTOR, "thead th")
     names = [h.text for h in headings]
     col = names.index(column)
@@ -150,7 +146,7 @@ try:
         "callers": frames("callers"),
         "callees": frames("callees"),
     }
-    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    errors = chromium.errors(driver)
     print(json.dumps({
         "ready": ready,
         "load_s": load_s,

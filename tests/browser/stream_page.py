@@ -12,18 +12,13 @@ Usage: python3 stream_page.py REPORT.html OBJECT REGION FUNCTION
 import json
 import sys
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+import chromium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 page, wanted_object, wanted_region, wanted_function = sys.argv[1:5]
 
-options = webdriver.ChromeOptions()
-for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,2000"):
-    options.add_argument(flag)
-options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+driver = chromium.start()
 try:
     driver.get("file://" + page)
     ready = driver.find_element(By.CSS_SELECTOR, "body").get_attribute("data-ready")
@@ -52,7 +47,7 @@ try:
 
     # The object's row in the access table: a click opens its lines, among
     # them the link to its hottest source line.
-    table = driver.find_element(By.XPATH, "//h2[@id='access']/following::table[1]")
+    table = driver.find_element(By.XPATH, "//h2[@id='access']/following::table[not(ancestor::details)][1]")
     row = next(
         body
         for body in table.find_elements(By.CSS_SELECTOR, "tbody")
@@ -90,9 +85,7 @@ try:
         "return [t.scales.x.min, t.scales.x.max, b.scales.x.min, b.scales.x.max];"
     )
 
-    seen["errors"] = [
-        entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"
-    ]
+    seen["errors"] = chromium.errors(driver)
     print(json.dumps(seen))
 finally:
     driver.quit()

@@ -285,6 +285,26 @@ pub fn chromium_for(what: &str) -> Option<PathBuf> {
     found
 }
 
+/// `python3 tests/browser/SCRIPT ARGS...` (headless Chromium through
+/// Selenium): what it saw, after checking that the page got ready and its
+/// console had no error.
+pub fn in_browser(script: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new("python3")
+        .arg(root().join("tests/browser").join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["ready"], "yes", "{seen}");
+    assert_eq!(
+        seen["errors"],
+        serde_json::json!([]),
+        "console errors: {seen}"
+    );
+    seen
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("memlens-test")
