@@ -108,7 +108,7 @@ pub fn source_lines(p: &Profile, objects: &Objects, at_most: usize) -> SourceLin
     let levels: Vec<u8> = seen_levels.into_iter().collect();
     let scaled = |n: u64| {
         if samples_are_accesses {
-            (n * period) as f64
+            n as f64 * period as f64
         } else {
             0.0
         }
