@@ -121,20 +121,26 @@ pub fn bandwidth_series(p: &Profile) -> Vec<(f64, f64, f64)> {
     }
     let mut rates: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
     for points in per_pid.values() {
-        for w in points.windows(2) {
-            let dt = w[1].0.saturating_sub(w[0].0) as f64 / 1e9;
-            if dt <= 0.0 {
-                continue;
-            }
-            let e = rates.entry(w[1].0).or_default();
-            e.0 += w[1].1.saturating_sub(w[0].1) as f64 / dt;
-            e.1 += w[1].2.saturating_sub(w[0].2) as f64 / dt;
+        for (end, read, written) in interval_rates(points) {
+            let e = rates.entry(end).or_default();
+            e.0 += read;
+            e.1 += written;
         }
     }
     rates
         .into_iter()
         .map(|(t, (r, w))| (t as f64 / 1e9, r, w))
         .collect()
+}
+
+/// Between consecutive (time ns, bytes read, bytes written so far) points
+/// that differ in time: (the later time, read and written bytes/s).
+fn interval_rates(points: &[(u64, u64, u64)]) -> impl Iterator<Item = (u64, f64, f64)> + '_ {
+    (points.windows(2)).filter(|w| w[1].0 > w[0].0).map(|w| {
+        let dt = (w[1].0 - w[0].0) as f64 / 1e9;
+        let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / dt;
+        (w[1].0, rate(w[0].1, w[1].1), rate(w[0].2, w[1].2))
+    })
 }
 
 /// One thread's exact bandwidth over time (instrumented code).
@@ -157,15 +163,10 @@ pub fn thread_bandwidth(p: &Profile) -> Vec<ThreadBandwidth> {
     else {
         return Vec::new();
     };
-    let in_view = |pid: u32, tid: u32| match p.only {
-        Some(memlens_profile::Only::Process(only)) => pid == only,
-        Some(memlens_profile::Only::Thread(only)) => tid == only,
-        None => true,
-    };
     // Per (pid, tid): (time, bytes read, bytes written) so far.
     type Counts = Vec<(u64, u64, u64)>;
     let mut per_thread: BTreeMap<(u32, u32), Counts> = BTreeMap::new();
-    for t in points.iter().filter(|t| in_view(t.pid, t.tid)) {
+    for t in points.iter().filter(|t| p.in_view(t.pid, t.tid)) {
         per_thread
             .entry((t.pid, t.tid))
             .or_insert_with(|| {
@@ -181,17 +182,8 @@ pub fn thread_bandwidth(p: &Profile) -> Vec<ThreadBandwidth> {
     let mut out: Vec<ThreadBandwidth> = (per_thread.into_iter())
         .map(|((pid, tid), mut points)| {
             points.sort_unstable();
-            let rates = (points.windows(2))
-                .filter(|w| w[1].0 > w[0].0)
-                .map(|w| {
-                    let dt = (w[1].0 - w[0].0) as f64 / 1e9;
-                    let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / dt;
-                    (
-                        w[1].0 as f64 / 1e9,
-                        rate(w[0].1, w[1].1),
-                        rate(w[0].2, w[1].2),
-                    )
-                })
+            let rates = (interval_rates(&points))
+                .map(|(end, read, written)| (end as f64 / 1e9, read, written))
                 .collect();
             let last = points.last().map_or(0, |l| l.1.saturating_add(l.2));
             ThreadBandwidth {

@@ -52,12 +52,10 @@ fn spe_breakdown(p: &Profile) -> Vec<SpeLatencyRow> {
     };
     // Per level: samples, then sums of total, issue, translation.
     let mut by_level: BTreeMap<u8, (u64, [u64; 3])> = BTreeMap::new();
-    let in_view = |r: &memlens_profile::SampleLatencies| match p.only {
-        Some(memlens_profile::Only::Process(pid)) => r.pid == pid,
-        Some(memlens_profile::Only::Thread(tid)) => r.tid == tid,
-        None => true,
-    };
-    for r in rows.iter().filter(|r| !r.is_store && in_view(r)) {
+    for r in rows
+        .iter()
+        .filter(|r| !r.is_store && p.in_view(r.pid, r.tid))
+    {
         let (Some(total), Some(issue), Some(translation)) =
             (r.latency, r.issue_latency, r.translation_latency)
         else {

@@ -4,15 +4,15 @@
 //! source view and VTune's source pane show these per line; the HTML
 //! report's source pane draws them beside the file's text.
 
-use crate::access::{attribute, sample_sources};
+use crate::access::{attribute, sample_sources, samples_are_accesses, samples_are_sized};
 use crate::{Objects, Profile};
-use memlens_profile::{Backend, MemLevel};
+use memlens_profile::MemLevel;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 
-/// Objects and regions kept per line: what a line touches beyond these is
-/// summed in `others`.
+/// Objects and regions kept per line: the samples of the objects beyond
+/// these are summed in `other_objects`; further regions are left out.
 const PER_LINE: usize = 32;
 
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
@@ -23,6 +23,9 @@ pub struct SourceLines {
     /// Whether the samples are loads and stores (false: page faults, which
     /// count no bytes and are neither).
     pub samples_are_accesses: bool,
+    /// Whether the samples carry their access size (instrumented code): the
+    /// lines' bytes are figures only then.
+    pub samples_are_sized: bool,
     /// Level names, in hierarchy order, of each line's `load_levels` (empty
     /// when no sample carries a level).
     pub levels: Vec<String>,
@@ -75,7 +78,7 @@ struct LineTally<'p> {
 /// Every sampled source line's figures, the `at_most` most sampled kept.
 pub fn source_lines(p: &Profile, objects: &Objects, at_most: usize) -> SourceLines {
     let sources = sample_sources(&p.meta);
-    let samples_are_accesses = sources.iter().any(|s| *s != Backend::PageFaults);
+    let samples_are_accesses = samples_are_accesses(&sources);
     let period = p.meta.settings.access_period;
     let mut by_line: HashMap<(&str, u32), LineTally> = HashMap::new();
     let mut without_line: HashMap<&str, u64> = HashMap::new();
@@ -155,6 +158,7 @@ pub fn source_lines(p: &Profile, objects: &Objects, at_most: usize) -> SourceLin
     SourceLines {
         period,
         samples_are_accesses,
+        samples_are_sized: samples_are_accesses && samples_are_sized(&sources),
         levels: (levels.iter())
             .map(|&l| MemLevel::from_code(l).name().to_string())
             .collect(),

@@ -212,6 +212,16 @@ impl Profile {
         Ok(())
     }
 
+    /// Whether a row of process `pid`, thread `tid` is in the view
+    /// [`Profile::restrict`] made (for tables read on demand, after it).
+    pub fn in_view(&self, pid: u32, tid: u32) -> bool {
+        match self.only {
+            Some(Only::Process(only)) => pid == only,
+            Some(Only::Thread(only)) => tid == only,
+            None => true,
+        }
+    }
+
     pub fn process_start(&self, pid: u32) -> u64 {
         self.meta
             .processes

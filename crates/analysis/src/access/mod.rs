@@ -275,6 +275,18 @@ pub fn sample_sources(meta: &memlens_profile::Meta) -> Vec<Backend> {
     meta.backends().filter(|b| b.samples_accesses()).collect()
 }
 
+/// Whether samples from `sources` are loads and stores (page faults are
+/// neither, and count no bytes).
+pub fn samples_are_accesses(sources: &[Backend]) -> bool {
+    sources.iter().any(|s| *s != Backend::PageFaults)
+}
+
+/// Whether samples from `sources` carry their access size (instrumented
+/// code): hardware samples seldom do, and page faults count no bytes.
+pub fn samples_are_sized(sources: &[Backend]) -> bool {
+    sources.contains(&Backend::Instrumented)
+}
+
 /// The relative error bound, at 95% confidence, of a figure scaled from
 /// `samples` samples taken one access in `period`: sampling is binomial, so
 /// the count's relative standard error is about 1/sqrt(samples) (NMO states
@@ -409,7 +421,7 @@ pub fn access_report(p: &Profile, objects: &Objects, top: usize) -> AccessReport
     let available = !sources.is_empty();
     let hardware = sources.iter().any(|s| s.is_hardware());
     let period = p.meta.settings.access_period;
-    let samples_are_accesses = sources.iter().any(|s| *s != Backend::PageFaults);
+    let samples_are_accesses = samples_are_accesses(&sources);
     let mut out = AccessReport {
         available,
         samples_are_accesses,

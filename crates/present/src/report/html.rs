@@ -129,13 +129,9 @@ fn bandwidth_json(p: &Profile) -> Option<String> {
     type Series = (String, bool, Vec<(f64, f64)>);
     let mut series: Vec<Series> = Vec::new();
     if p.meta.has(memlens_profile::Backend::Instrumented) {
-        let exact = memlens_analysis::bandwidth_series(p);
-        for (name, pick) in [("read (exact)", 1), ("written (exact)", 2)] {
-            let points = (exact.iter())
-                .map(|&(t, r, w)| (t, if pick == 1 { r } else { w }))
-                .collect();
-            series.push((name.to_string(), true, points));
-        }
+        let [read, written] = read_and_written(&memlens_analysis::bandwidth_series(p));
+        series.push(("read (exact)".into(), true, read));
+        series.push(("written (exact)".into(), true, written));
     }
     for c in memlens_analysis::traffic_rates(p) {
         series.push((format!("{} ({})", c.name, c.method), true, c.rates));
@@ -149,12 +145,9 @@ fn bandwidth_json(p: &Profile) -> Option<String> {
             true => format!("pid {} tid {}", t.pid, t.tid),
             false => format!("tid {}", t.tid),
         };
-        for (what, pick) in [("read", 1), ("written", 2)] {
-            let points = (t.rates.iter())
-                .map(|&(s, r, w)| (s, if pick == 1 { r } else { w }))
-                .collect();
-            series.push((format!("{who} {what} (exact)"), false, points));
-        }
+        let [read, written] = read_and_written(&t.rates);
+        series.push((format!("{who} read (exact)"), false, read));
+        series.push((format!("{who} written (exact)"), false, written));
     }
     if series.iter().all(|s| s.2.is_empty()) {
         return None;
@@ -183,6 +176,14 @@ fn bandwidth_json(p: &Profile) -> Option<String> {
     Some(script_json(
         serde_json::json!({ "t": seconds, "series": series }),
     ))
+}
+
+/// (seconds, read, written) rates as two series of (seconds, rate).
+fn read_and_written(rates: &[(f64, f64, f64)]) -> [Vec<(f64, f64)>; 2] {
+    [
+        rates.iter().map(|&(t, r, _)| (t, r)).collect(),
+        rates.iter().map(|&(t, _, w)| (t, w)).collect(),
+    ]
 }
 
 /// A source file's text the page embeds at most, and all files' together:
@@ -257,7 +258,7 @@ fn source_json(r: &Report, text: SourceText) -> Option<String> {
     let data = serde_json::json!({
         "levels": s.levels,
         "accesses": s.samples_are_accesses,
-        "sized": s.samples_are_accesses && r.access.sources.contains(&memlens_profile::Backend::Instrumented),
+        "sized": s.samples_are_sized,
         "period": s.period,
         "left_out": s.lines_left_out,
         "objects": objects.list,

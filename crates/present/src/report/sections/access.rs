@@ -115,8 +115,7 @@ fn objects(a: &AccessReport, page_faults: bool) -> Table {
             Cell::measured(format!("{share:.0}%"), share)
         }
     };
-    // Hardware samples seldom carry their access size: no bytes then.
-    let sized = a.sources.contains(&Backend::Instrumented);
+    let sized = memlens_analysis::samples_are_sized(&a.sources);
     let bytes = |b: f64, error: Option<f64>| {
         if sized {
             let text = match error {

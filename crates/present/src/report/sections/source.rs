@@ -6,7 +6,6 @@ use crate::format::{counted, human_bytes};
 use crate::report::model::{Cell, Column, Row, Section, Table, Unit};
 use crate::report::Report;
 use memlens_analysis::{code_label, LineFigures, SourceLines};
-use memlens_profile::Backend;
 
 pub fn section(r: &Report) -> Option<Section> {
     let s = &r.source;
@@ -23,12 +22,11 @@ pub fn section(r: &Report) -> Option<Section> {
             s.levels.join(", ")
         ));
     }
-    Some(section.table(lines_table(r, s)))
+    Some(section.table(lines_table(s)))
 }
 
-fn lines_table(r: &Report, s: &SourceLines) -> Table {
-    // Hardware samples seldom carry their access size: no bytes then.
-    let sized = s.samples_are_accesses && r.access.sources.contains(&Backend::Instrumented);
+fn lines_table(s: &SourceLines) -> Table {
+    let sized = s.samples_are_sized;
     let mut columns = vec![
         Column::measure("samples", Unit::Count),
         Column::measure("loads", Unit::Percent),
