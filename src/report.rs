@@ -277,22 +277,18 @@ pub(crate) fn job_report(dir: &Path, job: &job::Job, args: &ReportArgs) -> Resul
 }
 
 /// One rank's profile: its parts, only its first process when it shares
-/// its directory with other ranks (then `only` says so).
-fn rank_profile(
-    dir: &Path,
-    job: &job::Job,
-    rank: u32,
-    only: &mut Option<memlens_profile::Only>,
-) -> Result<Profile> {
+/// its directory with other ranks.
+fn rank_profile(dir: &Path, job: &job::Job, rank: u32) -> Result<Profile> {
     let (rank_parts, pids) = job.rank(rank)?;
     let shared = rank_parts.len() == 1
         && memlens_profile::Meta::read(&rank_parts[0])?.processes.len() > pids.len();
-    if shared {
-        *only = Some(memlens_profile::Only::Process(pids[0]));
-    }
-    progress::step(&format!("reading rank {rank}"), || {
+    let mut p = progress::step(&format!("reading rank {rank}"), || {
         load_parts(dir, &rank_parts)
-    })
+    })?;
+    if shared {
+        (p.restrict(memlens_profile::Only::Process(pids[0]))).map_err(anyhow::Error::msg)?;
+    }
+    Ok(p)
 }
 
 /// The report of one profile (restricted first to `args`' process or
@@ -355,11 +351,7 @@ fn write_rank_pages(
     std::fs::create_dir_all(&folder)
         .with_context(|| format!("creating {} for the ranks' pages", folder.display()))?;
     for &rank in ranks {
-        let mut only = None;
-        let mut p = rank_profile(dir, job, rank, &mut only)?;
-        if let Some(only) = only {
-            p.restrict(only).map_err(anyhow::Error::msg)?;
-        }
+        let mut p = rank_profile(dir, job, rank)?;
         let mut r = analyse(&mut p, args)?;
         write_html(
             &p,
@@ -411,7 +403,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
     };
     let parts = profile_parts(&dir)?;
     let job = job::Job::of(&parts)?;
-    let mut only = match (args.pid, args.thread) {
+    let only = match (args.pid, args.thread) {
         (Some(pid), _) => Some(memlens_profile::Only::Process(pid)),
         (_, Some(tid)) => Some(memlens_profile::Only::Thread(tid)),
         _ => None,
@@ -425,7 +417,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<i32> {
             "--reduce reads a job of MPI ranks: {} is one profile",
             dir.display()
         ),
-        (Some(job), Some(rank)) => rank_profile(&dir, job, rank, &mut only)?,
+        (Some(job), Some(rank)) => rank_profile(&dir, job, rank)?,
         (None, Some(_)) => bail!("--rank: {} is not a job of MPI ranks", dir.display()),
         _ => progress::step(&format!("reading {}", dir.display()), || {
             load_parts(&dir, &parts)
