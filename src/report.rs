@@ -2,9 +2,11 @@
 //! regions timed by plain runs.
 
 use crate::profile_dir::{load_parts, profile_parts};
+use crate::sql::Weight;
 use crate::{job, mpi, progress};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use memlens_present::Measure;
 use memlens_profile::Profile;
 use std::path::{Path, PathBuf};
 
@@ -146,13 +148,18 @@ pub(crate) enum PlotKind {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Flame graph (SVG) of bytes allocated by call stack, or with --accesses
-    /// of sampled accesses by object (under its allocation stack) and code.
+    /// Flame graph (SVG) of bytes allocated by call stack (or another
+    /// allocation measure: --weight), or with --accesses of sampled
+    /// accesses by object (under its allocation stack) and code.
     Flame {
         dir: PathBuf,
         /// Output image: .svg.
         #[arg(short, long)]
         output: PathBuf,
+        /// What the stacks weigh (samples and accesses: the access flame).
+        #[arg(long, value_enum, default_value_t = Weight::AllocSpace, conflicts_with = "accesses")]
+        weight: Weight,
+        /// The same as --weight accesses.
         #[arg(long)]
         accesses: bool,
         /// With --accesses: the load samples under the memory level that
@@ -194,12 +201,15 @@ pub(crate) fn plot(kind: &PlotKind, p: &Profile, output: &Path) -> Result<()> {
         PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(p, output)?,
         PlotKind::Counters { .. } => memlens_present::plot_counters(p, output)?,
         PlotKind::Flame {
-            accesses, by_level, ..
+            weight,
+            accesses,
+            by_level,
+            ..
         } => {
             let what = match (accesses, by_level) {
                 (true, true) => memlens_present::Flame::LoadsByLevel,
-                (true, false) => memlens_present::Flame::Accesses,
-                (false, _) => memlens_present::Flame::Allocations,
+                (true, false) => memlens_present::Flame::Weighed(Measure::Accesses),
+                (false, _) => memlens_present::Flame::Weighed(Measure::from(*weight)),
             };
             memlens_present::plot_flame(p, what, output)?
         }

@@ -76,9 +76,10 @@ pub struct ExportArgs {
     limit: MemoryLimit,
 }
 
-/// The measures a stack export can weigh (`memlens_present::Measure`).
+/// The measures a stack export or flame graph can weigh
+/// (`memlens_present::Measure`).
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Weight {
+pub(crate) enum Weight {
     /// Heap blocks and mappings allocated.
     AllocObjects,
     /// Bytes allocated.
@@ -89,6 +90,9 @@ enum Weight {
     LeakedObjects,
     /// Heap bytes live at exit.
     LeakedSpace,
+    /// Heap blocks freed by the next heap event after their allocation
+    /// (heaptrack's temporary allocations; `record --leaks` profiles).
+    TemporaryObjects,
     /// Access samples (instrumented or hardware-sampled runs).
     Samples,
     /// Estimated accesses: samples times the sampling period.
@@ -103,6 +107,7 @@ impl From<Weight> for Measure {
             Weight::InuseSpace => Measure::InuseSpace,
             Weight::LeakedObjects => Measure::LeakedObjects,
             Weight::LeakedSpace => Measure::LeakedSpace,
+            Weight::TemporaryObjects => Measure::TemporaryObjects,
             Weight::Samples => Measure::AccessSamples,
             Weight::Accesses => Measure::Accesses,
         }

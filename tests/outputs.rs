@@ -251,7 +251,8 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
 /// the number behind each rounded cell, again in reverse, a name column
 /// A to Z; the filter box keeps the rows that name what is typed; a drag
 /// across the timeline keeps the objects live in the selected range; a
-/// search in the allocations' flame graph highlights the matching frames.
+/// search in the allocations' flame graph highlights the matching frames;
+/// the flame graph weighed by leaked bytes draws main's two leaks.
 #[test]
 fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
     if common::chromium_for("sorting the HTML report's tables").is_none() {
@@ -381,6 +382,22 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
         serde_json::json!(["make_matrix"]),
         "{sandwich}"
     );
+    // The flame graph by the measures the profile has (phases.c has no
+    // temporary allocation: not offered); by leaked bytes, its root holds
+    // the two blocks main leaves (1 MiB and 4 KiB), drawn at full height.
+    assert_eq!(
+        seen["measures"],
+        serde_json::json!([
+            "bytes allocated",
+            "blocks allocated",
+            "bytes live at the heap's peak",
+            "bytes leaked (live at exit)"
+        ])
+    );
+    assert_eq!(seen["shown_views"], 1, "{seen}");
+    let root = seen["leaked_root"].as_str().unwrap();
+    assert!(root.starts_with("all (1,052,672 bytes, 100"), "{root}");
+    assert!(seen["leaked_height"].as_u64().unwrap() > 50, "{seen}");
 }
 
 /// The source lines of STREAM: each kernel's line carries the bytes its
@@ -899,6 +916,47 @@ fn stacks_export_as_collapsed_and_speedscope_with_known_weights() {
         .expect("the temporaries' stack, main before it");
     assert_eq!(temporaries.1.as_u64(), Some(400_000));
 
+    // heaptrack's temporary allocations, counted when every block is
+    // recorded: `temporaries` frees each of its 10,000 blocks before the
+    // next allocation; the flame graph by them has the sites' sum at its root.
+    let temporary = export("collapsed", "temporary-objects");
+    assert!(
+        (temporary.lines())
+            .any(|l| l.contains(";temporaries (heap_measures.c:") && l.ends_with(" 10000")),
+        "{temporary}"
+    );
+    let flame = dir.path().join("temporary.svg");
+    assert_ran(&plot_with(
+        "flame",
+        &["--weight", "temporary-objects"],
+        &p,
+        &flame,
+    ));
+    let svg = std::fs::read_to_string(&flame).unwrap();
+    let counted: u64 = sites.iter().filter_map(|s| s.temporary).sum();
+    assert!(counted >= 10_000);
+    assert_eq!(flame_total(&svg), counted);
+    assert!(svg.contains("temporary allocations by call stack"));
+    // Blocks sampled by bytes (the default): no count, and memlens says how
+    // to get one.
+    let sampled = dir.path().join("sampled");
+    assert_ran(&record(&sampled, &[], &[&program("heap_measures")]));
+    let out = output_within(
+        Command::new(memlens())
+            .args([
+                "export",
+                "--format",
+                "collapsed",
+                "--weight",
+                "temporary-objects",
+            ])
+            .arg(&sampled),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("record again with `--leaks`"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
     // The report's ids are strings: 64-bit hashes lose digits as doubles.
     let report = report_json(&p);
     let ids: Vec<&serde_json::Value> = (report["objects_by_peak"].as_array().unwrap().iter())
@@ -986,6 +1044,13 @@ fn stacks_export_as_pprof_read_by_go_tool_pprof() {
             .lines()
             .any(|l| l.contains("temporaries") && l.trim_start().starts_with("10000 ")),
         "10000 temporaries allocated: {types}"
+    );
+    // With every block recorded, heaptrack's temporaries are a sample type.
+    let temporary = pprof(&["-sample_index=temporary_objects", "-top", "-nodecount=3"]);
+    assert!(
+        (temporary.lines())
+            .any(|l| l.contains("temporaries") && l.trim_start().starts_with("10000 ")),
+        "{temporary}"
     );
 }
 

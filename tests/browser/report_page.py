@@ -4,8 +4,9 @@ Rust test to check: load time, console errors, a table's order before and
 after clicking its headings, the rows a filter leaves, an object's call
 stack shown by a click on its row, the rows left after a drag across the
 timeline (from the end of the region "mapped") selects a time range, the
-frames a search highlights in the allocations' flame graph, and its
-caller/callee view of the function searched for.
+frames a search highlights in the allocations' flame graph, its
+caller/callee view of the function searched for, and the flame graph
+weighed by leaked bytes once that measure is chosen.
 
 Usage: python3 report_page.py REPORT.html TABLE_SECTION_ID COLUMN FILTER
 """
@@ -146,6 +147,23 @@ try:
         "callers": frames("callers"),
         "callees": frames("callees"),
     }
+    # The flame graph by another measure: leaked bytes.
+    choices = driver.find_element(By.XPATH, "//h2[@id='allocated']/following::p[@class='flame-measures'][1]")
+    measures = [label.text for label in choices.find_elements(By.TAG_NAME, "label")]
+    choices.find_element(By.XPATH, ".//label[contains(., 'leaked')]").click()
+    shown_views = [
+        v for v in driver.find_elements(By.XPATH, "//h2[@id='allocated']/following::div[@class='flame-view']")
+        if v.is_displayed()
+    ]
+    leaked_frame = shown_views[0].find_element(By.TAG_NAME, "iframe")
+    leaked_height = leaked_frame.size["height"]
+    driver.switch_to.frame(leaked_frame)
+    leaked_root = next(
+        t.get_attribute("textContent")
+        for t in driver.find_elements(By.CSS_SELECTOR, "#frames > g > title")
+        if t.get_attribute("textContent").startswith("all ")
+    )
+    driver.switch_to.default_content()
     errors = chromium.errors(driver)
     print(json.dumps({
         "ready": ready,
@@ -167,6 +185,10 @@ try:
         "flame_height": flame_height,
         "sandwich": sandwich_seen,
         "flame_frames": flame_frames,
+        "measures": measures,
+        "shown_views": len(shown_views),
+        "leaked_height": leaked_height,
+        "leaked_root": leaked_root,
         "highlighted": highlighted,
         "matched": matched,
         "errors": errors,

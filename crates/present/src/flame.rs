@@ -13,10 +13,11 @@ use std::path::Path;
 /// What the flame graph weighs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flame {
-    /// Bytes allocated, by allocation call stack.
-    Allocations,
-    /// Estimated accesses (samples x period), by object and access site.
-    Accesses,
+    /// The stacks of one measure: allocation stacks weighed by an
+    /// allocation measure (bytes or blocks allocated, bytes at the heap's
+    /// peak, leaks, temporaries), or samples (or samples x period) by object
+    /// and access site.
+    Weighed(Measure),
     /// Estimated loads by the memory level that served them, then object
     /// and access site.
     LoadsByLevel,
@@ -35,7 +36,7 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
     // Drawn before the file is made: a profile with nothing to draw leaves
     // no empty file behind.
     let (stacks, measure, title) = flame_stacks(p, what)?;
-    let svg = draw_flame(&stacks, measure, title, None)?;
+    let svg = draw_flame(&stacks, measure, &title, None)?;
     memlens_profile::write_private_file(out, &svg).map_err(|e| PlotError(e.to_string()))
 }
 
@@ -43,38 +44,40 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
 /// narrower than `min_width` pixels are left out, which bounds its size by
 /// the picture's, not by the number of stacks.
 pub fn flame_svg(
-    (stacks, measure, title): &(Stacks, Measure, &'static str),
+    stacks: &Stacks,
+    measure: Measure,
+    title: &str,
     min_width: f64,
 ) -> Result<String, PlotError> {
-    let svg = draw_flame(stacks, *measure, title, Some(min_width))?;
+    let svg = draw_flame(stacks, measure, title, Some(min_width))?;
     String::from_utf8(svg).map_err(|e| PlotError(e.to_string()))
 }
 
 /// What a flame graph of `what` weighs: its stacks, the measure, its title.
-pub fn flame_stacks(
-    p: &Profile,
-    what: Flame,
-) -> Result<(Stacks, Measure, &'static str), PlotError> {
-    let (measure, title) = match what {
-        Flame::Allocations => (
-            Measure::AllocSpace,
-            "bytes allocated by call stack (measured; sampled blocks scaled)",
-        ),
-        Flame::Accesses => (
-            Measure::Accesses,
-            "accesses by object (under its allocation stack) and code (sampled and scaled)",
-        ),
-        Flame::LoadsByLevel => (
-            Measure::Accesses,
-            "loads by the memory level that served them, then object and code (sampled and scaled)",
-        ),
-    };
+pub fn flame_stacks(p: &Profile, what: Flame) -> Result<(Stacks, Measure, String), PlotError> {
     let stacks = match what {
         Flame::LoadsByLevel => Stacks::loads_by_level(p),
-        _ => Stacks::of(p, measure),
+        Flame::Weighed(measure) => Stacks::of(p, measure),
     }
     .map_err(PlotError)?;
+    let (measure, title) = match what {
+        Flame::Weighed(measure) => (measure, flame_title(measure)),
+        Flame::LoadsByLevel => (
+            Measure::Accesses,
+            "loads by the memory level that served them, then object and code (sampled and scaled)"
+                .into(),
+        ),
+    };
     Ok((stacks, measure, title))
+}
+
+/// The title of a flame graph weighed by `measure`.
+pub fn flame_title(measure: Measure) -> String {
+    let by = match Measure::ACCESS.contains(&measure) {
+        true => "by object (under its allocation stack) and code",
+        false => "by call stack",
+    };
+    format!("{} {by} ({})", measure.what(), measure.how())
 }
 
 /// The SVG document of the flame graph (inferno's minimum frame width
@@ -87,17 +90,14 @@ fn draw_flame(
 ) -> Result<Vec<u8>, PlotError> {
     let lines = collapsed(stacks, measure);
     if lines.is_empty() {
-        return Err(PlotError(
-            "nothing to draw: the profile has no recorded allocations".into(),
-        ));
+        return Err(PlotError(format!(
+            "nothing to draw: the profile has no {}",
+            measure.what()
+        )));
     }
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
-    options.count_name = match measure.name_and_unit().1 {
-        "bytes" => "bytes",
-        _ => "accesses",
-    }
-    .to_string();
+    options.count_name = measure.counted().to_string();
     if let Some(width) = min_width {
         options.min_width = width;
     }

@@ -53,6 +53,10 @@ pub enum Measure {
     LeakedObjects,
     /// Bytes live at exit (heap blocks).
     LeakedSpace,
+    /// Heap blocks freed by the process's next heap event after their
+    /// allocation (heaptrack's temporary allocations): counted only when
+    /// every block was recorded, so not one of [`Measure::ALLOCATION`].
+    TemporaryObjects,
     /// Access samples.
     AccessSamples,
     /// Accesses: samples times the sampling period.
@@ -77,8 +81,33 @@ impl Measure {
             Measure::InuseSpace => ("inuse_space", "bytes"),
             Measure::LeakedObjects => ("leaked_objects", "count"),
             Measure::LeakedSpace => ("leaked_space", "bytes"),
+            Measure::TemporaryObjects => ("temporary_objects", "count"),
             Measure::AccessSamples => ("samples", "count"),
             Measure::Accesses => ("accesses", "count"),
+        }
+    }
+
+    /// What is weighed, for a title.
+    pub fn what(self) -> &'static str {
+        match self {
+            Measure::AllocObjects => "blocks allocated",
+            Measure::AllocSpace => "bytes allocated",
+            Measure::InuseSpace => "bytes live at the heap's peak",
+            Measure::LeakedObjects => "blocks leaked (live at exit)",
+            Measure::LeakedSpace => "bytes leaked (live at exit)",
+            Measure::TemporaryObjects => "temporary allocations",
+            Measure::AccessSamples => "access samples",
+            Measure::Accesses => "accesses",
+        }
+    }
+
+    /// What one unit of the measure is: bytes, blocks, samples or accesses.
+    pub fn counted(self) -> &'static str {
+        match self {
+            Measure::AllocSpace | Measure::InuseSpace | Measure::LeakedSpace => "bytes",
+            Measure::AllocObjects | Measure::LeakedObjects | Measure::TemporaryObjects => "blocks",
+            Measure::AccessSamples => "samples",
+            Measure::Accesses => "accesses",
         }
     }
 
@@ -87,6 +116,7 @@ impl Measure {
         match self {
             Measure::AccessSamples => "sampled",
             Measure::Accesses => "sampled and scaled",
+            Measure::TemporaryObjects => "measured, every block recorded",
             _ => "measured; byte-sampled blocks scaled",
         }
     }
@@ -99,13 +129,17 @@ pub struct Stacks {
 }
 
 impl Stacks {
-    /// Allocation stacks when `measure` is one of [`Measure::ALLOCATION`],
-    /// access stacks otherwise (an error when the profile has no samples).
+    /// Allocation stacks when `measure` is one of [`Measure::ALLOCATION`]
+    /// or temporary allocations, access stacks otherwise; an error when the
+    /// profile lacks the measure (no samples; temporaries not counted).
     pub fn of(p: &Profile, measure: Measure) -> Result<Stacks, String> {
-        if Measure::ALLOCATION.contains(&measure) {
-            Ok(allocation_stacks(p))
-        } else {
-            access_stacks(p, false)
+        let stacks = match Measure::ACCESS.contains(&measure) {
+            true => access_stacks(p, false)?,
+            false => allocation_stacks(p),
+        };
+        match stacks.measures.contains(&measure) {
+            true => Ok(stacks),
+            false => Err("temporary allocations are counted only when every heap block is recorded: record again with `--leaks`".into()),
         }
     }
 
@@ -118,7 +152,8 @@ impl Stacks {
         access_stacks(p, true)
     }
 
-    /// Which of `measures` a measure is.
+    /// Which of `measures` a measure is (one of them: [`Stacks::of`]
+    /// checks).
     pub fn index(&self, measure: Measure) -> usize {
         self.measures
             .iter()
@@ -149,31 +184,38 @@ pub fn allocation_stack(p: &Profile, pid: u32, stack_id: u64, what: &str) -> Vec
     stack
 }
 
-/// Heap sites by their sums, mappings by their rows.
+/// Heap sites by their sums, mappings by their rows; temporary allocations
+/// among the measures when every heap site counted them.
 fn allocation_stacks(p: &Profile) -> Stacks {
+    let temporaries_counted = !p.sites.is_empty() && p.sites.iter().all(|s| s.temporary.is_some());
+    let mut measures = Measure::ALLOCATION.to_vec();
+    if temporaries_counted {
+        measures.push(Measure::TemporaryObjects);
+    }
     let mut rows = Vec::new();
     let mut push = |pid, stack_id, what: &str, values: Vec<f64>| {
         let stack = allocation_stack(p, pid, stack_id, what);
         rows.push(Weighted { stack, values });
     };
     for s in &p.sites {
-        let values = vec![
+        let mut values = vec![
             s.allocations,
             s.bytes,
             s.bytes_at_peak,
             s.leaked,
             s.leaked_bytes,
         ];
+        if temporaries_counted {
+            values.push(s.temporary.unwrap_or_default() as f64);
+        }
         push(s.pid, s.stack_id, "heap block", values);
     }
     for a in p.allocations.iter().filter(|a| a.kind == "mmap") {
-        let values = vec![a.est_count, a.est_bytes, 0.0, 0.0, 0.0];
+        let mut values = vec![a.est_count, a.est_bytes, 0.0, 0.0, 0.0];
+        values.resize(measures.len(), 0.0);
         push(a.pid, a.stack_id, "mapping", values);
     }
-    Stacks {
-        measures: Measure::ALLOCATION.to_vec(),
-        rows,
-    }
+    Stacks { measures, rows }
 }
 
 /// Each sample under its object's allocation stack, the object, and the

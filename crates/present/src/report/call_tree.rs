@@ -16,7 +16,7 @@ const MAX_NODES: usize = 20_000;
 
 #[derive(Serialize)]
 pub struct CallTree {
-    /// "bytes" or "accesses".
+    /// What the weights count: bytes, blocks, samples or accesses.
     pub unit: &'static str,
     pub total: f64,
     /// Function names, each once.
@@ -32,7 +32,7 @@ pub struct CallTree {
 /// The stacks' tree by function (the frames of one function at different
 /// lines merged), weighed by `measure`; `None` when nothing weighs.
 pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
-    let at = stacks.index(measure);
+    let at = stacks.measures.iter().position(|&m| m == measure)?;
     let mut names: Vec<String> = Vec::new();
     let mut name_ids: HashMap<String, usize> = HashMap::new();
     // (name, parent, weight), children found by (parent, name).
@@ -90,10 +90,7 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
     }
     let kept_roots: f64 = (kept.iter()).filter(|n| n.1 < 0).map(|n| n.2).sum();
     Some(CallTree {
-        unit: match measure.name_and_unit().1 {
-            "bytes" => "bytes",
-            _ => "accesses",
-        },
+        unit: measure.counted(),
         total,
         names,
         nodes: kept,

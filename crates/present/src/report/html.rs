@@ -9,11 +9,12 @@ use super::job::{job_sections, rank_page, JobReport, MOST_AT_RANK};
 use super::model::{Figure, Section};
 use super::sections::sections;
 use super::Report;
-use crate::flame::{flame_stacks, flame_svg, Flame};
+use crate::flame::{flame_stacks, flame_svg, flame_title, Flame};
 use crate::plot::{
     plot_bandwidth, plot_capacity, plot_fold, plot_rank_band, plot_rank_map, plot_scatter, Image,
     RankMeasure,
 };
+use crate::stacks::Measure;
 use memlens_analysis::LineFigures;
 use memlens_profile::Profile;
 use serde::Serialize;
@@ -338,15 +339,33 @@ struct PageSection {
 
 #[derive(Serialize)]
 struct DrawnFigure {
+    /// The picture, or nothing for a flame graph (its `flames`).
     svg: String,
     caption: &'static str,
-    /// A document of its own with its own script (inferno's flame graphs):
-    /// drawn in a frame, where its script finds its own elements.
-    framed: bool,
-    /// A flame graph's call tree for its caller/callee view, as JSON for a
-    /// script.
+    /// A flame graph by each measure the page offers for it, the first shown.
+    flames: Vec<FlameView>,
+}
+
+/// One flame graph: inferno's SVG, a document of its own with its own
+/// script, drawn in a frame where its script finds its own elements.
+#[derive(Serialize)]
+struct FlameView {
+    /// What it weighs ("bytes allocated").
+    measure: &'static str,
+    document: String,
+    /// Its call tree for the caller/callee view, as JSON for a script.
     call_tree: Option<String>,
 }
+
+/// The allocation flame graph's measures on the page, each offered when the
+/// profile has some of it: heaptrack_gui's flame graph choices.
+const PAGE_ALLOCATION_MEASURES: [Measure; 5] = [
+    Measure::AllocSpace,
+    Measure::AllocObjects,
+    Measure::InuseSpace,
+    Measure::LeakedSpace,
+    Measure::TemporaryObjects,
+];
 
 /// Frames narrower than this many pixels are left out of the page's flame
 /// graphs: GCC's cc1plus compiling LULESH drew 3,912 frames (927 KB) at
@@ -458,20 +477,34 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
         }
         Figure::AllocationFlame | Figure::AccessFlame | Figure::LevelFlame => {
             let what = match figure {
-                Figure::AllocationFlame => Flame::Allocations,
-                Figure::AccessFlame => Flame::Accesses,
+                Figure::AllocationFlame => Flame::Weighed(Measure::AllocSpace),
+                Figure::AccessFlame => Flame::Weighed(Measure::Accesses),
                 _ => Flame::LoadsByLevel,
             };
-            let flame = flame_stacks(p, what).ok()?;
-            let svg = in_frame(flame_svg(&flame, FLAME_MIN_WIDTH).ok()?);
-            let tree = call_tree(&flame.0, flame.1);
-            return Some(DrawnFigure {
-                svg,
+            let (stacks, measure, title) = flame_stacks(p, what).ok()?;
+            let views = match figure {
+                Figure::AllocationFlame => (PAGE_ALLOCATION_MEASURES.iter())
+                    .filter(|m| stacks.measures.contains(m))
+                    .map(|&m| (m, flame_title(m)))
+                    .collect(),
+                _ => vec![(measure, title)],
+            };
+            let flames: Vec<FlameView> = (views.into_iter())
+                .filter_map(|(measure, title)| {
+                    let svg = flame_svg(&stacks, measure, &title, FLAME_MIN_WIDTH).ok()?;
+                    let tree = call_tree(&stacks, measure);
+                    Some(FlameView {
+                        measure: measure.what(),
+                        document: in_frame(svg),
+                        call_tree: (tree.and_then(|t| serde_json::to_value(t).ok()))
+                            .map(script_json),
+                    })
+                })
+                .collect();
+            return (!flames.is_empty()).then(|| DrawnFigure {
+                svg: String::new(),
                 caption: figure.caption(),
-                framed: true,
-                call_tree: tree
-                    .and_then(|t| serde_json::to_value(t).ok())
-                    .map(script_json),
+                flames,
             });
         }
         Figure::RankBand | Figure::RankMap => return None,
@@ -500,8 +533,7 @@ fn drawn_figure(
     (drawn.is_ok() && !svg.is_empty()).then(|| DrawnFigure {
         svg,
         caption: figure.caption(),
-        framed: false,
-        call_tree: None,
+        flames: Vec::new(),
     })
 }
 
