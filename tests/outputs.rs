@@ -405,8 +405,9 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
 /// sampler's bound), the arrays it touches and its region; the HTML page's
 /// source pane, driven in headless Chromium (tests/browser/stream_page.py),
 /// opens at the most sampled line with the file's text, at an object's
-/// hottest line from the link under its row, and at a region's and a
-/// function's; the bandwidth chart under the timeline shows the exact
+/// hottest line from the link under its row, at a region's and a
+/// function's, and at a flame graph frame's line from the link a click on
+/// the frame offers; the bandwidth chart under the timeline shows the exact
 /// totals, a thread's on a click, and follows the timeline's range.
 #[test]
 fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code() {
@@ -539,6 +540,22 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
         )),
         "{seen:#}"
     );
+    // A click on the access flame graph's heaviest load frame offers its
+    // line; the link opens the pane at it among all samples.
+    let frame = seen["frame"].as_str().unwrap();
+    let line: usize = (frame.split("(stream.c:").nth(1))
+        .and_then(|rest| rest.split(')').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{frame}"));
+    assert!(frame.starts_with("load at "), "{frame}");
+    assert!(
+        (seen["frame_offer"].as_str().unwrap())
+            .ends_with(&format!("show stream.c:{line} in the source pane")),
+        "{seen:#}"
+    );
+    let opened = &seen["frame_line"];
+    assert_eq!(opened["line"], line, "{seen:#}");
+    assert_eq!(opened["of"], "all samples", "{seen:#}");
+    assert_eq!(opened["code"], code[line - 1], "{seen:#}");
 }
 
 #[test]

@@ -3,7 +3,9 @@ in headless Chromium (Selenium, Debian's chromium-driver) and prints what
 it saw as JSON for the Rust test to check: the line the source pane opens
 at for all samples, for an object (by the link under the object's row in
 the access table), for a region and for a function (by the pane's own
-selector), each with its source text and samples; the bandwidth chart's
+selector), each with its source text and samples, and for the access flame
+graph's heaviest "load at" frame (by the link a click on it offers under
+the graph); the bandwidth chart's
 series, a thread's shown by a click on its legend entry, and its range
 after a range is selected on the timeline; the console's errors.
 
@@ -63,6 +65,26 @@ try:
         choice = next(o.text for o in whose.options if o.text.startswith(f"{kind}: {wanted} ("))
         whose.select_by_visible_text(choice)
         seen[kind] = shown()
+
+    # The access flame graph: a click on its heaviest "load at" frame
+    # offers its line under the graph; the link opens the pane there.
+    figure = driver.find_element(By.XPATH, "//h2[@id='access']/following::figure[@class='framed'][1]")
+    driver.switch_to.frame(figure.find_element(By.TAG_NAME, "iframe"))
+    seen["frame"] = driver.execute_script(
+        "var best = null, most = -1;"
+        "document.querySelectorAll('#frames > g').forEach(function (g) {"
+        "  var t = g.querySelector('title').textContent;"
+        "  var n = Number((/\\(([\\d,]+) /.exec(t.slice(t.lastIndexOf(' ('))) || [0, '0'])[1].replace(/,/g, ''));"
+        "  if (t.indexOf('load at ') === 0 && n > most) { most = n; best = g; }"
+        "});"
+        "best.querySelector('rect').dispatchEvent(new MouseEvent('click', {bubbles: true}));"
+        "return best.querySelector('title').textContent;"
+    )
+    driver.switch_to.default_content()
+    offer = figure.find_element(By.CSS_SELECTOR, ".frame-source")
+    seen["frame_offer"] = offer.text
+    offer.find_element(By.TAG_NAME, "a").click()
+    seen["frame_line"] = shown()
 
     # The bandwidth chart: its legend, a thread's series shown by a click,
     # and the range it follows when the timeline's is set.
