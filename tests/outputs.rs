@@ -250,8 +250,10 @@ fn the_html_report_is_one_file_that_renders_in_headless_chromium() {
 /// (tests/browser/report_page.py): a click on a heading sorts the rows by
 /// the number behind each rounded cell, again in reverse, a name column
 /// A to Z; the filter box keeps the rows that name what is typed; a drag
-/// across the timeline keeps the objects live in the selected range; a
-/// search in the allocations' flame graph highlights the matching frames;
+/// across the timeline keeps the objects live in the selected range, and
+/// the counters' charts under it, whose rates add up to the readings,
+/// follow it; a search in the allocations' flame graph highlights the
+/// matching frames;
 /// the flame graph weighed by leaked bytes draws main's two leaks.
 #[test]
 fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
@@ -333,6 +335,45 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
         freed_before += (last < lo) as usize;
     }
     assert!(freed_before >= 1, "{seen}");
+    // Every chart under the timeline (bandwidth, counters) follows its range.
+    let ranges = seen["chart_ranges"].as_array().unwrap();
+    assert!(ranges.len() >= 3, "timeline and two counters: {seen}");
+    for range in ranges {
+        assert_eq!(range, &seen["selected"], "{seen}");
+    }
+    // The counters' charts: page faults and CPU time, each rate over its
+    // interval (the page scales CPU time's ns/s to CPUs busy); integrated
+    // from the second reading on, the recorded readings' growth.
+    let titles = seen["counter_titles"].as_array().unwrap();
+    assert!(titles[0]
+        .as_str()
+        .unwrap()
+        .starts_with("page-faults in faults/s (measured"));
+    assert!(titles[1]
+        .as_str()
+        .unwrap()
+        .starts_with("task-clock in CPUs busy"));
+    let readings: Vec<memlens_profile::CounterReading> = memlens_profile::read_table(&p).unwrap();
+    let counters = &seen["counters"];
+    let t: Vec<f64> = (counters["t"].as_array().unwrap().iter())
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    for series in counters["series"].as_array().unwrap() {
+        let name = series["name"].as_str().unwrap();
+        let points: Vec<(f64, f64)> = (t.iter().zip(series["values"].as_array().unwrap()))
+            .filter_map(|(&t, v)| Some((t, v.as_f64()?)))
+            .collect();
+        let integral: f64 = points.windows(2).map(|w| w[1].1 * (w[1].0 - w[0].0)).sum();
+        let mut own: Vec<&memlens_profile::CounterReading> =
+            readings.iter().filter(|r| r.name == name).collect();
+        own.sort_by_key(|r| r.time_ns);
+        assert_eq!(points.len() + 1, own.len(), "{name}: a rate per interval");
+        let grown = own[own.len() - 1].value - own[1].value;
+        assert!(
+            (integral - grown).abs() <= 1e-6 * grown.max(1.0),
+            "{name}: {integral} against {grown}"
+        );
+    }
     // The allocations' flame graph in its frame, sized to its picture: a
     // search for make_matrix highlights its two call stacks' frames.
     assert!(seen["flame_frames"].as_u64().unwrap() > 5, "{seen}");

@@ -3,7 +3,8 @@ chromium-driver) as a user would, and prints what it saw as JSON for the
 Rust test to check: load time, console errors, a table's order before and
 after clicking its headings, the rows a filter leaves, an object's call
 stack shown by a click on its row, the rows left after a drag across the
-timeline (from the end of the region "mapped") selects a time range, the
+timeline (from the end of the region "mapped") selects a time range (and
+the counters' charts follow it), the counters' chart data, the
 frames a search highlights in the allocations' flame graph, its
 caller/callee view of the function searched for, and the flame graph
 weighed by leaked bytes once that measure is chosen.
@@ -93,6 +94,13 @@ try:
     selected = driver.execute_script(
         "return [memlensTimeline.scales.x.min, memlensTimeline.scales.x.max]"
     )
+    # The counters' charts under the timeline: their data, and every
+    # chart's range after the drag.
+    counters = driver.execute_script("return MEMLENS_COUNTERS")
+    counter_titles = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#counter-charts p.counter-title")]
+    chart_ranges = driver.execute_script(
+        "return window.memlensCharts.map(function (c) { return [c.scales.x.min, c.scales.x.max]; })"
+    )
     in_range = []
     for body in table.find_elements(By.CSS_SELECTOR, "tbody"):
         cells = body.find_elements(By.CSS_SELECTOR, "tr:first-child > td")
@@ -181,6 +189,9 @@ try:
         "selected": selected,
         "in_range": in_range,
         "range_note": range_note,
+        "counters": counters,
+        "counter_titles": counter_titles,
+        "chart_ranges": chart_ranges,
         "regions": regions,
         "flame_height": flame_height,
         "sandwich": sandwich_seen,

@@ -36,6 +36,8 @@ struct Scripts {
     timeline: Option<String>,
     /// The bandwidth chart under it.
     bandwidth: Option<String>,
+    /// The other counters' charts under that.
+    counters: Option<String>,
     /// The source pane's files, lines and figures.
     source: Option<String>,
     /// A job's ranks and their pages.
@@ -126,16 +128,17 @@ const BANDWIDTH_THREADS: usize = 16;
 /// the [`BANDWIDTH_THREADS`] busiest threads (hidden until its legend
 /// entry is clicked). Columns as the timeline's: each slice's most.
 fn bandwidth_json(p: &Profile) -> Option<String> {
-    // (name, shown at first, (seconds, bytes/s) points)
-    type Series = (String, bool, Vec<(f64, f64)>);
-    let mut series: Vec<Series> = Vec::new();
+    let mut series: Vec<RateSeries> = Vec::new();
+    let mut push = |name: String, shown: bool, points| {
+        series.push((serde_json::json!({ "name": name, "shown": shown }), points))
+    };
     if p.meta.has(memlens_profile::Backend::Instrumented) {
         let [read, written] = read_and_written(&memlens_analysis::bandwidth_series(p));
-        series.push(("read (exact)".into(), true, read));
-        series.push(("written (exact)".into(), true, written));
+        push("read (exact)".into(), true, read);
+        push("written (exact)".into(), true, written);
     }
     for c in memlens_analysis::traffic_rates(p) {
-        series.push((format!("{} ({})", c.name, c.method), true, c.rates));
+        push(format!("{} ({})", c.name, c.method), true, c.rates);
     }
     let several = p.meta.processes.len() > 1;
     for t in memlens_analysis::thread_bandwidth(p)
@@ -147,16 +150,48 @@ fn bandwidth_json(p: &Profile) -> Option<String> {
             false => format!("tid {}", t.tid),
         };
         let [read, written] = read_and_written(&t.rates);
-        series.push((format!("{who} read (exact)"), false, read));
-        series.push((format!("{who} written (exact)"), false, written));
+        push(format!("{who} read (exact)"), false, read);
+        push(format!("{who} written (exact)"), false, written);
     }
-    if series.iter().all(|s| s.2.is_empty()) {
+    in_columns(series).map(script_json)
+}
+
+/// The counters other than memory traffic (CPU time, page faults,
+/// instructions...), each its own chart under the bandwidth: per counter
+/// its name, how it was obtained, the unit of its rate and the factor from
+/// the counter's unit per second to it, and its rate at the end of each
+/// interval, in columns as the timeline's.
+fn counters_json(p: &Profile) -> Option<String> {
+    let series = (memlens_analysis::counter_rates(p).into_iter())
+        .filter(|c| c.unit != "bytes" && !c.rates.is_empty())
+        .map(|c| {
+            // CPU time per second is a number of busy CPUs.
+            let (unit, scale) = match c.unit.as_str() {
+                "ns" => ("CPUs busy".to_string(), 1e-9),
+                u => (format!("{u}/s"), 1.0),
+            };
+            let about = serde_json::json!({ "name": c.name, "how": c.method, "unit": unit, "scale": scale });
+            (about, c.rates)
+        })
+        .collect();
+    in_columns(series).map(script_json)
+}
+
+/// A chart's series: what the page says of it, and its (seconds, rate) points.
+type RateSeries = (serde_json::Value, Vec<(f64, f64)>);
+
+/// Series of rates on one time axis, every series' instants in order, as
+/// `{"t": seconds, "series": [{...its own fields, "values"}]}` (a value is
+/// null where the series has no point); a longer run keeps, in each of
+/// [`TIMELINE_COLUMNS`] slices, each series' most. `None` when no series
+/// has a point.
+fn in_columns(series: Vec<RateSeries>) -> Option<serde_json::Value> {
+    if series.iter().all(|s| s.1.is_empty()) {
         return None;
     }
-    // One time axis for all: every series' instants, in order.
     let mut times: Vec<f64> = series
         .iter()
-        .flat_map(|s| s.2.iter().map(|p| p.0))
+        .flat_map(|s| s.1.iter().map(|p| p.0))
         .collect();
     times.sort_by(f64::total_cmp);
     times.dedup();
@@ -165,18 +200,17 @@ fn bandwidth_json(p: &Profile) -> Option<String> {
     let columns = times.len().div_ceil(per);
     let seconds: Vec<f64> = times.iter().step_by(per).copied().collect();
     let series: Vec<serde_json::Value> = (series.into_iter())
-        .map(|(name, shown, points)| {
+        .map(|(mut about, points)| {
             let mut most: Vec<Option<f64>> = vec![None; columns];
             for (t, v) in points {
                 let m = &mut most[slice_of(t)];
                 *m = Some(m.map_or(v, |m| m.max(v)));
             }
-            serde_json::json!({ "name": name, "shown": shown, "values": most })
+            about["values"] = serde_json::json!(most);
+            about
         })
         .collect();
-    Some(script_json(
-        serde_json::json!({ "t": seconds, "series": series }),
-    ))
+    Some(serde_json::json!({ "t": seconds, "series": series }))
 }
 
 /// (seconds, read, written) rates as two series of (seconds, rate).
@@ -383,6 +417,7 @@ pub fn render_html(p: &Profile, r: &Report, text: SourceText) -> String {
         Scripts {
             timeline: timeline_json(r),
             bandwidth: bandwidth_json(p),
+            counters: counters_json(p),
             source: source_json(r, text),
             rank_pages: None,
         },
