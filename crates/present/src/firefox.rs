@@ -6,7 +6,7 @@
 //! the data-centric flame graph, regions are interval markers, and the heap
 //! and resident set are memory counters.
 
-use crate::stacks::{access_stack, allocation_stack, Node};
+use crate::stacks::{access_stack, allocation_stack, AccessKey, Node};
 use fxprof_processed_profile::{
     CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, MarkerFieldFlags, MarkerFieldFormat,
     MarkerTiming, ProcessHandle, Profile as Fx, ReferenceTimestamp, SamplingInterval, StackHandle,
@@ -14,7 +14,7 @@ use fxprof_processed_profile::{
 };
 use memlens_analysis as analysis;
 use memlens_profile::{Profile, TimelinePoint};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::SystemTime;
 
 /// What went into the file, for the command's message and tests.
@@ -75,10 +75,15 @@ pub fn firefox(p: &Profile, started: SystemTime) -> (Fx, FirefoxCounts) {
     // Access samples: analysis::attribute visits them in time order.
     if !p.samples.is_empty() {
         let objects = analysis::data_objects(p);
+        // Each distinct stack built and interned once per thread.
+        let mut interned: HashMap<(AccessKey, ThreadHandle), Option<StackHandle>> = HashMap::new();
         analysis::attribute(p, &objects, |i, hit, _| {
             let s = &p.samples[i];
             if let Some(&t) = thread(s.pid, s.tid) {
-                let stack = intern(&mut fx, t, &access_stack(p, &objects, i, hit));
+                let key = AccessKey::of(s, hit);
+                let stack = *interned
+                    .entry((key, t))
+                    .or_insert_with(|| intern(&mut fx, t, &access_stack(p, &objects, &key)));
                 fx.add_sample(t, at(s.time_ns), stack, CpuDelta::ZERO, 1);
                 counts.samples += 1;
             }

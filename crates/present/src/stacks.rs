@@ -230,17 +230,27 @@ fn access_stacks(p: &Profile, by_level: bool) -> Result<Stacks, String> {
     }
     let objects = analysis::data_objects(p);
     let period = p.meta.settings.access_period.max(1) as f64;
-    let mut rows: Vec<Weighted> = Vec::new();
-    // Samples of one stack add up: memory goes with distinct stacks.
-    let mut index: HashMap<Vec<Node>, usize> = HashMap::new();
+    // Samples counted by what their stack is made of, each stack built once:
+    // a run's millions of samples share a few thousand stacks.
+    let mut counts: HashMap<(AccessKey, u8), f64> = HashMap::new();
     analysis::attribute(p, &objects, |i, hit, _| {
         let s = &p.samples[i];
         if by_level && s.is_store {
             return;
         }
-        let mut stack = access_stack(p, &objects, i, hit);
+        let level = if by_level { s.level } else { 0 };
+        *counts.entry((AccessKey::of(s, hit), level)).or_default() += 1.0;
+    });
+    // In the keys' order: the same profile gives the same stacks in order.
+    let mut counts: Vec<((AccessKey, u8), f64)> = counts.into_iter().collect();
+    counts.sort_unstable_by_key(|c| c.0);
+    let mut rows: Vec<Weighted> = Vec::new();
+    // Keys that differ only in code addresses of one line are one stack.
+    let mut index: HashMap<Vec<Node>, usize> = HashMap::new();
+    for ((key, level), samples) in counts {
+        let mut stack = access_stack(p, &objects, &key);
         if by_level {
-            let level = memlens_profile::MemLevel::from_code(s.level).name();
+            let level = memlens_profile::MemLevel::from_code(level).name();
             stack.insert(0, Node::added(format!("[{level}]")));
         }
         let at = *index.entry(stack).or_insert_with_key(|stack| {
@@ -250,39 +260,57 @@ fn access_stacks(p: &Profile, by_level: bool) -> Result<Stacks, String> {
             });
             rows.len() - 1
         });
-        rows[at].values[0] += 1.0;
-        rows[at].values[1] += period;
-    });
+        rows[at].values[0] += samples;
+        rows[at].values[1] += samples * period;
+    }
     Ok(Stacks {
         measures: Measure::ACCESS.to_vec(),
         rows,
     })
 }
 
-/// Sample `i`'s stack: its object's allocation stack, the object, the
+/// What an access sample's stack is made of: the object it hit, its
+/// process, calling context and code address, load or store.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AccessKey {
+    object: Option<usize>,
+    pid: u32,
+    stack_id: u64,
+    pc: u64,
+    is_store: bool,
+}
+
+impl AccessKey {
+    pub fn of(s: &memlens_profile::SampleCore, hit: Option<analysis::Hit>) -> AccessKey {
+        AccessKey {
+            object: hit.map(|h| h.object),
+            pid: s.pid,
+            stack_id: s.stack_id,
+            pc: s.pc,
+            is_store: s.is_store,
+        }
+    }
+}
+
+/// A sample's stack: its object's allocation stack, the object, the
 /// access's calling context, and the access itself (`load at site`).
-pub fn access_stack(
-    p: &Profile,
-    objects: &analysis::Objects,
-    i: usize,
-    hit: Option<analysis::Hit>,
-) -> Vec<Node> {
-    let s = &p.samples[i];
-    let mut stack = match hit {
-        Some(h) => {
-            let o = &objects.list[h.object];
+pub fn access_stack(p: &Profile, objects: &analysis::Objects, key: &AccessKey) -> Vec<Node> {
+    let mut stack = match key.object {
+        Some(object) => {
+            let o = &objects.list[object];
             let mut f = stack_of(p, o.pid, o.stack_id);
             f.push(Node::added(format!("[{}]", o.name)));
             f
         }
         None => vec![Node::added("[unknown object]".into())],
     };
-    let mut context = stack_of(p, s.pid, s.stack_id);
-    let site = context
-        .pop()
-        .map_or_else(|| analysis::location_label(p, s.pid, s.pc), |n| n.label());
+    let mut context = stack_of(p, key.pid, key.stack_id);
+    let site = context.pop().map_or_else(
+        || analysis::location_label(p, key.pid, key.pc),
+        |n| n.label(),
+    );
     stack.extend(context);
-    let kind = if s.is_store { "store at" } else { "load at" };
+    let kind = if key.is_store { "store at" } else { "load at" };
     stack.push(Node::added(format!("{kind} {site}")));
     stack
 }
