@@ -64,9 +64,9 @@ pub struct LineFigures {
     pub regions: Vec<(String, u64)>,
 }
 
+/// What the samples at one code address, or on one line, add up to.
 #[derive(Default)]
-struct LineTally<'p> {
-    functions: HashMap<(&'p str, &'p str), u64>,
+struct Tally {
     loads: u64,
     stores: u64,
     bytes: [u64; 2],
@@ -75,24 +75,37 @@ struct LineTally<'p> {
     regions: FxHashMap<usize, u64>,
 }
 
+impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.loads += other.loads;
+        self.stores += other.stores;
+        self.bytes[0] += other.bytes[0];
+        self.bytes[1] += other.bytes[1];
+        add_counts(&mut self.levels, other.levels);
+        add_counts(&mut self.objects, other.objects);
+        add_counts(&mut self.regions, other.regions);
+    }
+}
+
+fn add_counts<K: std::hash::Hash + Eq>(into: &mut FxHashMap<K, u64>, from: FxHashMap<K, u64>) {
+    for (k, n) in from {
+        *into.entry(k).or_default() += n;
+    }
+}
+
 /// Every sampled source line's figures, the `at_most` most sampled kept.
 pub fn source_lines(p: &Profile, objects: &Objects, at_most: usize) -> SourceLines {
     let sources = sample_sources(&p.meta);
     let samples_are_accesses = samples_are_accesses(&sources);
     let period = p.meta.settings.access_period;
-    let mut by_line: HashMap<(&str, u32), LineTally> = HashMap::new();
-    let mut without_line: HashMap<&str, u64> = HashMap::new();
+    // Tallied by code address first (an integer key per sample, where a
+    // line's key is a file name), then by line: a run's millions of samples
+    // come from a few thousand addresses.
+    let mut by_pc: FxHashMap<(u32, u64), Tally> = FxHashMap::default();
     let mut seen_levels: BTreeSet<u8> = BTreeSet::new();
     attribute(p, objects, |i, hit, open| {
         let s = &p.samples[i];
-        let location = p.locations.get(&(s.pid, s.pc));
-        let Some(l) = location.filter(|l| !l.file.is_empty() && l.line > 0) else {
-            let module = location.map_or("", |l| l.module.as_str());
-            *without_line.entry(module).or_default() += 1;
-            return;
-        };
-        let t = by_line.entry((&l.file, l.line)).or_default();
-        *t.functions.entry((&l.function, &l.module)).or_default() += 1;
+        let t = by_pc.entry((s.pid, s.pc)).or_default();
         if s.is_store {
             t.stores += 1;
         } else {
@@ -108,6 +121,22 @@ pub fn source_lines(p: &Profile, objects: &Objects, at_most: usize) -> SourceLin
             *t.regions.entry(r).or_default() += 1;
         }
     });
+    // Each line's tally and its samples by (function, module).
+    type Functions<'p> = HashMap<(&'p str, &'p str), u64>;
+    let mut by_line: HashMap<(&str, u32), (Tally, Functions)> = HashMap::new();
+    let mut without_line: HashMap<&str, u64> = HashMap::new();
+    for ((pid, pc), t) in by_pc {
+        let samples = t.loads + t.stores;
+        let location = p.locations.get(&(pid, pc));
+        let Some(l) = location.filter(|l| !l.file.is_empty() && l.line > 0) else {
+            let module = location.map_or("", |l| l.module.as_str());
+            *without_line.entry(module).or_default() += samples;
+            continue;
+        };
+        let (tally, functions) = by_line.entry((&l.file, l.line)).or_default();
+        *functions.entry((&l.function, &l.module)).or_default() += samples;
+        tally.add(t);
+    }
     let levels: Vec<u8> = seen_levels.into_iter().collect();
     let scaled = |n: u64| {
         if samples_are_accesses {
@@ -117,8 +146,8 @@ pub fn source_lines(p: &Profile, objects: &Objects, at_most: usize) -> SourceLin
         }
     };
     let mut lines: Vec<LineFigures> = (by_line.into_iter())
-        .map(|((file, line), t)| {
-            let (function, module) = (t.functions.iter())
+        .map(|((file, line), (t, functions))| {
+            let (function, module) = (functions.iter())
                 .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
                 .map_or(("", ""), |(k, _)| *k);
             let (objects, other_objects) =

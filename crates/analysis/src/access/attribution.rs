@@ -159,15 +159,12 @@ pub fn attribute(
     let mut live = Ranges::new();
     let mut tags = Ranges::new();
     let mut open: FxHashMap<(u32, u32), Vec<usize>> = FxHashMap::default();
-    // Each process's samples are in time order; several processes' are not.
-    let order: Box<dyn Iterator<Item = usize>> =
-        if p.samples.windows(2).all(|w| w[0].time_ns <= w[1].time_ns) {
-            Box::new(0..p.samples.len())
-        } else {
-            let mut o: Vec<u32> = (0..p.samples.len() as u32).collect();
-            o.sort_by_key(|&i| p.samples[i as usize].time_ns);
-            Box::new(o.into_iter().map(|i| i as usize))
-        };
+    // A thread's samples are in time order; several threads' are not.
+    let sorted = objects.sample_order(p);
+    let order: Box<dyn Iterator<Item = usize>> = match &sorted {
+        None => Box::new(0..p.samples.len()),
+        Some(order) => Box::new(order.iter().map(|&i| i as usize)),
+    };
     let mut events = events.into_iter().peekable();
     let mut open_here: Vec<usize> = Vec::new();
     for i in order {

@@ -151,9 +151,30 @@ pub struct Objects {
     /// The live bytes at each change of the dynamic objects summed from
     /// their rows (mappings, stacks; empty for objects of sites).
     row_series: Vec<Vec<(u64, f64)>>,
+    /// The samples' indexes in time order, when the table is not (threads'
+    /// samples come in batches): sorted once for every attribution sweep.
+    sample_order: std::sync::OnceLock<Option<Vec<u32>>>,
 }
 
 impl Objects {
+    /// The samples' indexes of `p` (the profile the objects are of) in
+    /// time order; `None` when the table already is.
+    pub(crate) fn sample_order(&self, p: &Profile) -> Option<std::borrow::Cow<'_, [u32]>> {
+        let sort = || {
+            let samples = &p.samples;
+            (!samples.windows(2).all(|w| w[0].time_ns <= w[1].time_ns)).then(|| {
+                let mut order: Vec<u32> = (0..samples.len() as u32).collect();
+                order.sort_by_key(|&i| samples[i as usize].time_ns);
+                order
+            })
+        };
+        match self.sample_order.get_or_init(sort) {
+            // Samples changed since (a view restricted after): sorted anew.
+            Some(order) if order.len() != p.samples.len() => sort().map(Into::into),
+            order => order.as_deref().map(Into::into),
+        }
+    }
+
     /// The live bytes over time, (time, bytes) at each change, of each of
     /// `wanted` (dynamic objects of the same profile). Made on demand, not
     /// for every object: the sites' timelines hold a point per site changed
@@ -337,6 +358,7 @@ pub fn data_objects(p: &Profile) -> Objects {
         of_static,
         sites_of,
         row_series,
+        sample_order: std::sync::OnceLock::new(),
     }
 }
 
