@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Analysis at scale: record examples/stream.c (built with memlens cc) at period 10,
-# about 9-10 million access samples, then time `memlens report` and measure its peak
+# about 25 million access samples, then time `memlens report` and measure its peak
 # memory (GNU time's maximum resident set); then the HTML page of the same profile:
 # its time, size, and its load time in headless Chromium (when Python has
 # Selenium, as .ci/run's environment does: PYTHON=target/ci-python/bin/python3).
