@@ -882,30 +882,22 @@ fn stacks_export_as_collapsed_and_speedscope_with_known_weights() {
     let dir = tempdir();
     let p = dir.path().join("p");
     assert_ran(&record(&p, &["--leaks"], &[&program("heap_measures")]));
-    let export = |format: &str, weight: &str| {
-        let out = output_within(
+    let export_of = |profile: &Path, format: &str, weight: &str, more: &[&str]| {
+        output_within(
             Command::new(memlens())
                 .args(["export", "--format", format, "--weight", weight])
-                .arg(&p),
-        );
+                .args(more)
+                .arg(profile),
+        )
+    };
+    let export = |format: &str, weight: &str| {
+        let out = export_of(&p, format, weight, &[]);
         assert_ran(&out);
         String::from_utf8(out.stdout).unwrap()
     };
     let leaked = export("collapsed", "leaked-space");
     // `-o -` is standard output.
-    let dash = output_within(
-        Command::new(memlens())
-            .args([
-                "export",
-                "--format",
-                "collapsed",
-                "--weight",
-                "leaked-space",
-                "-o",
-                "-",
-            ])
-            .arg(&p),
-    );
+    let dash = export_of(&p, "collapsed", "leaked-space", &["-o", "-"]);
     assert_eq!(String::from_utf8_lossy(&dash.stdout), leaked);
     let leaf = |caller: &str| {
         let line = (leaked.lines())
@@ -999,17 +991,7 @@ fn stacks_export_as_collapsed_and_speedscope_with_known_weights() {
     // to get one.
     let sampled = dir.path().join("sampled");
     assert_ran(&record(&sampled, &[], &[&program("heap_measures")]));
-    let out = output_within(
-        Command::new(memlens())
-            .args([
-                "export",
-                "--format",
-                "collapsed",
-                "--weight",
-                "temporary-objects",
-            ])
-            .arg(&sampled),
-    );
+    let out = export_of(&sampled, "collapsed", "temporary-objects", &[]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("record again with `--leaks`"), "{err}");
