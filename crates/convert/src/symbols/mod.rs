@@ -2,12 +2,16 @@
 //! addr2line, and static data objects from ELF symbol tables, both with the load
 //! bias the runtime recorded.
 
-use memlens_profile::{CodeLocation, Frame, StaticObject};
-use object::Object;
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use memlens_profile::{CodeLocation, Frame};
+use std::collections::HashMap;
+use std::path::Path;
 
+mod elf;
+mod files;
 mod read_ahead;
+use elf::FunctionTables;
+pub use elf::{is_c_library, static_objects};
+use files::{debug_file, module_file};
 pub use read_ahead::ReadAhead;
 
 /// A loaded object as the runtime saw it.
@@ -104,260 +108,6 @@ fn canonical_path<'a>(known: &'a mut HashMap<String, String>, path: &str) -> &'a
         known.insert(path.to_string(), canonical);
     }
     &known[path]
-}
-
-/// A module's function symbols with their extents (`.symtab` and `.dynsym`),
-/// sorted by address.
-#[derive(Default)]
-struct FunctionSymbols(Vec<(u64, u64, String)>);
-
-impl FunctionSymbols {
-    fn read(path: &str) -> FunctionSymbols {
-        let Some(data) = module_file(path) else {
-            return FunctionSymbols::default();
-        };
-        let mut v: Vec<(u64, u64, &str)> = (elf_symbols(&data, object::elf::STT_FUNC).iter())
-            .map(|s| (s.start, s.start.saturating_add(s.size), s.name))
-            .collect();
-        // Of the names one address has (glibc's `__GI___clone3`, `__clone3`
-        // and `clone3`; `__libc_start_main` and its `_impl` and `_alias_N`),
-        // the one a program calls: not an internal alias, the shortest.
-        let rank = |name: &str| (name.starts_with("__GI_"), name.len());
-        v.sort_unstable_by(|a, b| (a.0, rank(a.2), a.2).cmp(&(b.0, rank(b.2), b.2)));
-        v.dedup_by_key(|s| s.0);
-        let named = v
-            .into_iter()
-            .map(|(start, end, name)| (start, end, name.to_string()));
-        FunctionSymbols(named.collect())
-    }
-
-    /// The function whose extent holds `addr`: a stripped library's static
-    /// function is not the exported one before it.
-    fn containing(&self, addr: u64) -> Option<&str> {
-        let i = self.0.partition_point(|s| s.0 <= addr);
-        let (_, end, name) = self.0.get(i.checked_sub(1)?)?;
-        (addr < *end).then_some(name.as_str())
-    }
-}
-
-/// A defined symbol of an ELF file, outside thread-local sections, its name
-/// without its version (`__libc_start_main@@GLIBC_2.34`, `stdout@GLIBC_2.2.5`).
-/// A name that is not UTF-8 is no symbol, as object's `Symbol::name` has it.
-struct ElfSymbol<'data> {
-    start: u64,
-    size: u64,
-    name: &'data str,
-}
-
-/// The defined symbols of one ELF type (`STT_FUNC`, `STT_OBJECT`) and of
-/// non-zero size in `.symtab` and `.dynsym`. Read from the tables' raw
-/// entries and their string tables read whole: object's `Symbol::name` reads
-/// each name through the file's cache on its own, 6 ms for libc's 10 000
-/// symbols, all of it after the program has ended.
-fn elf_symbols<'data, R: object::ReadRef<'data>>(data: R, st_type: u8) -> Vec<ElfSymbol<'data>> {
-    use object::{elf, Endianness, FileKind};
-    match FileKind::parse(data) {
-        Ok(FileKind::Elf64) => elf_symbols_of::<elf::FileHeader64<Endianness>, R>(data, st_type),
-        Ok(FileKind::Elf32) => elf_symbols_of::<elf::FileHeader32<Endianness>, R>(data, st_type),
-        _ => None,
-    }
-    .unwrap_or_default()
-}
-
-fn elf_symbols_of<'data, Elf, R>(data: R, st_type: u8) -> Option<Vec<ElfSymbol<'data>>>
-where
-    Elf: object::read::elf::FileHeader<Endian = object::Endianness>,
-    R: object::ReadRef<'data>,
-{
-    use object::read::elf::{SectionHeader, Sym};
-    use object::SymbolIndex;
-    let header = Elf::parse(data).ok()?;
-    let endian = header.endian().ok()?;
-    let sections = header.sections(endian, data).ok()?;
-    let thread_local = |index| {
-        (sections.section(index).ok())
-            .is_some_and(|s| s.sh_flags(endian).into() & u64::from(object::elf::SHF_TLS) != 0)
-    };
-    let mut out = Vec::new();
-    for kind in [object::elf::SHT_SYMTAB, object::elf::SHT_DYNSYM] {
-        let Ok(table) = sections.symbols(endian, data, kind) else {
-            continue;
-        };
-        let Some(strings) =
-            (sections.section(table.string_section()).ok()).and_then(|s| s.data(endian, data).ok())
-        else {
-            continue;
-        };
-        for (i, sym) in table.symbols().iter().enumerate() {
-            let size: u64 = sym.st_size(endian).into();
-            if sym.st_type() != st_type || size == 0 || !sym.is_definition(endian) {
-                continue;
-            }
-            let section = table.symbol_section(endian, sym, SymbolIndex(i));
-            if section.ok().flatten().is_some_and(thread_local) {
-                continue;
-            }
-            let Some(name) = (strings.get(sym.st_name(endian) as usize..))
-                .and_then(|s| s.split(|&b| b == 0 || b == b'@').next())
-                .and_then(|s| std::str::from_utf8(s).ok())
-            else {
-                continue;
-            };
-            out.push(ElfSymbol {
-                start: sym.st_value(endian).into(),
-                size,
-                name,
-            });
-        }
-    }
-    Some(out)
-}
-
-/// The function symbols of each module asked about, read once per module.
-#[derive(Default)]
-struct FunctionTables(HashMap<String, FunctionSymbols>);
-
-/// The C library's functions that start the process's and its threads'
-/// code, outermost in nearly every stack. They are named from the symbol
-/// table alone, so that a run whose stacks reach the C library only through
-/// them never reads its DWARF: with libc6-dbg, 10 MB to decompress and index,
-/// 30 to 50 ms of the core the program leaves and a wait at its end, for
-/// `libc_start_call_main.h:58`.
-const ENTRY_FUNCTIONS: [&str; 5] = [
-    "__libc_start_call_main",
-    "__libc_start_main",
-    "start_thread",
-    "clone3",
-    "clone",
-];
-
-impl FunctionTables {
-    /// The function of the module at `path` whose extent holds `probe` (a
-    /// link-time address).
-    fn containing(&mut self, path: &str, probe: u64) -> Option<&str> {
-        (self.0.entry(path.to_string()))
-            .or_insert_with(|| FunctionSymbols::read(&debug_file(path)))
-            .containing(probe)
-    }
-
-    /// The process or thread entry function of the C library that `probe`
-    /// falls in, when the module at `path` is the C library.
-    fn entry_function(&mut self, path: &str, probe: u64) -> Option<&str> {
-        if !is_c_library(path) {
-            return None;
-        }
-        self.containing(path, probe)
-            .filter(|f| ENTRY_FUNCTIONS.contains(f))
-    }
-}
-
-/// The module at `path` is the C library (glibc's `libc.so.6`, or an older
-/// `libc-2.31.so`).
-pub fn is_c_library(path: &str) -> bool {
-    // Asked for every frame: the name is looked at in place, not copied.
-    let name = Path::new(path).file_name().and_then(|n| n.to_str());
-    name.is_some_and(|n| n.starts_with("libc.so") || n.starts_with("libc-"))
-}
-
-/// A module's file, read as it is parsed: only its headers and the sections
-/// asked for (reading it whole copied every byte, libc's 2 MB for one build
-/// id); a file cut short while it is read is an error, not a fault.
-fn module_file(path: impl AsRef<Path>) -> Option<object::ReadCache<WindowedFile>> {
-    let file = std::fs::File::open(path).ok()?;
-    Some(object::ReadCache::new(WindowedFile::new(file)))
-}
-
-/// A file read through a window of [`WindowedFile::SIZE`] bytes. object's
-/// `ReadCache` reads each symbol name with a seek and a read of 256 bytes:
-/// 20 000 system calls for libc's symbol table, 10 to 20 ms of the
-/// finalizer. The names lie together in the string table, so one read of
-/// the window serves hundreds; a read as large as the window (a section's
-/// data) goes to the file directly.
-struct WindowedFile {
-    file: std::fs::File,
-    pos: u64,
-    window: Vec<u8>,
-    /// The file offset of the window's first byte.
-    at: u64,
-}
-
-impl WindowedFile {
-    const SIZE: usize = 64 << 10;
-
-    fn new(file: std::fs::File) -> WindowedFile {
-        WindowedFile {
-            file,
-            pos: 0,
-            window: Vec::new(),
-            at: 0,
-        }
-    }
-}
-
-impl std::io::Read for WindowedFile {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        if buf.len() >= Self::SIZE {
-            let n = self.file.read_at(buf, self.pos)?;
-            self.pos += n as u64;
-            return Ok(n);
-        }
-        if !(self.at..self.at + self.window.len() as u64).contains(&self.pos) {
-            self.window.resize(Self::SIZE, 0);
-            let n = self.file.read_at(&mut self.window, self.pos)?;
-            self.window.truncate(n);
-            self.at = self.pos;
-        }
-        let from = (self.pos - self.at) as usize;
-        let n = buf.len().min(self.window.len() - from);
-        buf[..n].copy_from_slice(&self.window[from..from + n]);
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl std::io::Seek for WindowedFile {
-    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
-        use std::io::SeekFrom;
-        let pos = match to {
-            SeekFrom::Start(p) => Some(p),
-            SeekFrom::End(d) => self.file.metadata()?.len().checked_add_signed(d),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-        };
-        self.pos = pos.ok_or(std::io::ErrorKind::InvalidInput)?;
-        Ok(self.pos)
-    }
-}
-
-/// Where a module's debug information lies: the separate debug file its
-/// build id names under `/usr/lib/debug/.build-id/` (Debian's -dbg and
-/// -dbgsym packages) or in a debuginfod client's cache
-/// (`$DEBUGINFOD_CACHE_PATH`, else `~/.cache/debuginfod_client`), else the
-/// module itself.
-fn debug_file(path: &str) -> String {
-    let separate = (|| {
-        let data = module_file(path)?;
-        let id = object::File::parse(&data).ok()?.build_id().ok()??;
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        let (dir, rest) = hex.split_at_checked(2)?;
-        let env = |var| {
-            std::env::var_os(var)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let debuginfod = env("DEBUGINFOD_CACHE_PATH").or_else(|| {
-            let cache = env("XDG_CACHE_HOME").or_else(|| Some(env("HOME")?.join(".cache")));
-            Some(cache?.join("debuginfod_client"))
-        });
-        let candidates = [
-            Some(PathBuf::from(format!(
-                "/usr/lib/debug/.build-id/{dir}/{rest}.debug"
-            ))),
-            debuginfod.map(|d| d.join(&hex).join("debuginfo")),
-        ];
-        candidates.into_iter().flatten().find(|c| c.is_file())
-    })();
-    separate.map_or_else(|| path.to_string(), |p| p.to_string_lossy().into_owned())
 }
 
 impl Symbolizer {
@@ -566,25 +316,6 @@ pub fn short_name(path: &str) -> String {
         .unwrap_or_else(|| path.to_string())
 }
 
-/// Data symbols (variables) of a module at their runtime addresses.
-pub fn static_objects(pid: u32, m: &LoadedModule) -> Vec<StaticObject> {
-    let Some(data) = module_file(&m.path) else {
-        return Vec::new();
-    };
-    let mut seen = HashSet::new();
-    let module = short_name(&m.path);
-    (elf_symbols(&data, object::elf::STT_OBJECT).iter())
-        .filter(|s| seen.insert((s.start, s.name)))
-        .map(|s| StaticObject {
-            pid,
-            module: module.clone(),
-            name: demangle(s.name),
-            address: s.start.wrapping_add(m.bias),
-            size: s.size,
-        })
-        .collect()
-}
-
 /// Whether `program` was built by `memlens cc`: it calls the sanitizer
 /// coverage callbacks the runtime provides.
 pub fn is_instrumented(program: &Path) -> bool {
@@ -610,9 +341,9 @@ pub fn is_instrumented(program: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::elf::FunctionSymbols;
     use super::{
-        demangle, is_thread_entry_trampoline, static_objects, FunctionSymbols, LoadedModule,
-        ReadAhead, Symbolizer, WindowedFile,
+        demangle, is_thread_entry_trampoline, static_objects, LoadedModule, ReadAhead, Symbolizer,
     };
     use memlens_profile::Frame;
 
@@ -653,40 +384,6 @@ mod tests {
                     .then(|| LoadedModule::from_mapping(path, start, end, offset))
             })
             .expect("the address is mapped from a file")
-    }
-
-    #[test]
-    fn a_windowed_file_reads_what_the_file_holds() {
-        use std::io::{Read, Seek, SeekFrom};
-        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, &bytes).unwrap();
-        let mut f = WindowedFile::new(std::fs::File::open(&path).unwrap());
-        // Seeks back and forth, reads within, across and past the window,
-        // one as large as the window, and at the end of the file.
-        for (at, len) in [
-            (0, 10),
-            (5, 300),
-            (65_530, 20),
-            (100, 65_536),
-            (131_000, 1),
-            (199_990, 50),
-            (300_000, 4),
-        ] {
-            f.seek(SeekFrom::Start(at)).unwrap();
-            let mut buf = vec![0; len];
-            let mut got = 0;
-            while got < len {
-                match f.read(&mut buf[got..]).unwrap() {
-                    0 => break,
-                    n => got += n,
-                }
-            }
-            let want = &bytes[(at as usize).min(bytes.len())..(at as usize + len).min(bytes.len())];
-            assert_eq!(&buf[..got], want, "at {at}, {len} bytes");
-        }
-        assert_eq!(f.seek(SeekFrom::End(-1)).unwrap(), 199_999);
     }
 
     #[test]
