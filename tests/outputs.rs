@@ -449,7 +449,8 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
 /// hottest line from the link under its row, at a region's and a
 /// function's, and at a flame graph frame's line from the link a click on
 /// the frame offers; the bandwidth chart under the timeline shows the exact
-/// totals, a thread's on a click, and follows the timeline's range.
+/// totals, a thread's on a click, and follows the timeline's range, and so
+/// does the pane (the lines sampled in it).
 #[test]
 fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code() {
     let n = 200_000u64;
@@ -597,6 +598,25 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
     assert_eq!(opened["line"], line, "{seen:#}");
     assert_eq!(opened["of"], "all samples", "{seen:#}");
     assert_eq!(opened["code"], code[line - 1], "{seen:#}");
+    // After a range is selected on the timeline, the pane shows the lines
+    // sampled in it: those whose first and last samples (the JSON's)
+    // overlap it.
+    let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
+    let mut in_range: Vec<u64> = (lines.iter())
+        .filter(|l| l["file"].as_str().unwrap().ends_with("stream.c"))
+        .filter(|l| {
+            let seconds = |key: &str| l[key].as_f64().unwrap() / 1e9;
+            seconds("first_ns") <= hi && seconds("last_ns") >= lo
+        })
+        .map(|l| l["line"].as_u64().unwrap())
+        .collect();
+    in_range.sort_unstable();
+    assert!(!in_range.is_empty());
+    assert_eq!(seen["range_lines"], serde_json::json!(in_range), "{seen:#}");
+    assert!(
+        (seen["range_why"].as_str().unwrap()).starts_with("(the lines sampled between"),
+        "{seen:#}"
+    );
 }
 
 #[test]

@@ -7,7 +7,8 @@ selector), each with its source text and samples, and for the access flame
 graph's heaviest "load at" frame (by the link a click on it offers under
 the graph); the bandwidth chart's
 series, a thread's shown by a click on its legend entry, and its range
-after a range is selected on the timeline; the console's errors.
+after a range is selected on the timeline, and the source pane's sampled
+lines then; the console's errors.
 
 Usage: python3 stream_page.py REPORT.html OBJECT REGION FUNCTION
 """
@@ -106,6 +107,13 @@ try:
         "var t = window.memlensTimeline, b = window.memlensBandwidth;"
         "return [t.scales.x.min, t.scales.x.max, b.scales.x.min, b.scales.x.max];"
     )
+    # The source pane after that range: the lines sampled in it.
+    whose.select_by_index(0)
+    seen["range_lines"] = [
+        int(tr.get_attribute("data-line"))
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#source-view tr.sampled")
+    ]
+    seen["range_why"] = driver.find_element(By.ID, "source-why").text
 
     seen["errors"] = chromium.errors(driver)
     print(json.dumps(seen))

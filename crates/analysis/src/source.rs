@@ -62,6 +62,9 @@ pub struct LineFigures {
     pub other_objects: u64,
     /// The regions open at its samples, most first: (name, samples).
     pub regions: Vec<(String, u64)>,
+    /// Its first and last sample's time (ns since the run's start).
+    pub first_ns: u64,
+    pub last_ns: u64,
 }
 
 /// What the samples at one code address, or on one line, add up to.
@@ -73,10 +76,22 @@ struct Tally {
     levels: FxHashMap<u8, u64>,
     objects: FxHashMap<Option<usize>, u64>,
     regions: FxHashMap<usize, u64>,
+    /// The first and last sample's time.
+    span: Option<(u64, u64)>,
 }
 
 impl Tally {
+    fn at(&mut self, time_ns: u64) {
+        self.span = Some(self.span.map_or((time_ns, time_ns), |(first, last)| {
+            (first.min(time_ns), last.max(time_ns))
+        }));
+    }
+
     fn add(&mut self, other: Tally) {
+        if let Some((first, last)) = other.span {
+            self.at(first);
+            self.at(last);
+        }
         self.loads += other.loads;
         self.stores += other.stores;
         self.bytes[0] += other.bytes[0];
@@ -106,6 +121,7 @@ pub fn source_lines(p: &Profile, objects: &Objects, at_most: usize) -> SourceLin
     attribute(p, objects, |i, hit, open| {
         let s = &p.samples[i];
         let t = by_pc.entry((s.pid, s.pc)).or_default();
+        t.at(s.time_ns);
         if s.is_store {
             t.stores += 1;
         } else {
@@ -171,6 +187,8 @@ pub fn source_lines(p: &Profile, objects: &Objects, at_most: usize) -> SourceLin
                 objects,
                 other_objects,
                 regions,
+                first_ns: t.span.map_or(0, |s| s.0),
+                last_ns: t.span.map_or(0, |s| s.1),
             }
         })
         .collect();

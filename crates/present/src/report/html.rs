@@ -283,7 +283,9 @@ fn source_json(r: &Report, text: SourceText) -> Option<String> {
                         l.load_levels,
                         objects,
                         regions,
-                        l.function
+                        l.function,
+                        l.first_ns as f64 / 1e9,
+                        l.last_ns as f64 / 1e9
                     ])
                 })
                 .collect();
