@@ -67,6 +67,17 @@ pub fn rate(bytes_per_s: f64) -> String {
     format!("{}/s", human_bytes(bytes_per_s))
 }
 
+/// The unit a counter's rate is drawn in and the factor from its unit per
+/// second to it: CPU time per second is a number of busy CPUs, bytes per
+/// second GiB/s, anything else its unit per second.
+pub fn counter_rate_unit(unit: &str) -> (f64, String) {
+    match unit {
+        "ns" => (1e-9, "CPUs busy".to_string()),
+        "bytes" => (1.0 / (1u64 << 30) as f64, "GiB/s".to_string()),
+        u => (1.0, format!("{u}/s")),
+    }
+}
+
 /// A counter's value in its unit: bytes and ns in human units, counts plain.
 pub fn counter_value(v: f64, unit: &str) -> String {
     match unit {

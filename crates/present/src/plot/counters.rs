@@ -47,12 +47,7 @@ where
         .zip(&series)
         .enumerate()
     {
-        // CPU time per second is a number of busy CPUs; bytes per second in GiB/s.
-        let (scale, y_desc) = match unit.as_str() {
-            "ns" => (1e-9, "CPUs busy".to_string()),
-            "bytes" => (1.0 / (1u64 << 30) as f64, "GiB/s".to_string()),
-            u => (1.0, format!("{u}/s")),
-        };
+        let (scale, y_desc) = crate::format::counter_rate_unit(unit);
         let y_max = rates
             .iter()
             .map(|r| r.1 * scale)

@@ -165,11 +165,7 @@ fn counters_json(p: &Profile) -> Option<String> {
     let series = (memlens_analysis::counter_rates(p).into_iter())
         .filter(|c| c.unit != "bytes" && !c.rates.is_empty())
         .map(|c| {
-            // CPU time per second is a number of busy CPUs.
-            let (unit, scale) = match c.unit.as_str() {
-                "ns" => ("CPUs busy".to_string(), 1e-9),
-                u => (format!("{u}/s"), 1.0),
-            };
+            let (scale, unit) = crate::format::counter_rate_unit(&c.unit);
             let about = serde_json::json!({ "name": c.name, "how": c.method, "unit": unit, "scale": scale });
             (about, c.rates)
         })
