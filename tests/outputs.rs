@@ -453,7 +453,8 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
 /// does the pane (the lines sampled in it).
 #[test]
 fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code() {
-    let n = 200_000u64;
+    // Long enough for several of the collector's ticks (the thread's bandwidth).
+    let n = 1_000_000u64;
     let (dir, p) = recorded_stream(&[&format!("-DN={n}L"), "-DCHASE=4096L"], &[]);
     let r = report_json(&p);
     let code: Vec<String> = std::fs::read_to_string(root().join("examples/stream.c"))

@@ -98,10 +98,14 @@ try:
     driver.execute_script("arguments[0].scrollIntoView()", thread)
     thread.find_element(By.CSS_SELECTOR, ".u-label").click()
     seen["thread_shown"] = "u-off" not in thread.get_attribute("class")
+    # A range inside the samples' span (the second quarter of it: the
+    # timeline spans the whole session, the program only part of it).
     # uPlot applies a new scale after the script that set it (a microtask).
     driver.execute_script(
-        "var t = window.memlensTimeline, lo = t.scales.x.min, hi = t.scales.x.max;"
-        "t.setScale('x', {min: lo + (hi - lo) / 4, max: lo + (hi - lo) / 2});"
+        "var lo = Infinity, hi = -Infinity;"
+        "MEMLENS_SOURCE.files.forEach(function (f) { f.lines.forEach(function (l) {"
+        "  lo = Math.min(lo, l[10]); hi = Math.max(hi, l[11]); }); });"
+        "window.memlensTimeline.setScale('x', {min: lo + (hi - lo) / 4, max: lo + (hi - lo) / 2});"
     )
     seen["bandwidth_range"] = driver.execute_script(
         "var t = window.memlensTimeline, b = window.memlensBandwidth;"
