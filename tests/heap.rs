@@ -84,6 +84,23 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
     let out = record(&p, &["--leaks"], &[&program("heap_measures")]);
     assert_ran(&out);
     let sites: Vec<HeapSite> = memlens_profile::read_table(&p).unwrap();
+    // Each site's timeline runs up to its totals: its last point's running
+    // sums are the site's, and they never fall.
+    let points: Vec<memlens_profile::SiteLivePoint> = memlens_profile::read_table(&p).unwrap();
+    for s in &sites {
+        let mine: Vec<_> = (points.iter())
+            .filter(|t| (t.pid, t.stack_id, &t.group) == (s.pid, s.stack_id, &s.group))
+            .collect();
+        let last = mine.last().expect("a site has timeline points");
+        assert_eq!(
+            (last.allocations, last.bytes, last.temporary),
+            (Some(s.allocations), Some(s.bytes), s.temporary),
+            "{s:?}"
+        );
+        assert!(mine.windows(2).all(|w| w[0].bytes <= w[1].bytes
+            && w[0].allocations <= w[1].allocations
+            && w[0].temporary <= w[1].temporary));
+    }
 
     // 10000 blocks of 40 bytes, each freed before the next allocation.
     let temp = site_in(&p, &sites, "temporaries");

@@ -80,7 +80,10 @@ table! {
 table! {
     /// Each heap site's live bytes over time: at every tick of the recording
     /// interval where they changed, the bytes live at the tick and the most
-    /// live since the previous point.
+    /// live since the previous point, and its running totals: blocks and
+    /// bytes allocated (scaled where sampled) and temporary allocations
+    /// (null unless every block was recorded), whose differences are what
+    /// it allocated between two points (null in profiles written before).
     SiteLivePoint = "site_timeline" {
         pid: u32,
         stack_id: u64,
@@ -88,6 +91,9 @@ table! {
         time_ns: u64,
         live_bytes: f64,
         max_bytes: f64,
+        allocations: Option<f64>,
+        bytes: Option<f64>,
+        temporary: Option<u64>,
     }
 }
 

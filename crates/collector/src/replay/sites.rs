@@ -270,6 +270,9 @@ impl HeapSites {
                 time_ns: at,
                 live_bytes: s.shown(),
                 max_bytes: s.max_since_point.max(s.shown()),
+                allocations: Some(s.allocations),
+                bytes: Some(s.bytes),
+                temporary: self.every_block.then_some(s.temporary),
             });
             s.changed = false;
             s.max_since_point = s.shown();
