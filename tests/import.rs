@@ -141,9 +141,12 @@ fn pebs_samples_equal_perf_report() {
         let title = format!("<title>[{level}] ({thousands},{rest} accesses,");
         assert!(svg.contains(&title), "{title} in {svg}");
     }
-    // The HTML page draws it under the levels' tables.
+    // The HTML page draws it under the levels' tables, from its tree.
     let page = html_report(&out, &dir.path().join("report.html"));
-    assert!(page.contains("<iframe title=\"sampled loads by the memory level"));
+    assert!(page.contains("aria-label=\"sampled loads by the memory level"));
+    for level in ["L1", "fill buffer", "L2", "LLC"] {
+        assert!(page.contains(&format!("\"[{level}]\"")), "{level}");
+    }
     // Every table of a profile is there to query, empty or not.
     let rows = sql_json(
         &out,

@@ -374,8 +374,39 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
             "{name}: {integral} against {grown}"
         );
     }
-    // The allocations' flame graph in its frame, sized to its picture: a
-    // search for make_matrix highlights its two call stacks' frames.
+    // Under that range the flame graphs weigh what came in it: the
+    // allocations made after "mapped" ends are main's two leaks (1 MiB and
+    // stdout's 4 KiB buffer), no matrix, no list node; bytes at the heap's
+    // peak, of one instant, stays whole-run and says so.
+    let flames = seen["range_flames"].as_array().unwrap();
+    let root = |i: usize| flames[i]["root"].as_str().unwrap_or_default().to_string();
+    assert!(root(0).starts_with("all (1,052,672 bytes, 100"), "{seen}");
+    let frames: Vec<&str> = (seen["range_frames"].as_array().unwrap().iter())
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        frames.iter().any(|f| f.starts_with("main (phases.c:65)")),
+        "{frames:?}"
+    );
+    assert!(
+        !frames
+            .iter()
+            .any(|f| f.contains("make_matrix") || f.contains("build_list")),
+        "{frames:?}"
+    );
+    for (i, flame) in flames.iter().enumerate() {
+        let note = flame["note"].as_str().unwrap();
+        match i {
+            2 => assert_eq!(note, "the whole run: this measure is not split by time"),
+            _ => assert!(note.starts_with("what came between"), "{note}"),
+        }
+    }
+    assert_eq!(
+        seen["whole_note"], "the whole run",
+        "a double-click undoes the range"
+    );
+    // The allocations' flame graph drawn by the page: a search for
+    // make_matrix highlights its two call stacks' frames.
     assert!(seen["flame_frames"].as_u64().unwrap() > 5, "{seen}");
     let height = seen["flame_height"].as_u64().unwrap();
     assert!(height > 100 && height < 560, "{height}");
@@ -387,7 +418,7 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
         .iter()
         .all(|f| f.starts_with("make_matrix (phases.c:19)")));
     assert!(
-        seen["matched"].as_str().unwrap().starts_with("Matched: "),
+        seen["matched"].as_str().unwrap().starts_with("matched: "),
         "{seen}"
     );
     // phases.c's four phases, shaded on the timeline in their order.
@@ -617,6 +648,41 @@ fn source_lines_carry_each_kernels_bytes_and_the_page_shows_them_beside_the_code
     assert!(
         (seen["range_why"].as_str().unwrap()).starts_with("(the lines sampled between"),
         "{seen:#}"
+    );
+    // And the access flame graph weighs the samples of the range widened to
+    // its slices: as many accesses as the samples between the slices'
+    // bounds (a sample within 1 us of a bound either way), times the period.
+    let flame = &seen["range_flame"];
+    let width = flame["seconds"].as_f64().unwrap();
+    let (from, to) = ((lo / width).floor() * width, (hi / width).ceil() * width);
+    assert!(
+        (flame["note"].as_str().unwrap())
+            .starts_with(&format!("what came between {from:.3} s and {to:.3} s")),
+        "{flame}"
+    );
+    let samples: Vec<memlens_profile::SampleCore> = memlens_profile::read_table(&p).unwrap();
+    let period = memlens_profile::Meta::read(&p)
+        .unwrap()
+        .settings
+        .access_period as f64;
+    let between = |margin: f64| {
+        (samples.iter())
+            .filter(|s| {
+                let t = s.time_ns as f64 / 1e9;
+                t >= from + margin && t < to - margin
+            })
+            .count() as f64
+            * period
+    };
+    let root = flame["root"].as_str().unwrap();
+    let accesses: f64 = (root.strip_prefix("all (").and_then(|r| r.split(' ').next()))
+        .map(|n| n.replace(',', "").parse().unwrap())
+        .unwrap_or_else(|| panic!("{root}"));
+    assert!(
+        between(1e-6) <= accesses && accesses <= between(-1e-6) && accesses > 0.0,
+        "{accesses} against {} .. {}",
+        between(1e-6),
+        between(-1e-6)
     );
 }
 

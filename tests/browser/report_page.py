@@ -4,8 +4,9 @@ Rust test to check: load time, console errors, a table's order before and
 after clicking its headings, the rows a filter leaves, an object's call
 stack shown by a click on its row, the rows left after a drag across the
 timeline (from the end of the region "mapped") selects a time range (and
-the counters' charts follow it), the counters' chart data, the
-frames a search highlights in the allocations' flame graph, its
+the counters' charts follow it, and the flame graphs weigh what came in
+it), the counters' chart data, then, the range undone by a double-click,
+the frames a search highlights in the allocations' flame graph, its
 caller/callee view of the function searched for, and the flame graph
 weighed by leaked bytes once that measure is chosen.
 
@@ -101,6 +102,21 @@ try:
     chart_ranges = driver.execute_script(
         "return window.memlensCharts.map(function (c) { return [c.scales.x.min, c.scales.x.max]; })"
     )
+    # Each flame graph's note and root under the range, and the frames of
+    # the allocations' (bytes allocated) one.
+    flame_views = driver.find_elements(By.XPATH, "//h2[@id='allocated']/following::div[@class='flame-view']")
+    range_flames = [
+        {
+            "note": v.find_element(By.CSS_SELECTOR, ".flame-range").get_attribute("textContent"),
+            "root": driver.execute_script(
+                "var g = arguments[0].querySelector('.flame-graph div'); return g ? g.title : null", v
+            ),
+        }
+        for v in flame_views
+    ]
+    range_frames = [
+        e.get_attribute("textContent") for e in flame_views[0].find_elements(By.CSS_SELECTOR, ".flame-graph div")
+    ]
     in_range = []
     for body in table.find_elements(By.CSS_SELECTOR, "tbody"):
         cells = body.find_elements(By.CSS_SELECTOR, "tr:first-child > td")
@@ -110,22 +126,17 @@ try:
         in_range.append({"name": name, "first": first, "last": last, "shown": body.is_displayed()})
     range_note = driver.find_element(By.ID, "timeline-range").text
     regions = driver.execute_script("return MEMLENS_TIMELINE.regions.map(function (r) { return r[0]; })")
-    # The allocations' flame graph (inferno's, in its frame): a search
-    # highlights the frames whose name holds the text.
-    flame = driver.find_element(
-        By.XPATH, "//h2[@id='allocated']/following::figure[@class='framed'][1]/iframe"
-    )
+    # A double-click on the timeline undoes the range.
+    webdriver.ActionChains(driver).double_click(over).perform()
+    whole_note = flame_views[0].find_element(By.CSS_SELECTOR, ".flame-range").get_attribute("textContent")
+    # The allocations' flame graph: a search highlights the frames whose
+    # name holds the text.
+    flame = flame_views[0].find_element(By.CSS_SELECTOR, ".flame-graph")
     flame_height = flame.size["height"]
-    driver.switch_to.frame(flame)
-    flame_frames = len(driver.find_elements(By.CSS_SELECTOR, "#frames > g"))
-    driver.execute_script("search(arguments[0])", wanted)
-    highlighted = driver.execute_script(
-        "return Array.prototype.filter.call(document.querySelectorAll('#frames rect'),"
-        " function (r) { return r.getAttribute('fill') === 'rgb(230,0,230)'; })"
-        ".map(function (r) { return r.parentNode.querySelector('title').textContent; })"
-    )
-    matched = driver.find_element(By.ID, "matched").text
-    driver.switch_to.default_content()
+    flame_frames = len(flame.find_elements(By.TAG_NAME, "div"))
+    flame_views[0].find_element(By.CSS_SELECTOR, "input.flame-search").send_keys(wanted)
+    highlighted = [e.get_attribute("title") for e in flame.find_elements(By.CSS_SELECTOR, "div.match")]
+    matched = flame_views[0].find_element(By.CSS_SELECTOR, ".flame-matched").text
     # Its caller/callee view: opened, then the function searched for picked.
     sandwich = driver.find_element(
         By.XPATH, "//h2[@id='allocated']/following::details[@class='sandwich'][1]"
@@ -163,15 +174,9 @@ try:
         v for v in driver.find_elements(By.XPATH, "//h2[@id='allocated']/following::div[@class='flame-view']")
         if v.is_displayed()
     ]
-    leaked_frame = shown_views[0].find_element(By.TAG_NAME, "iframe")
-    leaked_height = leaked_frame.size["height"]
-    driver.switch_to.frame(leaked_frame)
-    leaked_root = next(
-        t.get_attribute("textContent")
-        for t in driver.find_elements(By.CSS_SELECTOR, "#frames > g > title")
-        if t.get_attribute("textContent").startswith("all ")
-    )
-    driver.switch_to.default_content()
+    leaked = shown_views[0].find_element(By.CSS_SELECTOR, ".flame-graph")
+    leaked_height = leaked.size["height"]
+    leaked_root = leaked.find_element(By.TAG_NAME, "div").get_attribute("title")
     errors = chromium.errors(driver)
     print(json.dumps({
         "ready": ready,
@@ -193,6 +198,9 @@ try:
         "counter_titles": counter_titles,
         "chart_ranges": chart_ranges,
         "regions": regions,
+        "range_flames": range_flames,
+        "range_frames": range_frames,
+        "whole_note": whole_note,
         "flame_height": flame_height,
         "sandwich": sandwich_seen,
         "flame_frames": flame_frames,

@@ -69,19 +69,18 @@ try:
 
     # The access flame graph: a click on its heaviest "load at" frame
     # offers its line under the graph; the link opens the pane there.
-    figure = driver.find_element(By.XPATH, "//h2[@id='access']/following::figure[@class='framed'][1]")
-    driver.switch_to.frame(figure.find_element(By.TAG_NAME, "iframe"))
+    figure = driver.find_element(By.XPATH, "//h2[@id='access']/following::div[@class='flame-view'][1]/figure")
     seen["frame"] = driver.execute_script(
         "var best = null, most = -1;"
-        "document.querySelectorAll('#frames > g').forEach(function (g) {"
-        "  var t = g.querySelector('title').textContent;"
+        "arguments[0].querySelectorAll('.flame-graph div').forEach(function (d) {"
+        "  var t = d.title;"
         "  var n = Number((/\\(([\\d,]+) /.exec(t.slice(t.lastIndexOf(' ('))) || [0, '0'])[1].replace(/,/g, ''));"
-        "  if (t.indexOf('load at ') === 0 && n > most) { most = n; best = g; }"
+        "  if (d.textContent.indexOf('load at ') === 0 && n > most) { most = n; best = d; }"
         "});"
-        "best.querySelector('rect').dispatchEvent(new MouseEvent('click', {bubbles: true}));"
-        "return best.querySelector('title').textContent;"
+        "var title = best.title; best.click();"
+        "return title;",
+        figure,
     )
-    driver.switch_to.default_content()
     offer = figure.find_element(By.CSS_SELECTOR, ".frame-source")
     seen["frame_offer"] = offer.text
     offer.find_element(By.TAG_NAME, "a").click()
@@ -118,6 +117,14 @@ try:
         for tr in driver.find_elements(By.CSS_SELECTOR, "#source-view tr.sampled")
     ]
     seen["range_why"] = driver.find_element(By.ID, "source-why").text
+    # The access flame graph after it: its slices' length, note and root.
+    view = driver.find_element(By.XPATH, "//h2[@id='access']/following::div[@class='flame-view'][1]")
+    seen["range_flame"] = driver.execute_script(
+        "var v = arguments[0], t = JSON.parse(v.querySelector('script.flame-tree').textContent);"
+        "return { seconds: t.slices.seconds, note: v.querySelector('.flame-range').textContent,"
+        "  root: v.querySelector('.flame-graph div').title };",
+        view,
+    )
 
     seen["errors"] = chromium.errors(driver)
     print(json.dumps(seen))

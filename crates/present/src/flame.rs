@@ -5,7 +5,7 @@
 //! DrCCTProf's).
 
 use crate::export::collapsed;
-use crate::stacks::{Measure, Stacks};
+use crate::stacks::{Measure, Slices, Stacks};
 use crate::PlotError;
 use memlens_profile::Profile;
 use std::path::Path;
@@ -35,29 +35,21 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
     }
     // Drawn before the file is made: a profile with nothing to draw leaves
     // no empty file behind.
-    let (stacks, measure, title) = flame_stacks(p, what)?;
-    let svg = draw_flame(&stacks, measure, &title, None)?;
+    let (stacks, measure, title) = flame_stacks(p, what, None)?;
+    let svg = draw_flame(&stacks, measure, &title)?;
     memlens_profile::write_private_file(out, &svg).map_err(|e| PlotError(e.to_string()))
 }
 
-/// The flame graph as an SVG document in memory, for the HTML report: frames
-/// narrower than `min_width` pixels are left out, which bounds its size by
-/// the picture's, not by the number of stacks.
-pub fn flame_svg(
-    stacks: &Stacks,
-    measure: Measure,
-    title: &str,
-    min_width: f64,
-) -> Result<String, PlotError> {
-    let svg = draw_flame(stacks, measure, title, Some(min_width))?;
-    String::from_utf8(svg).map_err(|e| PlotError(e.to_string()))
-}
-
-/// What a flame graph of `what` weighs: its stacks, the measure, its title.
-pub fn flame_stacks(p: &Profile, what: Flame) -> Result<(Stacks, Measure, String), PlotError> {
+/// What a flame graph of `what` weighs: its stacks (split by `slices` of
+/// time if given), the measure, its title.
+pub fn flame_stacks(
+    p: &Profile,
+    what: Flame,
+    slices: Option<Slices>,
+) -> Result<(Stacks, Measure, String), PlotError> {
     let stacks = match what {
-        Flame::LoadsByLevel => Stacks::loads_by_level(p),
-        Flame::Weighed(measure) => Stacks::of(p, measure),
+        Flame::LoadsByLevel => Stacks::loads_by_level(p, slices),
+        Flame::Weighed(measure) => Stacks::sliced(p, measure, slices),
     }
     .map_err(PlotError)?;
     let (measure, title) = match what {
@@ -80,14 +72,8 @@ pub fn flame_title(measure: Measure) -> String {
     format!("{} {by} ({})", measure.what(), measure.how())
 }
 
-/// The SVG document of the flame graph (inferno's minimum frame width
-/// unless `min_width` is given).
-fn draw_flame(
-    stacks: &Stacks,
-    measure: Measure,
-    title: &str,
-    min_width: Option<f64>,
-) -> Result<Vec<u8>, PlotError> {
+/// The SVG document of the flame graph.
+fn draw_flame(stacks: &Stacks, measure: Measure, title: &str) -> Result<Vec<u8>, PlotError> {
     let lines = collapsed(stacks, measure);
     if lines.is_empty() {
         return Err(PlotError(format!(
@@ -98,9 +84,6 @@ fn draw_flame(
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
     options.count_name = measure.counted().to_string();
-    if let Some(width) = min_width {
-        options.min_width = width;
-    }
     let mut svg = Vec::new();
     inferno::flamegraph::from_lines(
         &mut options,

@@ -34,10 +34,47 @@ impl Node {
     }
 }
 
-/// A stack, root first, with one value per measure of its [`Stacks`].
+/// A stack, root first, with one value per measure of its [`Stacks`], and
+/// when its stacks are sliced, each measure's value by slice of time
+/// (`(slice, value)`, slices rising; empty for a measure not sliced).
 pub struct Weighted {
     pub stack: Vec<Node>,
     pub values: Vec<f64>,
+    pub by_slice: Vec<Vec<(u32, f64)>>,
+}
+
+/// A run cut into `count` equal slices of time up to `end_ns` (the
+/// profile's clock), to weigh stacks by when their weight came: the HTML
+/// page's flame graphs of a time range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slices {
+    pub end_ns: u64,
+    pub count: u32,
+}
+
+impl Slices {
+    /// The slice of an instant (one after the end is in the last).
+    pub fn of(&self, time_ns: u64) -> u32 {
+        let at = time_ns as u128 * self.count as u128 / self.end_ns.max(1) as u128;
+        at.min(self.count.saturating_sub(1) as u128) as u32
+    }
+}
+
+/// Adds `value` at `slice` to a row's slices, in any order.
+fn merge_at(slices: &mut Vec<(u32, f64)>, slice: u32, value: f64) {
+    match slices.binary_search_by_key(&slice, |s| s.0) {
+        Ok(at) => slices[at].1 += value,
+        Err(at) => slices.insert(at, (slice, value)),
+    }
+}
+
+/// Adds `value` at `slice` to a row's slices, which come in time order.
+fn add_at(slices: &mut Vec<(u32, f64)>, slice: u32, value: f64) {
+    match slices.last_mut() {
+        _ if value == 0.0 => {}
+        Some(last) if last.0 == slice => last.1 += value,
+        _ => slices.push((slice, value)),
+    }
 }
 
 /// What a stack is weighed by.
@@ -126,6 +163,9 @@ impl Measure {
 pub struct Stacks {
     pub measures: Vec<Measure>,
     pub rows: Vec<Weighted>,
+    /// The slices the rows' values are split by, and which measures are
+    /// (those whose times the profile holds); `None`: not sliced.
+    pub slicing: Option<(Slices, Vec<Measure>)>,
 }
 
 impl Stacks {
@@ -133,9 +173,14 @@ impl Stacks {
     /// or temporary allocations, access stacks otherwise; an error when the
     /// profile lacks the measure (no samples; temporaries not counted).
     pub fn of(p: &Profile, measure: Measure) -> Result<Stacks, String> {
+        Stacks::sliced(p, measure, None)
+    }
+
+    /// As [`Stacks::of`], each row's values also split by `slices`.
+    pub fn sliced(p: &Profile, measure: Measure, slices: Option<Slices>) -> Result<Stacks, String> {
         let stacks = match Measure::ACCESS.contains(&measure) {
-            true => access_stacks(p, false)?,
-            false => allocation_stacks(p),
+            true => access_stacks(p, false, slices)?,
+            false => allocation_stacks(p, slices),
         };
         match stacks.measures.contains(&measure) {
             true => Ok(stacks),
@@ -145,11 +190,11 @@ impl Stacks {
 
     /// The load samples' access stacks under the memory level that served
     /// each (an error when no load sample carries a level).
-    pub fn loads_by_level(p: &Profile) -> Result<Stacks, String> {
+    pub fn loads_by_level(p: &Profile, slices: Option<Slices>) -> Result<Stacks, String> {
         if !p.samples.iter().any(|s| !s.is_store && s.level != 0) {
             return Err("no load sample carries a memory level: levels come from hardware samples (PEBS, IBS, SPE) or `memlens record --cache-model`".into());
         }
-        access_stacks(p, true)
+        access_stacks(p, true, slices)
     }
 
     /// Which of `measures` a measure is (one of them: [`Stacks::of`]
@@ -185,19 +230,27 @@ pub fn allocation_stack(p: &Profile, pid: u32, stack_id: u64, what: &str) -> Vec
 }
 
 /// Heap sites by their sums, mappings by their rows; temporary allocations
-/// among the measures when every heap site counted them.
-fn allocation_stacks(p: &Profile) -> Stacks {
+/// among the measures when every heap site counted them. Sliced, a site's
+/// allocations come at its timeline's points (their running totals' steps),
+/// its leaks at its leaked blocks' allocations, a mapping at its own; bytes
+/// live at the heap's peak are of one instant, not sliced.
+fn allocation_stacks(p: &Profile, slices: Option<Slices>) -> Stacks {
     let temporaries_counted = !p.sites.is_empty() && p.sites.iter().all(|s| s.temporary.is_some());
     let mut measures = Measure::ALLOCATION.to_vec();
     if temporaries_counted {
         measures.push(Measure::TemporaryObjects);
     }
+    let by_slice = slices.map(|slices| SiteSlices::of(p, slices, temporaries_counted));
     let mut rows = Vec::new();
-    let mut push = |pid, stack_id, what: &str, values: Vec<f64>| {
+    let mut push = |pid, stack_id, what: &str, values: Vec<f64>, by_slice| {
         let stack = allocation_stack(p, pid, stack_id, what);
-        rows.push(Weighted { stack, values });
+        rows.push(Weighted {
+            stack,
+            values,
+            by_slice,
+        });
     };
-    for s in &p.sites {
+    for (i, s) in p.sites.iter().enumerate() {
         let mut values = vec![
             s.allocations,
             s.bytes,
@@ -208,20 +261,123 @@ fn allocation_stacks(p: &Profile) -> Stacks {
         if temporaries_counted {
             values.push(s.temporary.unwrap_or_default() as f64);
         }
-        push(s.pid, s.stack_id, "heap block", values);
+        let slices = by_slice
+            .as_ref()
+            .map_or_else(Vec::new, |b| b.rows[i].clone());
+        push(s.pid, s.stack_id, "heap block", values, slices);
     }
     for a in p.allocations.iter().filter(|a| a.kind == "mmap") {
         let mut values = vec![a.est_count, a.est_bytes, 0.0, 0.0, 0.0];
         values.resize(measures.len(), 0.0);
-        push(a.pid, a.stack_id, "mapping", values);
+        let slices = match slices {
+            Some(slices) => {
+                let at = slices.of(a.alloc_ns);
+                let mut by = vec![Vec::new(); measures.len()];
+                by[0].push((at, a.est_count));
+                by[1].push((at, a.est_bytes));
+                by
+            }
+            None => Vec::new(),
+        };
+        push(a.pid, a.stack_id, "mapping", values, slices);
     }
-    Stacks { measures, rows }
+    let slicing = by_slice.map(|b| {
+        let sliced = (measures.iter().copied())
+            .filter(|m| match m {
+                Measure::AllocObjects | Measure::AllocSpace => b.allocations_timed,
+                Measure::TemporaryObjects => b.allocations_timed && b.temporaries_timed,
+                Measure::LeakedObjects | Measure::LeakedSpace => true,
+                _ => false,
+            })
+            .collect();
+        (b.slices, sliced)
+    });
+    Stacks {
+        measures,
+        rows,
+        slicing,
+    }
+}
+
+/// Each heap site's measures by slice of time, in the order of
+/// [`Measure::ALLOCATION`] then temporaries.
+struct SiteSlices {
+    slices: Slices,
+    rows: Vec<Vec<Vec<(u32, f64)>>>,
+    /// The sites' timelines hold their running totals (profiles written
+    /// before they did do not), and their temporaries.
+    allocations_timed: bool,
+    temporaries_timed: bool,
+}
+
+impl SiteSlices {
+    fn of(p: &Profile, slices: Slices, temporaries: bool) -> SiteSlices {
+        let measures = Measure::ALLOCATION.len() + usize::from(temporaries);
+        let mut rows = vec![vec![Vec::new(); measures]; p.sites.len()];
+        let index: HashMap<(u32, u64, Option<&str>), usize> = (p.sites.iter().enumerate())
+            .map(|(i, s)| ((s.pid, s.stack_id, s.group.as_deref()), i))
+            .collect();
+        // The running totals at each site's previous point.
+        let mut before = vec![(0.0, 0.0, 0u64); p.sites.len()];
+        let mut allocations_timed = true;
+        let mut temporaries_timed = temporaries;
+        for t in &p.site_timeline {
+            let Some(&i) = index.get(&(t.pid, t.stack_id, t.group.as_deref())) else {
+                continue;
+            };
+            let (Some(blocks), Some(bytes)) = (t.allocations, t.bytes) else {
+                allocations_timed = false;
+                continue;
+            };
+            let at = slices.of(t.time_ns);
+            let b = &mut before[i];
+            add_at(&mut rows[i][0], at, blocks - b.0);
+            add_at(&mut rows[i][1], at, bytes - b.1);
+            match t.temporary {
+                Some(temporary) if temporaries => {
+                    add_at(&mut rows[i][5], at, (temporary - b.2) as f64);
+                    b.2 = temporary;
+                }
+                _ => temporaries_timed = false,
+            }
+            (b.0, b.1) = (blocks, bytes);
+        }
+        // A site's leaks (scaled as its row says) shared among its leaked
+        // blocks' allocation times by their share of its blocks and bytes.
+        let mut leaked: Vec<Vec<(u32, f64, f64)>> = vec![Vec::new(); p.sites.len()];
+        for a in (p.allocations.iter())
+            .filter(|a| a.free_ns.is_none() && a.kind != "mmap" && a.kind != "stack")
+        {
+            if let Some(&i) = index.get(&(a.pid, a.stack_id, a.group.as_deref())) {
+                leaked[i].push((slices.of(a.alloc_ns), a.est_count, a.est_bytes));
+            }
+        }
+        for (i, mut blocks) in leaked.into_iter().enumerate() {
+            let (count, bytes) = (blocks.iter()).fold((0.0, 0.0), |s, b| (s.0 + b.1, s.1 + b.2));
+            let site = &p.sites[i];
+            blocks.sort_by_key(|b| b.0);
+            for (at, c, b) in blocks {
+                if count > 0.0 {
+                    add_at(&mut rows[i][3], at, site.leaked * c / count);
+                }
+                if bytes > 0.0 {
+                    add_at(&mut rows[i][4], at, site.leaked_bytes * b / bytes);
+                }
+            }
+        }
+        SiteSlices {
+            slices,
+            rows,
+            allocations_timed: allocations_timed && !p.site_timeline.is_empty(),
+            temporaries_timed,
+        }
+    }
 }
 
 /// Each sample under its object's allocation stack, the object, and the
 /// access's calling context (its last frame the access itself); `by_level`:
 /// the load samples only, each under the memory level that served it.
-fn access_stacks(p: &Profile, by_level: bool) -> Result<Stacks, String> {
+fn access_stacks(p: &Profile, by_level: bool, slices: Option<Slices>) -> Result<Stacks, String> {
     if p.samples.is_empty() {
         return Err(
             "this profile has no access samples: build the program with `memlens cc` and record it again"
@@ -230,19 +386,23 @@ fn access_stacks(p: &Profile, by_level: bool) -> Result<Stacks, String> {
     }
     let objects = analysis::data_objects(p);
     let period = p.meta.settings.access_period.max(1) as f64;
-    // Samples counted by what their stack is made of, each stack built once:
-    // a run's millions of samples share a few thousand stacks.
-    let mut counts: HashMap<(AccessKey, u8), f64> = HashMap::new();
+    // Samples counted by what their stack is made of (and by slice of
+    // time), each stack built once: a run's millions of samples share a few
+    // thousand stacks.
+    let count = slices.map_or(1, |s| s.count as usize);
+    let mut counts: HashMap<(AccessKey, u8), Vec<f64>> = HashMap::new();
     analysis::attribute(p, &objects, |i, hit, _| {
         let s = &p.samples[i];
         if by_level && s.is_store {
             return;
         }
         let level = if by_level { s.level } else { 0 };
-        *counts.entry((AccessKey::of(s, hit), level)).or_default() += 1.0;
+        let at = slices.map_or(0, |slices| slices.of(s.time_ns) as usize);
+        (counts.entry((AccessKey::of(s, hit), level))).or_insert_with(|| vec![0.0; count])[at] +=
+            1.0;
     });
     // In the keys' order: the same profile gives the same stacks in order.
-    let mut counts: Vec<((AccessKey, u8), f64)> = counts.into_iter().collect();
+    let mut counts: Vec<((AccessKey, u8), Vec<f64>)> = counts.into_iter().collect();
     counts.sort_unstable_by_key(|c| c.0);
     let mut rows: Vec<Weighted> = Vec::new();
     // Keys that differ only in code addresses of one line are one stack.
@@ -257,15 +417,25 @@ fn access_stacks(p: &Profile, by_level: bool) -> Result<Stacks, String> {
             rows.push(Weighted {
                 stack: stack.clone(),
                 values: vec![0.0; 2],
+                by_slice: vec![Vec::new(); if slices.is_some() { 2 } else { 0 }],
             });
             rows.len() - 1
         });
-        rows[at].values[0] += samples;
-        rows[at].values[1] += samples * period;
+        let row = &mut rows[at];
+        let total: f64 = samples.iter().sum();
+        row.values[0] += total;
+        row.values[1] += total * period;
+        if slices.is_some() {
+            for (slice, &n) in samples.iter().enumerate().filter(|s| *s.1 > 0.0) {
+                merge_at(&mut row.by_slice[0], slice as u32, n);
+                merge_at(&mut row.by_slice[1], slice as u32, n * period);
+            }
+        }
     }
     Ok(Stacks {
         measures: Measure::ACCESS.to_vec(),
         rows,
+        slicing: slices.map(|s| (s, Measure::ACCESS.to_vec())),
     })
 }
 

@@ -1,65 +1,105 @@
-//! A flame graph's stacks merged into one call tree by function, for the
-//! HTML page's caller/callee (sandwich) view: pick a function, see every
-//! path that leads to it (its callers, merged) and everything under it (its
-//! callees, merged), as speedscope's sandwich and heaptrack_gui's
-//! caller/callee views do. The page computes the views from the tree.
+//! A flame graph's stacks merged into one call tree by frame, which the HTML
+//! page draws: its flame graph (search, zoom into a frame), its caller/callee
+//! (sandwich) view, where the page merges a function's frames at different
+//! lines (pick a function, see every path that leads to it and everything
+//! under it, as speedscope's sandwich and heaptrack_gui's caller/callee views
+//! do), and, when the stacks are sliced by time, the flame graph of a time
+//! range picked on the timeline (heaptrack_gui's and memray's filter).
 
 use crate::stacks::{Measure, Stacks};
 use serde::Serialize;
 use std::collections::HashMap;
 
-/// Nodes below this share of the whole are left out: the tree, like the
-/// flame graph beside it, is bounded by what can be seen, not by the run.
+/// Nodes below this share of the whole are left out: the tree, like a
+/// picture of it, is bounded by what can be seen, not by the run.
 const MIN_SHARE: f64 = 1.0 / 4000.0;
 /// And at most this many nodes, the heaviest.
 const MAX_NODES: usize = 20_000;
+/// At most this many (node, slice) weights: past it, neighbouring slices
+/// are merged two by two (a page of eight flame graphs stays within ~2 MB).
+const MAX_SLICE_WEIGHTS: usize = 20_000;
 
 #[derive(Serialize)]
 pub struct CallTree {
     /// What the weights count: bytes, blocks, samples or accesses.
     pub unit: &'static str,
     pub total: f64,
-    /// Function names, each once.
-    pub names: Vec<String>,
-    /// `[name, parent (-1: a root), weight]`, each node after its parent;
+    /// Frame labels ("f (a.c:12)"), each once, and each one's function (an
+    /// index into `functions`).
+    pub frames: Vec<String>,
+    pub function_of: Vec<usize>,
+    pub functions: Vec<String>,
+    /// `[frame, parent (-1: a root), weight]`, each node after its parent;
     /// a node's weight includes its children's.
     pub nodes: Vec<(usize, i64, f64)>,
     /// The weight of the roots left out (a deeper node left out still
     /// weighs in its parent's).
     pub left_out: f64,
+    /// The weights by slice of time, when the stacks are sliced for this
+    /// measure.
+    pub slices: Option<TreeSlices>,
 }
 
-/// The stacks' tree by function (the frames of one function at different
-/// lines merged), weighed by `measure`; `None` when nothing weighs.
+/// Each node's own weight (its children's not included) by slice of time,
+/// as three columns; node -1 holds the roots left out.
+#[derive(Serialize)]
+pub struct TreeSlices {
+    /// A slice's length; the first begins at the profile's time 0.
+    pub seconds: f64,
+    pub count: u32,
+    pub node: Vec<i64>,
+    pub slice: Vec<u32>,
+    pub weight: Vec<f64>,
+}
+
+/// The stacks' tree by frame, weighed by `measure`; `None` when nothing
+/// weighs.
 pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
     let at = stacks.measures.iter().position(|&m| m == measure)?;
-    let mut names: Vec<String> = Vec::new();
-    let mut name_ids: HashMap<String, usize> = HashMap::new();
-    // (name, parent, weight), children found by (parent, name).
+    let mut frames: Vec<String> = Vec::new();
+    let mut function_of: Vec<usize> = Vec::new();
+    let mut functions: Vec<String> = Vec::new();
+    let mut frame_ids: HashMap<String, usize> = HashMap::new();
+    let mut function_ids: HashMap<String, usize> = HashMap::new();
+    // (frame, parent, weight), children found by (parent, frame).
     let mut nodes: Vec<(usize, i64, f64)> = Vec::new();
     let mut children: HashMap<(i64, usize), usize> = HashMap::new();
+    // Each row's frames, for its slices' node below.
+    let mut paths: Vec<Vec<usize>> = Vec::new();
     for row in &stacks.rows {
         let weight = row.values[at];
-        if weight <= 0.0 {
-            continue;
+        let mut path = Vec::new();
+        if weight > 0.0 {
+            let mut parent = -1i64;
+            for frame in &row.stack {
+                let label = frame.label();
+                let id = match frame_ids.get(&label) {
+                    Some(&id) => id,
+                    None => {
+                        let function = match frame.function.is_empty() {
+                            true => label.clone(),
+                            false => frame.function.clone(),
+                        };
+                        let f = *function_ids.entry(function).or_insert_with_key(|f| {
+                            functions.push(f.clone());
+                            functions.len() - 1
+                        });
+                        frames.push(label.clone());
+                        function_of.push(f);
+                        frame_ids.insert(label, frames.len() - 1);
+                        frames.len() - 1
+                    }
+                };
+                let node = *children.entry((parent, id)).or_insert_with(|| {
+                    nodes.push((id, parent, 0.0));
+                    nodes.len() - 1
+                });
+                nodes[node].2 += weight;
+                path.push(node);
+                parent = node as i64;
+            }
         }
-        let mut parent = -1i64;
-        for frame in &row.stack {
-            let name = match frame.function.is_empty() {
-                true => frame.label(),
-                false => frame.function.clone(),
-            };
-            let id = *name_ids.entry(name).or_insert_with_key(|name| {
-                names.push(name.clone());
-                names.len() - 1
-            });
-            let node = *children.entry((parent, id)).or_insert_with(|| {
-                nodes.push((id, parent, 0.0));
-                nodes.len() - 1
-            });
-            nodes[node].2 += weight;
-            parent = node as i64;
-        }
+        paths.push(path);
     }
     let total: f64 = (nodes.iter()).filter(|n| n.1 < 0).map(|n| n.2).sum();
     if total <= 0.0 {
@@ -77,7 +117,7 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
     let mut new_index: HashMap<usize, i64> = HashMap::new();
     let mut kept: Vec<(usize, i64, f64)> = Vec::new();
     for i in order {
-        let (name, parent, weight) = nodes[i];
+        let (frame, parent, weight) = nodes[i];
         let parent = match parent {
             -1 => -1,
             p => match new_index.get(&(p as usize)) {
@@ -86,24 +126,62 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
             },
         };
         new_index.insert(i, kept.len() as i64);
-        kept.push((name, parent, weight));
+        kept.push((frame, parent, weight));
     }
     let kept_roots: f64 = (kept.iter()).filter(|n| n.1 < 0).map(|n| n.2).sum();
+    let slices = (stacks.slicing.as_ref())
+        .filter(|(_, sliced)| sliced.contains(&measure))
+        .map(|(slices, _)| {
+            // A row's slices weigh in the deepest node of its path kept.
+            let mut own: HashMap<(i64, u32), f64> = HashMap::new();
+            for (row, path) in stacks.rows.iter().zip(&paths) {
+                let node = (path.iter())
+                    .map_while(|n| new_index.get(n))
+                    .last()
+                    .copied()
+                    .unwrap_or(-1);
+                for &(slice, weight) in row.by_slice.get(at).into_iter().flatten() {
+                    *own.entry((node, slice)).or_default() += weight;
+                }
+            }
+            let mut merged = 1u32;
+            while own.len() > MAX_SLICE_WEIGHTS && slices.count > merged {
+                merged *= 2;
+                let mut wider: HashMap<(i64, u32), f64> = HashMap::new();
+                for ((node, slice), weight) in own {
+                    *wider.entry((node, slice / 2)).or_default() += weight;
+                }
+                own = wider;
+            }
+            let mut own: Vec<((i64, u32), f64)> = own.into_iter().collect();
+            own.sort_by_key(|o| o.0);
+            TreeSlices {
+                seconds: slices.end_ns as f64 / 1e9 / slices.count as f64 * merged as f64,
+                count: slices.count.div_ceil(merged),
+                node: own.iter().map(|o| o.0 .0).collect(),
+                slice: own.iter().map(|o| o.0 .1).collect(),
+                // Three decimals: a scaled estimate needs no more.
+                weight: own.iter().map(|o| (o.1 * 1e3).round() / 1e3).collect(),
+            }
+        });
     Some(CallTree {
         unit: measure.counted(),
         total,
-        names,
+        frames,
+        function_of,
+        functions,
         nodes: kept,
         left_out: total - kept_roots,
+        slices,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::call_tree;
-    use crate::stacks::{Measure, Node, Stacks, Weighted};
+    use crate::stacks::{Measure, Node, Slices, Stacks, Weighted};
 
-    fn stack(functions: &[&str], bytes: f64) -> Weighted {
+    fn stack(functions: &[&str], bytes: f64, at: u32) -> Weighted {
         Weighted {
             stack: (functions.iter())
                 .map(|f| Node {
@@ -114,27 +192,34 @@ mod tests {
                 })
                 .collect(),
             values: vec![0.0, bytes, 0.0, 0.0, 0.0],
+            by_slice: vec![vec![], vec![(at, bytes)], vec![], vec![], vec![]],
         }
     }
 
     #[test]
-    fn stacks_merge_by_function_and_light_nodes_are_left_out() {
-        // main -> f -> malloc twice (10 and 5 bytes), main -> g -> f ->
-        // malloc (4), and a sliver (1 byte in 4 001) under h.
+    fn stacks_merge_by_frame_and_light_nodes_weigh_in_their_parent() {
+        // main -> f -> malloc twice (10 and 5 bytes, in slices 0 and 3),
+        // main -> g -> f -> malloc (4), and a sliver (1 byte in 4 002)
+        // under h.
+        let slices = Slices {
+            end_ns: 4_000_000_000,
+            count: 4,
+        };
         let stacks = Stacks {
             measures: Measure::ALLOCATION.to_vec(),
             rows: vec![
-                stack(&["main", "f", "malloc"], 10.0),
-                stack(&["main", "f", "malloc"], 5.0),
-                stack(&["main", "g", "f", "malloc"], 4.0),
-                stack(&["main", "h"], 3982.0),
-                stack(&["main", "h", "sliver"], 1.0),
+                stack(&["main", "f", "malloc"], 10.0, 0),
+                stack(&["main", "f", "malloc"], 5.0, 3),
+                stack(&["main", "g", "f", "malloc"], 4.0, 1),
+                stack(&["main", "h"], 3982.0, 1),
+                stack(&["main", "h", "sliver"], 1.0, 2),
             ],
+            slicing: Some((slices, vec![Measure::AllocSpace])),
         };
         let t = call_tree(&stacks, Measure::AllocSpace).unwrap();
         assert_eq!(t.total, 4002.0);
         let named: Vec<(&str, i64, f64)> = (t.nodes.iter())
-            .map(|&(name, parent, w)| (t.names[name].as_str(), parent, w))
+            .map(|&(frame, parent, w)| (t.functions[t.function_of[frame]].as_str(), parent, w))
             .collect();
         assert_eq!(
             named,
@@ -148,6 +233,32 @@ mod tests {
                 ("h", 0, 3983.0),
             ]
         );
+        assert_eq!(t.frames[t.nodes[1].0], "f (a.c:1)");
         assert_eq!(t.left_out, 0.0, "the sliver weighs in h's own");
+        // Own weights by slice: the sliver's in h's, at its own time.
+        let s = t.slices.expect("sliced");
+        assert_eq!((s.seconds, s.count), (1.0, 4));
+        let own: Vec<(i64, u32, f64)> = (0..s.node.len())
+            .map(|i| (s.node[i], s.slice[i], s.weight[i]))
+            .collect();
+        assert_eq!(
+            own,
+            [
+                (2, 0, 10.0),
+                (2, 3, 5.0),
+                (5, 1, 4.0),
+                (6, 1, 3982.0),
+                (6, 2, 1.0)
+            ]
+        );
+        // A measure the stacks are not sliced by has no slices.
+        let stacks = Stacks {
+            slicing: Some((slices, vec![])),
+            ..stacks
+        };
+        assert!(call_tree(&stacks, Measure::AllocSpace)
+            .unwrap()
+            .slices
+            .is_none());
     }
 }

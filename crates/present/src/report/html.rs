@@ -9,12 +9,12 @@ use super::job::{job_sections, rank_page, JobReport, MOST_AT_RANK};
 use super::model::{Figure, Section};
 use super::sections::sections;
 use super::Report;
-use crate::flame::{flame_stacks, flame_svg, flame_title, Flame};
+use crate::flame::{flame_stacks, flame_title, Flame};
 use crate::plot::{
     plot_bandwidth, plot_capacity, plot_fold, plot_rank_band, plot_rank_map, plot_scatter, Image,
     RankMeasure,
 };
-use crate::stacks::Measure;
+use crate::stacks::{Measure, Slices};
 use memlens_analysis::LineFigures;
 use memlens_profile::Profile;
 use serde::Serialize;
@@ -378,15 +378,14 @@ struct DrawnFigure {
     flames: Vec<FlameView>,
 }
 
-/// One flame graph: inferno's SVG, a document of its own with its own
-/// script, drawn in a frame where its script finds its own elements.
+/// One flame graph, drawn by the page from its call tree.
 #[derive(Serialize)]
 struct FlameView {
-    /// What it weighs ("bytes allocated").
+    /// What it weighs ("bytes allocated"), and its title.
     measure: &'static str,
-    document: String,
-    /// Its call tree for the caller/callee view, as JSON for a script.
-    call_tree: Option<String>,
+    title: String,
+    /// Its call tree ([`call_tree`]), as JSON for a script.
+    tree: String,
 }
 
 /// The allocation flame graph's measures on the page, each offered when the
@@ -399,11 +398,10 @@ const PAGE_ALLOCATION_MEASURES: [Measure; 5] = [
     Measure::TemporaryObjects,
 ];
 
-/// Frames narrower than this many pixels are left out of the page's flame
-/// graphs: GCC's cc1plus compiling LULESH drew 3,912 frames (927 KB) at
-/// inferno's default, 0.1, and 207 (65 KB) at 0.5; `memlens plot flame`
-/// keeps the default.
-const FLAME_MIN_WIDTH: f64 = 0.5;
+/// The slices of time a flame graph's weights are kept by, for a range
+/// picked on the timeline (fewer when its weights would be too many: see
+/// [`call_tree`]).
+const FLAME_SLICES: u32 = 128;
 
 /// The whole report as one HTML page.
 pub fn render_html(p: &Profile, r: &Report, text: SourceText) -> String {
@@ -514,7 +512,11 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
                 Figure::AccessFlame => Flame::Weighed(Measure::Accesses),
                 _ => Flame::LoadsByLevel,
             };
-            let (stacks, measure, title) = flame_stacks(p, what).ok()?;
+            let slices = (r.timeline.end_ns > 0).then_some(Slices {
+                end_ns: r.timeline.end_ns,
+                count: FLAME_SLICES,
+            });
+            let (stacks, measure, title) = flame_stacks(p, what, slices).ok()?;
             let views = match figure {
                 Figure::AllocationFlame => (PAGE_ALLOCATION_MEASURES.iter())
                     .filter(|m| stacks.measures.contains(m))
@@ -524,13 +526,11 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
             };
             let flames: Vec<FlameView> = (views.into_iter())
                 .filter_map(|(measure, title)| {
-                    let svg = flame_svg(&stacks, measure, &title, FLAME_MIN_WIDTH).ok()?;
-                    let tree = call_tree(&stacks, measure);
+                    let tree = serde_json::to_value(call_tree(&stacks, measure)?).ok()?;
                     Some(FlameView {
                         measure: measure.what(),
-                        document: in_frame(svg),
-                        call_tree: (tree.and_then(|t| serde_json::to_value(t).ok()))
-                            .map(script_json),
+                        title,
+                        tree: script_json(tree),
                     })
                 })
                 .collect();
@@ -543,19 +543,6 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
         Figure::RankBand | Figure::RankMap => return None,
     };
     drawn_figure(figure, drawn, svg)
-}
-
-/// The frame's document for inferno's SVG: HTML (a `srcdoc` is parsed as
-/// such) sizing the picture to the frame's width, as the SVG opened alone
-/// sizes itself to the window (its script drops its width). Its script
-/// keeps its zoom and search in the page's address (`history.replaceState`),
-/// which a frame's document may not change: there that call is a no-op, run
-/// before inferno's own.
-fn in_frame(svg: String) -> String {
-    const HEAD: &str = "<!DOCTYPE html><style>html, body { margin: 0; } svg { display: block; width: 100%; height: auto; }</style>\
-        <script>history.replaceState = function () {};</script>";
-    let at = svg.find("<svg").unwrap_or(0);
-    format!("{HEAD}{}", &svg[at..])
 }
 
 fn drawn_figure(

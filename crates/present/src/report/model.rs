@@ -339,9 +339,9 @@ impl Figure {
             Figure::Fold => "sampled address against the phase of one instance, folded rates below",
             Figure::RankBand => "resident set and live heap across the ranks: the least and most of any rank in each time bin, and the mean",
             Figure::RankMap => "resident set of each rank (rows) over time (columns)",
-            Figure::AllocationFlame => "allocations by call stack (click a frame: zoom to it; Search: highlight frames by name)",
-            Figure::AccessFlame => "sampled accesses by object, under its allocation stack, then the code that touched it (click: zoom; Search: highlight)",
-            Figure::LevelFlame => "sampled loads by the memory level that served them, then object and code (click a level: zoom to it; Search: highlight)",
+            Figure::AllocationFlame => "allocations by call stack",
+            Figure::AccessFlame => "sampled accesses by object, under its allocation stack, then the code that touched it",
+            Figure::LevelFlame => "sampled loads by the memory level that served them, then object and code",
         }
     }
 }
