@@ -397,7 +397,10 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
     for (i, flame) in flames.iter().enumerate() {
         let note = flame["note"].as_str().unwrap();
         match i {
-            2 => assert_eq!(note, "the whole run: this measure is not split by time"),
+            2 => assert_eq!(
+                note,
+                "the whole run: the profile does not split this measure by time"
+            ),
             _ => assert!(note.starts_with("what came between"), "{note}"),
         }
     }
