@@ -97,6 +97,15 @@ fn every_block_gives_exact_temporaries_peak_and_leaks_by_caller() {
             (Some(s.allocations), Some(s.bytes), s.temporary),
             "{s:?}"
         );
+        // What a point adds came between its previous point and it.
+        for w in mine.windows(2) {
+            if let (Some(from), Some(to)) = (w[1].allocated_from_ns, w[1].allocated_to_ns) {
+                assert!(
+                    w[0].time_ns <= from && from <= to && to <= w[1].time_ns,
+                    "{w:?}"
+                );
+            }
+        }
         assert!(mine.windows(2).all(|w| w[0].bytes <= w[1].bytes
             && w[0].allocations <= w[1].allocations
             && w[0].temporary <= w[1].temporary));

@@ -394,6 +394,22 @@ fn the_html_report_sorts_filters_and_selects_a_time_range_in_a_browser() {
             .any(|f| f.contains("make_matrix") || f.contains("build_list")),
         "{frames:?}"
     );
+    // So does its caller/callee view: main, printf's path to its buffer.
+    let functions = seen["range_functions"].as_array().unwrap();
+    assert!(
+        functions.contains(&serde_json::json!("main")),
+        "{functions:?}"
+    );
+    assert!(
+        functions
+            .iter()
+            .any(|f| f.as_str().unwrap().contains("printf")),
+        "{functions:?}"
+    );
+    assert!(
+        !functions.contains(&serde_json::json!("make_matrix")),
+        "{functions:?}"
+    );
     for (i, flame) in flames.iter().enumerate() {
         let note = flame["note"].as_str().unwrap();
         match i {

@@ -117,6 +117,14 @@ try:
     range_frames = [
         e.get_attribute("textContent") for e in flame_views[0].find_elements(By.CSS_SELECTOR, ".flame-graph div")
     ]
+    # Its caller/callee view under the range: the functions listed.
+    range_sandwich = flame_views[0].find_element(By.CSS_SELECTOR, "details.sandwich")
+    range_sandwich.find_element(By.TAG_NAME, "summary").click()
+    range_functions = [
+        r.find_elements(By.TAG_NAME, "td")[-1].text
+        for r in range_sandwich.find_elements(By.CSS_SELECTOR, ".sandwich-functions tbody tr")
+    ]
+    range_sandwich.find_element(By.TAG_NAME, "summary").click()
     in_range = []
     for body in table.find_elements(By.CSS_SELECTOR, "tbody"):
         cells = body.find_elements(By.CSS_SELECTOR, "tr:first-child > td")
@@ -200,6 +208,7 @@ try:
         "regions": regions,
         "range_flames": range_flames,
         "range_frames": range_frames,
+        "range_functions": range_functions,
         "whole_note": whole_note,
         "flame_height": flame_height,
         "sandwich": sandwich_seen,

@@ -58,6 +58,29 @@ impl Slices {
         let at = time_ns as u128 * self.count as u128 / self.end_ns.max(1) as u128;
         at.min(self.count.saturating_sub(1) as u128) as u32
     }
+
+    /// Where slice `slice` begins.
+    fn start(&self, slice: u32) -> f64 {
+        self.end_ns as f64 * slice as f64 / self.count as f64
+    }
+
+    /// `value`, which came over `[from, to]`, shared among the slices by
+    /// their overlap with it, in time order (one slice for an instant).
+    fn spread(&self, from: u64, to: u64, value: f64, mut add: impl FnMut(u32, f64)) {
+        let (first, last) = (self.of(from), self.of(to.max(from)));
+        if first == last {
+            return add(first, value);
+        }
+        let span = (to - from) as f64;
+        for slice in first..=last {
+            let begin = self.start(slice).max(from as f64);
+            let end = match slice == last {
+                true => to as f64,
+                false => self.start(slice + 1).min(to as f64),
+            };
+            add(slice, value * (end - begin).max(0.0) / span);
+        }
+    }
 }
 
 /// Adds `value` at `slice` to a row's slices, in any order.
@@ -329,13 +352,19 @@ impl SiteSlices {
                 allocations_timed = false;
                 continue;
             };
-            let at = slices.of(t.time_ns);
+            // What the point adds came from the site's first allocation
+            // since its previous point to its last (temporaries, freed
+            // right after theirs, too), else by its time.
+            let from = t.allocated_from_ns.unwrap_or(t.time_ns);
+            let to = t.allocated_to_ns.unwrap_or(t.time_ns);
             let b = &mut before[i];
-            add_at(&mut rows[i][0], at, blocks - b.0);
-            add_at(&mut rows[i][1], at, bytes - b.1);
+            let row = &mut rows[i];
+            slices.spread(from, to, blocks - b.0, |at, v| add_at(&mut row[0], at, v));
+            slices.spread(from, to, bytes - b.1, |at, v| add_at(&mut row[1], at, v));
             match t.temporary {
                 Some(temporary) if temporaries => {
-                    add_at(&mut rows[i][5], at, (temporary - b.2) as f64);
+                    let added = (temporary - b.2) as f64;
+                    slices.spread(from, to, added, |at, v| add_at(&mut row[5], at, v));
                     b.2 = temporary;
                 }
                 _ => temporaries_timed = false,
@@ -483,4 +512,28 @@ pub fn access_stack(p: &Profile, objects: &analysis::Objects, key: &AccessKey) -
     let kind = if key.is_store { "store at" } else { "load at" };
     stack.push(Node::added(format!("{kind} {site}")));
     stack
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Slices;
+
+    #[test]
+    fn a_span_is_shared_among_its_slices_by_overlap() {
+        // Ten slices of 100 ns.
+        let slices = Slices {
+            end_ns: 1000,
+            count: 10,
+        };
+        let spread = |from, to| {
+            let mut got = Vec::new();
+            slices.spread(from, to, 100.0, |slice, v| got.push((slice, v)));
+            got
+        };
+        assert_eq!(spread(250, 250), [(2, 100.0)]);
+        assert_eq!(spread(150, 350), [(1, 25.0), (2, 50.0), (3, 25.0)]);
+        // An instant past the end is in the last slice.
+        assert_eq!(spread(1200, 1200), [(9, 100.0)]);
+        assert_eq!(spread(950, 1050), [(9, 100.0)]);
+    }
 }

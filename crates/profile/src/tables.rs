@@ -83,7 +83,8 @@ table! {
     /// live since the previous point, and its running totals: blocks and
     /// bytes allocated (scaled where sampled) and temporary allocations
     /// (null unless every block was recorded), whose differences are what
-    /// it allocated between two points (null in profiles written before).
+    /// it allocated between two points, from its first allocation since the
+    /// previous point to its last (all null in profiles written before).
     SiteLivePoint = "site_timeline" {
         pid: u32,
         stack_id: u64,
@@ -94,6 +95,8 @@ table! {
         allocations: Option<f64>,
         bytes: Option<f64>,
         temporary: Option<u64>,
+        allocated_from_ns: Option<u64>,
+        allocated_to_ns: Option<u64>,
     }
 }
 

@@ -62,6 +62,10 @@ struct Site {
     /// changed since.
     max_since_point: f64,
     changed: bool,
+    /// Its first and last allocation since its last point (`u64::MAX`, 0:
+    /// none), which time what the point's running totals add.
+    allocated_from: u64,
+    allocated_to: u64,
 }
 
 /// Sampled blocks a site needs live at once before its live bytes are
@@ -159,6 +163,7 @@ impl HeapSites {
                 stack,
                 group,
                 first_ns: u64::MAX,
+                allocated_from: u64::MAX,
                 ..Site::default()
             });
             (sites.len() - 1) as u32
@@ -202,6 +207,8 @@ impl HeapSites {
         s.changed = true;
         s.first_ns = s.first_ns.min(b.alloc_ns);
         s.last_ns = s.last_ns.max(b.alloc_ns);
+        s.allocated_from = s.allocated_from.min(b.alloc_ns);
+        s.allocated_to = s.allocated_to.max(b.alloc_ns);
         s.sampled |= b.sampled;
         self.live += b.est_bytes();
         self.live_usable += b.usable as f64 * b.est_count();
@@ -273,8 +280,11 @@ impl HeapSites {
                 allocations: Some(s.allocations),
                 bytes: Some(s.bytes),
                 temporary: self.every_block.then_some(s.temporary),
+                allocated_from_ns: (s.allocated_from <= s.allocated_to).then_some(s.allocated_from),
+                allocated_to_ns: (s.allocated_from <= s.allocated_to).then_some(s.allocated_to),
             });
             s.changed = false;
+            (s.allocated_from, s.allocated_to) = (u64::MAX, 0);
             s.max_since_point = s.shown();
             self.points_written += 1;
         }

@@ -6,15 +6,20 @@
 //! do), and, when the stacks are sliced by time, the flame graph of a time
 //! range picked on the timeline (heaptrack_gui's and memray's filter).
 
-use crate::stacks::{Measure, Stacks};
+use crate::stacks::{Measure, Stacks, Weighted};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Nodes below this share of the whole are left out: the tree, like a
 /// picture of it, is bounded by what can be seen, not by the run.
 const MIN_SHARE: f64 = 1.0 / 4000.0;
+/// Unless over this share of the slice of time where they weigh most:
+/// a frame a pixel wide in a graph of that slice alone.
+const MIN_SLICE_SHARE: f64 = 1.0 / 1000.0;
 /// And at most this many nodes, the heaviest.
 const MAX_NODES: usize = 20_000;
+/// And at most this many more for the slices.
+const MAX_SLICE_NODES: usize = 4_000;
 /// At most this many (node, slice) weights: past it, neighbouring slices
 /// are merged two by two (a page of eight flame graphs stays within ~2 MB).
 const MAX_SLICE_WEIGHTS: usize = 20_000;
@@ -30,7 +35,9 @@ pub struct CallTree {
     pub function_of: Vec<usize>,
     pub functions: Vec<String>,
     /// `[frame, parent (-1: a root), weight]`, each node after its parent;
-    /// a node's weight includes its children's.
+    /// a node's weight includes its children's (in JSON one flat array of
+    /// the three, a third of its size less).
+    #[serde(serialize_with = "flat_nodes")]
     pub nodes: Vec<(usize, i64, f64)>,
     /// The weight of the roots left out (a deeper node left out still
     /// weighs in its parent's).
@@ -49,7 +56,40 @@ pub struct TreeSlices {
     pub count: u32,
     pub node: Vec<i64>,
     pub slice: Vec<u32>,
+    #[serde(serialize_with = "compact_numbers")]
     pub weight: Vec<f64>,
+}
+
+/// A number as JSON, an integer where it is one ("4096", not "4096.0").
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Number {
+    Integer(i64),
+    Real(f64),
+}
+
+impl Number {
+    fn of(v: f64) -> Number {
+        match v.fract() == 0.0 && v.abs() < 9e15 {
+            true => Number::Integer(v as i64),
+            false => Number::Real(v),
+        }
+    }
+}
+
+fn compact_numbers<S: serde::Serializer>(values: &[f64], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(values.iter().map(|&v| Number::of(v)))
+}
+
+fn flat_nodes<S: serde::Serializer>(nodes: &[(usize, i64, f64)], s: S) -> Result<S::Ok, S::Error> {
+    let flat = nodes.iter().flat_map(|&(frame, parent, weight)| {
+        [
+            Number::Integer(frame as i64),
+            Number::Integer(parent),
+            Number::of(weight),
+        ]
+    });
+    s.collect_seq(flat)
 }
 
 /// The stacks' tree by frame, weighed by `measure`; `None` when nothing
@@ -113,6 +153,32 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
         .collect();
     order.sort_by(|&a, &b| nodes[b].2.total_cmp(&nodes[a].2).then(a.cmp(&b)));
     order.truncate(MAX_NODES);
+    // Where the stacks are sliced, a frame light over the run may be a time
+    // range's heaviest: also the nodes over a threshold of the slice where
+    // their rows weigh most, the largest shares first (a node's share is at
+    // least its children's, so their parents are kept too).
+    if let Some((slices, _)) = (stacks.slicing.as_ref()).filter(|(_, m)| m.contains(&measure)) {
+        let mut slice_totals = vec![0.0; slices.count as usize];
+        for &(slice, weight) in stacks.rows.iter().flat_map(|r| slices_of(r, at)) {
+            slice_totals[slice as usize] += weight;
+        }
+        let mut share = vec![0.0f64; nodes.len()];
+        for (row, path) in stacks.rows.iter().zip(&paths) {
+            let most = (slices_of(row, at).iter())
+                .map(|&(slice, weight)| weight / slice_totals[slice as usize])
+                .fold(0.0, f64::max);
+            for &node in path {
+                share[node] = share[node].max(most);
+            }
+        }
+        let kept: HashSet<usize> = order.iter().copied().collect();
+        let mut more: Vec<usize> = (0..nodes.len())
+            .filter(|&i| share[i] >= MIN_SLICE_SHARE && !kept.contains(&i))
+            .collect();
+        more.sort_by(|&a, &b| share[b].total_cmp(&share[a]).then(a.cmp(&b)));
+        more.truncate(MAX_SLICE_NODES);
+        order.extend(more);
+    }
     order.sort_unstable();
     let mut new_index: HashMap<usize, i64> = HashMap::new();
     let mut kept: Vec<(usize, i64, f64)> = Vec::new();
@@ -129,6 +195,24 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
         kept.push((frame, parent, weight));
     }
     let kept_roots: f64 = (kept.iter()).filter(|n| n.1 < 0).map(|n| n.2).sum();
+    // Only the frames and functions of the nodes kept: the tree's text is
+    // bounded by its nodes, not by every frame of the run.
+    let (mut kept_frames, mut kept_function_of, mut kept_functions) =
+        (Vec::new(), Vec::new(), Vec::new());
+    let mut frame_index: HashMap<usize, usize> = HashMap::new();
+    let mut function_index: HashMap<usize, usize> = HashMap::new();
+    for node in &mut kept {
+        node.0 = *frame_index.entry(node.0).or_insert_with(|| {
+            let function = function_of[node.0];
+            let f = *function_index.entry(function).or_insert_with(|| {
+                kept_functions.push(std::mem::take(&mut functions[function]));
+                kept_functions.len() - 1
+            });
+            kept_frames.push(std::mem::take(&mut frames[node.0]));
+            kept_function_of.push(f);
+            kept_frames.len() - 1
+        });
+    }
     let slices = (stacks.slicing.as_ref())
         .filter(|(_, sliced)| sliced.contains(&measure))
         .map(|(slices, _)| {
@@ -140,7 +224,7 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
                     .last()
                     .copied()
                     .unwrap_or(-1);
-                for &(slice, weight) in row.by_slice.get(at).into_iter().flatten() {
+                for &(slice, weight) in slices_of(row, at) {
                     *own.entry((node, slice)).or_default() += weight;
                 }
             }
@@ -167,13 +251,19 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
     Some(CallTree {
         unit: measure.counted(),
         total,
-        frames,
-        function_of,
-        functions,
+        frames: kept_frames,
+        function_of: kept_function_of,
+        functions: kept_functions,
         nodes: kept,
         left_out: total - kept_roots,
         slices,
     })
+}
+
+/// A row's weights by slice for its measure numbered `at` (none when not
+/// sliced).
+fn slices_of(row: &Weighted, at: usize) -> &[(u32, f64)] {
+    row.by_slice.get(at).map_or(&[], Vec::as_slice)
 }
 
 #[cfg(test)]
@@ -199,8 +289,9 @@ mod tests {
     #[test]
     fn stacks_merge_by_frame_and_light_nodes_weigh_in_their_parent() {
         // main -> f -> malloc twice (10 and 5 bytes, in slices 0 and 3),
-        // main -> g -> f -> malloc (4), and a sliver (1 byte in 4 002)
-        // under h.
+        // main -> g -> f -> malloc (4), a sliver (1 byte in 4 020, and in
+        // the 4 005 of its slice) under h, and main -> k's 1 byte, alone in
+        // its slice.
         let slices = Slices {
             end_ns: 4_000_000_000,
             count: 4,
@@ -211,31 +302,34 @@ mod tests {
                 stack(&["main", "f", "malloc"], 10.0, 0),
                 stack(&["main", "f", "malloc"], 5.0, 3),
                 stack(&["main", "g", "f", "malloc"], 4.0, 1),
-                stack(&["main", "h"], 3982.0, 1),
-                stack(&["main", "h", "sliver"], 1.0, 2),
+                stack(&["main", "h"], 4000.0, 1),
+                stack(&["main", "h", "sliver"], 1.0, 1),
+                stack(&["main", "k"], 1.0, 2),
             ],
             slicing: Some((slices, vec![Measure::AllocSpace])),
         };
         let t = call_tree(&stacks, Measure::AllocSpace).unwrap();
-        assert_eq!(t.total, 4002.0);
+        assert_eq!(t.total, 4021.0);
         let named: Vec<(&str, i64, f64)> = (t.nodes.iter())
             .map(|&(frame, parent, w)| (t.functions[t.function_of[frame]].as_str(), parent, w))
             .collect();
         assert_eq!(
             named,
             [
-                ("main", -1, 4002.0),
+                ("main", -1, 4021.0),
                 ("f", 0, 15.0),
                 ("malloc", 1, 15.0),
                 ("g", 0, 4.0),
                 ("f", 3, 4.0),
                 ("malloc", 4, 4.0),
-                ("h", 0, 3983.0),
+                ("h", 0, 4001.0),
+                ("k", 0, 1.0),
             ]
         );
         assert_eq!(t.frames[t.nodes[1].0], "f (a.c:1)");
         assert_eq!(t.left_out, 0.0, "the sliver weighs in h's own");
-        // Own weights by slice: the sliver's in h's, at its own time.
+        assert_eq!(t.frames.len(), 6, "the sliver's frame left out too");
+        // Own weights by slice: the sliver's in h's.
         let s = t.slices.expect("sliced");
         assert_eq!((s.seconds, s.count), (1.0, 4));
         let own: Vec<(i64, u32, f64)> = (0..s.node.len())
@@ -247,18 +341,18 @@ mod tests {
                 (2, 0, 10.0),
                 (2, 3, 5.0),
                 (5, 1, 4.0),
-                (6, 1, 3982.0),
-                (6, 2, 1.0)
+                (6, 1, 4001.0),
+                (7, 2, 1.0)
             ]
         );
-        // A measure the stacks are not sliced by has no slices.
+        // A measure the stacks are not sliced by has no slices, and k, light
+        // over the whole run, is left out.
         let stacks = Stacks {
             slicing: Some((slices, vec![])),
             ..stacks
         };
-        assert!(call_tree(&stacks, Measure::AllocSpace)
-            .unwrap()
-            .slices
-            .is_none());
+        let t = call_tree(&stacks, Measure::AllocSpace).unwrap();
+        assert!(t.slices.is_none());
+        assert_eq!(t.nodes.len(), 7);
     }
 }
