@@ -30,11 +30,21 @@ fn spawn_record(dir: &std::path::Path, args: &[&str]) -> std::process::Child {
 fn logged_pids(dir: &std::path::Path) -> Vec<String> {
     let entries = std::fs::read_dir(dir.join("raw")).into_iter().flatten();
     (entries.flatten())
+        .filter(|e| header_written(&e.path()))
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
             name.strip_suffix(".0.mlraw").map(str::to_string)
         })
         .collect()
+}
+
+/// Whether a raw log's header is complete (its magic, written last, is
+/// there): a process killed before is no process of the profile.
+fn header_written(log: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    let read = std::fs::File::open(log).and_then(|mut f| f.read_exact(&mut magic));
+    read.is_ok() && u64::from_le_bytes(magic) == memlens_rawlog::MAGIC
 }
 
 /// Asserts that memlens refused with one error line saying `what`.
@@ -84,7 +94,9 @@ fn a_directory_holds_one_run() {
     let mut rec = spawn_record(&killed, &[&program("torture"), "hold"]);
     // Killed once the program's log is there (it holds its blocks 200 ms).
     let logs = || std::fs::read_dir(killed.join("raw")).map_or(0, |d| d.count());
-    wait_until("the program's log", || logs() >= 2);
+    wait_until("the program's log", || {
+        logs() >= 2 && !logged_pids(&killed).is_empty()
+    });
     let pids = logged_pids(&killed);
     // SAFETY: a signal to the memlens this test started.
     unsafe { libc::kill(rec.id() as i32, libc::SIGKILL) };
