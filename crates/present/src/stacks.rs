@@ -254,16 +254,16 @@ pub fn allocation_stack(p: &Profile, pid: u32, stack_id: u64, what: &str) -> Vec
 
 /// Heap sites by their sums, mappings by their rows; temporary allocations
 /// among the measures when every heap site counted them. Sliced, a site's
-/// allocations come at its timeline's points (their running totals' steps),
-/// its leaks at its leaked blocks' allocations, a mapping at its own; bytes
-/// live at the heap's peak are of one instant, not sliced.
+/// allocations come as its timeline's running totals step (see
+/// [`SiteSlices`]), its leaks at its leaked blocks' allocations, a mapping
+/// at its own; bytes live at the heap's peak are of one instant, not sliced.
 fn allocation_stacks(p: &Profile, slices: Option<Slices>) -> Stacks {
     let temporaries_counted = !p.sites.is_empty() && p.sites.iter().all(|s| s.temporary.is_some());
     let mut measures = Measure::ALLOCATION.to_vec();
     if temporaries_counted {
         measures.push(Measure::TemporaryObjects);
     }
-    let by_slice = slices.map(|slices| SiteSlices::of(p, slices, temporaries_counted));
+    let mut by_slice = slices.map(|slices| SiteSlices::of(p, slices, temporaries_counted));
     let mut rows = Vec::new();
     let mut push = |pid, stack_id, what: &str, values: Vec<f64>, by_slice| {
         let stack = allocation_stack(p, pid, stack_id, what);
@@ -284,9 +284,7 @@ fn allocation_stacks(p: &Profile, slices: Option<Slices>) -> Stacks {
         if temporaries_counted {
             values.push(s.temporary.unwrap_or_default() as f64);
         }
-        let slices = by_slice
-            .as_ref()
-            .map_or_else(Vec::new, |b| b.rows[i].clone());
+        let slices = (by_slice.as_mut()).map_or_else(Vec::new, |b| std::mem::take(&mut b.rows[i]));
         push(s.pid, s.stack_id, "heap block", values, slices);
     }
     for a in p.allocations.iter().filter(|a| a.kind == "mmap") {
