@@ -587,7 +587,9 @@ fn a_region_around_parallel_loops_counts_the_whole_team() {
 #[test]
 fn openmp_contexts_reach_the_function_that_opened_the_region() {
     let dir = tempdir();
-    let app = memlens_cc(dir.path(), "omp_contexts.c", &["-O2", "-fopenmp"]);
+    // With -g: the outlined bodies are named from the DWARF's declaration
+    // lines (without, they keep their symbols' names).
+    let app = memlens_cc(dir.path(), "omp_contexts.c", &["-O2", "-g", "-fopenmp"]);
     let app = app.to_str().unwrap();
     let report = same_behaviour(&[app]);
     let line = |text| format!("omp_contexts.c:{}", source_line("omp_contexts.c", text));
@@ -605,6 +607,18 @@ fn openmp_contexts_reach_the_function_that_opened_the_region() {
             .unwrap_or_else(|| panic!("no microtask invoker in {frames:?}"));
         assert!(
             frames[invoker + 1].starts_with("solve ") || frames[invoker + 1].starts_with("nested "),
+            "{frames:?}"
+        );
+        // The body clang outlined (`.omp_outlined._debug__`) is named after
+        // the function whose source holds it: the one that opened it (GCC's
+        // `solve._omp_fn.0` says so itself).
+        let opener = frames[invoker + 1].split(' ').next().unwrap();
+        assert!(
+            frames[invoker - 1].starts_with(&format!("{opener} [OpenMP region] (omp_contexts.c:")),
+            "{frames:?}"
+        );
+        assert!(
+            !frames.iter().any(|f| f.starts_with(".omp_outlined")),
             "{frames:?}"
         );
         assert!(frames.iter().any(|f| f.starts_with("main ")), "{frames:?}");

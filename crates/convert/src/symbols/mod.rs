@@ -8,6 +8,7 @@ use std::path::Path;
 
 mod elf;
 mod files;
+mod openmp;
 mod read_ahead;
 use elf::FunctionTables;
 pub use elf::{is_c_library, static_objects};
@@ -83,6 +84,9 @@ pub struct Symbolizer {
     /// thousands), and looking it up and demangling its names again was most
     /// of the symbolizing.
     resolved: HashMap<String, HashMap<u64, Vec<SymbolFrame>>>,
+    /// Where the functions of each module with OpenMP bodies outlined by
+    /// clang are defined, which names those bodies.
+    definitions: HashMap<String, openmp::Definitions>,
 }
 
 /// One frame a code address resolves to: module, function, file, line, and
@@ -220,7 +224,21 @@ impl Symbolizer {
             let (file, line) = out.first().map(|f| (f.2.clone(), f.3)).unwrap_or_default();
             out = vec![(module, name, file, line, false)];
         }
+        if out.iter().any(|f| openmp::is_outlined(&f.1)) {
+            self.name_outlined(m, &mut out);
+        }
         out
+    }
+
+    /// Outlined OpenMP bodies among `frames` named after their function.
+    fn name_outlined(&mut self, m: &LoadedModule, frames: &mut [SymbolFrame]) {
+        let definitions = (self.definitions.entry(m.path.clone()))
+            .or_insert_with(|| openmp::Definitions::read(&debug_file(&m.path)));
+        for frame in frames.iter_mut().filter(|f| openmp::is_outlined(&f.1)) {
+            if let Some(name) = definitions.outlined_name(&frame.2, frame.3) {
+                frame.1 = name;
+            }
+        }
     }
 
     /// The source location of one sampled access. `after_access`: the address
