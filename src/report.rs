@@ -6,7 +6,7 @@ use crate::sql::Weight;
 use crate::{job, mpi, progress};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use memlens_present::Measure;
+use memlens_present::{Measure, PlotData};
 use memlens_profile::Profile;
 use std::path::{Path, PathBuf};
 
@@ -196,8 +196,8 @@ pub(crate) fn not_a_job(dir: &Path) -> anyhow::Error {
 /// One profile's plot of `kind`.
 pub(crate) fn plot(kind: &PlotKind, p: &Profile, output: &Path) -> Result<()> {
     match kind {
-        PlotKind::Capacity { .. } => memlens_present::plot_capacity(p, output)?,
-        PlotKind::Scatter { .. } => memlens_present::plot_scatter(p, output)?,
+        PlotKind::Capacity { .. } => memlens_present::plot_capacity(&PlotData::new(p), output)?,
+        PlotKind::Scatter { .. } => memlens_present::plot_scatter(&PlotData::new(p), output)?,
         PlotKind::Bandwidth { .. } => memlens_present::plot_bandwidth(p, output)?,
         PlotKind::Counters { .. } => memlens_present::plot_counters(p, output)?,
         PlotKind::Flame {
@@ -211,7 +211,7 @@ pub(crate) fn plot(kind: &PlotKind, p: &Profile, output: &Path) -> Result<()> {
                 (true, false) => memlens_present::Flame::Weighed(Measure::Accesses),
                 (false, _) => memlens_present::Flame::Weighed(Measure::from(*weight)),
             };
-            memlens_present::plot_flame(p, what, output)?
+            memlens_present::plot_flame(&PlotData::new(p), what, output)?
         }
         PlotKind::Fold {
             region,
@@ -220,7 +220,7 @@ pub(crate) fn plot(kind: &PlotKind, p: &Profile, output: &Path) -> Result<()> {
             ..
         } => {
             let by = memlens_analysis::FoldBy::new(region.as_deref(), *detect);
-            memlens_present::plot_fold(p, by, *bins as usize, output)?
+            memlens_present::plot_fold(&PlotData::new(p), by, *bins as usize, output)?
         }
         PlotKind::Ranks { dir, .. } => return Err(not_a_job(dir)),
     }

@@ -5,9 +5,9 @@
 //! DrCCTProf's).
 
 use crate::export::collapsed;
+use crate::plot::PlotData;
 use crate::stacks::{Measure, Slices, Stacks};
 use crate::PlotError;
-use memlens_profile::Profile;
 use std::path::Path;
 
 /// What the flame graph weighs.
@@ -23,7 +23,7 @@ pub enum Flame {
     LoadsByLevel,
 }
 
-pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError> {
+pub fn plot_flame(d: &PlotData, what: Flame, out: &Path) -> Result<(), PlotError> {
     if !out
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
@@ -35,7 +35,7 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
     }
     // Drawn before the file is made: a profile with nothing to draw leaves
     // no empty file behind.
-    let (stacks, measure, title) = flame_stacks(p, what, None)?;
+    let (stacks, measure, title) = flame_stacks(d, what, None)?;
     let svg = draw_flame(&stacks, measure, &title)?;
     memlens_profile::write_private_file(out, &svg).map_err(|e| PlotError(e.to_string()))
 }
@@ -43,13 +43,13 @@ pub fn plot_flame(p: &Profile, what: Flame, out: &Path) -> Result<(), PlotError>
 /// What a flame graph of `what` weighs: its stacks (split by `slices` of
 /// time if given), the measure, its title.
 pub fn flame_stacks(
-    p: &Profile,
+    d: &PlotData,
     what: Flame,
     slices: Option<Slices>,
 ) -> Result<(Stacks, Measure, String), PlotError> {
     let stacks = match what {
-        Flame::LoadsByLevel => Stacks::loads_by_level(p, slices),
-        Flame::Weighed(measure) => Stacks::sliced(p, measure, slices),
+        Flame::LoadsByLevel => Stacks::loads_by_level(d, slices),
+        Flame::Weighed(measure) => Stacks::sliced(d, measure, slices),
     }
     .map_err(PlotError)?;
     let (measure, title) = match what {

@@ -25,7 +25,7 @@ pub use live::render_live;
 pub use memlens_profile::{printable, printable_document};
 pub use plot::{
     plot_bandwidth, plot_calibration, plot_capacity, plot_counters, plot_fold, plot_rank_band,
-    plot_rank_map, plot_scatter, Image, PlotError, RankMeasure,
+    plot_rank_map, plot_scatter, Image, PlotData, PlotError, RankMeasure,
 };
 pub use pprof::pprof;
 pub use report::{

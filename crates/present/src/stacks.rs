@@ -4,6 +4,7 @@
 //! stack, the object, then the access's calling context (DrCCTProf's
 //! data-centric tree).
 
+use crate::plot::PlotData;
 use memlens_analysis as analysis;
 use memlens_profile::{code_label, Profile};
 use std::collections::HashMap;
@@ -196,15 +197,28 @@ impl Stacks {
     /// or temporary allocations, access stacks otherwise; an error when the
     /// profile lacks the measure (no samples; temporaries not counted).
     pub fn of(p: &Profile, measure: Measure) -> Result<Stacks, String> {
-        Stacks::sliced(p, measure, None)
+        match Measure::ACCESS.contains(&measure) {
+            true => Stacks::sliced(&PlotData::new(p), measure, None),
+            false => Stacks::checked(allocation_stacks(p, None), measure),
+        }
     }
 
-    /// As [`Stacks::of`], each row's values also split by `slices`.
-    pub fn sliced(p: &Profile, measure: Measure, slices: Option<Slices>) -> Result<Stacks, String> {
+    /// As [`Stacks::of`] of the profile `d` holds, each row's values also
+    /// split by `slices`.
+    pub fn sliced(
+        d: &PlotData,
+        measure: Measure,
+        slices: Option<Slices>,
+    ) -> Result<Stacks, String> {
         let stacks = match Measure::ACCESS.contains(&measure) {
-            true => access_stacks(p, false, slices)?,
-            false => allocation_stacks(p, slices),
+            true => access_stacks(d, false, slices)?,
+            false => allocation_stacks(d.p, slices),
         };
+        Stacks::checked(stacks, measure)
+    }
+
+    /// `stacks`, or an error when they lack `measure`.
+    fn checked(stacks: Stacks, measure: Measure) -> Result<Stacks, String> {
         match stacks.measures.contains(&measure) {
             true => Ok(stacks),
             false => Err("temporary allocations are counted only when every heap block is recorded: record again with `--leaks`".into()),
@@ -213,11 +227,11 @@ impl Stacks {
 
     /// The load samples' access stacks under the memory level that served
     /// each (an error when no load sample carries a level).
-    pub fn loads_by_level(p: &Profile, slices: Option<Slices>) -> Result<Stacks, String> {
-        if !p.samples.iter().any(|s| !s.is_store && s.level != 0) {
+    pub fn loads_by_level(d: &PlotData, slices: Option<Slices>) -> Result<Stacks, String> {
+        if !d.p.samples.iter().any(|s| !s.is_store && s.level != 0) {
             return Err("no load sample carries a memory level: levels come from hardware samples (PEBS, IBS, SPE) or `memlens record --cache-model`".into());
         }
-        access_stacks(p, true, slices)
+        access_stacks(d, true, slices)
     }
 
     /// Which of `measures` a measure is (one of them: [`Stacks::of`]
@@ -404,21 +418,21 @@ impl SiteSlices {
 /// Each sample under its object's allocation stack, the object, and the
 /// access's calling context (its last frame the access itself); `by_level`:
 /// the load samples only, each under the memory level that served it.
-fn access_stacks(p: &Profile, by_level: bool, slices: Option<Slices>) -> Result<Stacks, String> {
+fn access_stacks(d: &PlotData, by_level: bool, slices: Option<Slices>) -> Result<Stacks, String> {
+    let (p, objects) = (d.p, &d.objects);
     if p.samples.is_empty() {
         return Err(
             "this profile has no access samples: build the program with `memlens cc` and record it again"
                 .into(),
         );
     }
-    let objects = analysis::data_objects(p);
     let period = p.meta.settings.access_period.max(1) as f64;
     // Samples counted by what their stack is made of (and by slice of
     // time), each stack built once: a run's millions of samples share a few
     // thousand stacks.
     let count = slices.map_or(1, |s| s.count as usize);
     let mut counts: HashMap<(AccessKey, u8), Vec<f64>> = HashMap::new();
-    analysis::attribute(p, &objects, |i, hit, _| {
+    analysis::attribute(p, objects, |i, hit, _| {
         let s = &p.samples[i];
         if by_level && s.is_store {
             return;
@@ -435,7 +449,7 @@ fn access_stacks(p: &Profile, by_level: bool, slices: Option<Slices>) -> Result<
     // Keys that differ only in code addresses of one line are one stack.
     let mut index: HashMap<Vec<Node>, usize> = HashMap::new();
     for ((key, level), samples) in counts {
-        let mut stack = access_stack(p, &objects, &key);
+        let mut stack = access_stack(p, objects, &key);
         if by_level {
             let level = memlens_profile::MemLevel::from_code(level).name();
             stack.insert(0, Node::added(format!("[{level}]")));

@@ -1,9 +1,9 @@
 use super::*;
 
-pub fn plot_capacity<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
+pub fn plot_capacity<'a>(d: &PlotData, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
     let out = out.into();
-    let data = analysis::capacity_series(p, &analysis::data_objects(p));
-    render!(out, draw(&data, p))
+    let data = analysis::capacity_series(d.p, &d.objects);
+    render!(out, draw(&data, d.p))
 }
 
 /// The instants the stacked objects are drawn at: in each of `columns` equal

@@ -6,14 +6,14 @@ use super::*;
 /// address against the phase of the instance (above) and the folded access
 /// rate, loads and stores (below).
 pub fn plot_fold<'a>(
-    p: &Profile,
+    d: &PlotData,
     by: analysis::FoldBy,
     bins: usize,
     out: impl Into<Image<'a>>,
 ) -> Result<(), PlotError> {
+    let (p, objects) = (d.p, &d.objects);
     let out = out.into();
-    let objects = analysis::data_objects(p);
-    let folding = analysis::fold(p, &objects, by, bins, true)
+    let folding = analysis::fold(p, objects, by, bins, true)
         .map_err(|why| PlotError(format!("cannot fold: {why}")))?;
     let stride = (folding.points.len() / MAX_DOTS).max(1);
     let points: Vec<(f64, usize)> = (folding.points.iter())
@@ -31,7 +31,7 @@ pub fn plot_fold<'a>(
         p,
     ) + &dots_note(points.len(), folding.points.len());
     let scatter = Scatter {
-        placed: analysis::sample_positions(p, &objects),
+        placed: d.placed(),
         points,
         x_max: 1.0,
         x_desc: "phase of the instance",
@@ -41,7 +41,7 @@ pub fn plot_fold<'a>(
     };
     render!(
         out,
-        draw_fold(p, &objects, &scatter, &folding),
+        draw_fold(p, objects, &scatter, &folding),
         |svg: &mut String| scatter.layer.replace_marker(svg)
     )
 }

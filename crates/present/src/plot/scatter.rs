@@ -3,14 +3,14 @@ use super::*;
 
 /// `memlens plot scatter`: sampled address against time, one band per data object
 /// (the address scaled within the object), loads and stores in two colours.
-pub fn plot_scatter<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
+pub fn plot_scatter<'a>(d: &PlotData, out: impl Into<Image<'a>>) -> Result<(), PlotError> {
+    let (p, objects) = (d.p, &d.objects);
     let out = out.into();
     if p.samples.is_empty() {
         return Err(PlotError(
             "this profile has no access samples: build the program with `memlens cc` and record it again".into(),
         ));
     }
-    let objects = analysis::data_objects(p);
     // A few hundred thousand samples show the pattern; more only slow the drawing.
     let points: Vec<(f64, usize)> = (0..p.samples.len())
         .step_by((p.samples.len() / MAX_DOTS).max(1))
@@ -19,7 +19,7 @@ pub fn plot_scatter<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), Pl
     let caption =
         title("sampled accesses by data object", p) + &dots_note(points.len(), p.samples.len());
     let scatter = Scatter {
-        placed: analysis::sample_positions(p, &objects),
+        placed: d.placed(),
         points,
         x_max: run_seconds(p),
         x_desc: "time (s)",
@@ -29,7 +29,7 @@ pub fn plot_scatter<'a>(p: &Profile, out: impl Into<Image<'a>>) -> Result<(), Pl
     };
     render!(
         out,
-        draw_scatter_alone(p, &objects, &scatter),
+        draw_scatter_alone(p, objects, &scatter),
         |svg: &mut String| scatter.layer.replace_marker(svg)
     )
 }
@@ -38,8 +38,8 @@ const MAX_BANDS: usize = 10;
 pub(super) const MAX_DOTS: usize = 300_000;
 
 /// Samples to draw as address (band of the object, position in it) against x.
-pub(super) struct Scatter {
-    pub(super) placed: Vec<Option<(u32, f32)>>,
+pub(super) struct Scatter<'d> {
+    pub(super) placed: &'d [Option<(u32, f32)>],
     /// (x, sample index) of the dots.
     pub(super) points: Vec<(f64, usize)>,
     pub(super) x_max: f64,

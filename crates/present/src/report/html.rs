@@ -12,7 +12,7 @@ use super::Report;
 use crate::flame::{flame_stacks, flame_title, Flame};
 use crate::plot::{
     plot_bandwidth, plot_capacity, plot_fold, plot_rank_band, plot_rank_map, plot_scatter, Image,
-    RankMeasure,
+    PlotData, RankMeasure,
 };
 use crate::stacks::{Measure, Slices};
 use memlens_analysis::LineFigures;
@@ -405,6 +405,7 @@ const FLAME_SLICES: u32 = 128;
 
 /// The whole report as one HTML page.
 pub fn render_html(p: &Profile, r: &Report, text: SourceText) -> String {
+    let plots = PlotData::new(p);
     page(
         r.summary.command.join(" "),
         &r.profile,
@@ -417,7 +418,7 @@ pub fn render_html(p: &Profile, r: &Report, text: SourceText) -> String {
             source: source_json(r, text),
             rank_pages: None,
         },
-        |f| draw(p, r, f),
+        |f| draw(&plots, r, f),
     )
 }
 
@@ -496,15 +497,15 @@ fn page(
 }
 
 /// A figure as SVG, or nothing when the plot has nothing to draw.
-fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
+fn draw(d: &PlotData, r: &Report, figure: Figure) -> Option<DrawnFigure> {
     let mut svg = String::new();
     let drawn = match figure {
-        Figure::Capacity => plot_capacity(p, Image::Svg(&mut svg)),
-        Figure::Bandwidth => plot_bandwidth(p, Image::Svg(&mut svg)),
-        Figure::Scatter => plot_scatter(p, Image::Svg(&mut svg)),
+        Figure::Capacity => plot_capacity(d, Image::Svg(&mut svg)),
+        Figure::Bandwidth => plot_bandwidth(d.p, Image::Svg(&mut svg)),
+        Figure::Scatter => plot_scatter(d, Image::Svg(&mut svg)),
         Figure::Fold => {
             let f = r.folding.content.as_ref()?;
-            plot_fold(p, f.by(), f.bins.len(), Image::Svg(&mut svg))
+            plot_fold(d, f.by(), f.bins.len(), Image::Svg(&mut svg))
         }
         Figure::AllocationFlame | Figure::AccessFlame | Figure::LevelFlame => {
             let what = match figure {
@@ -516,7 +517,7 @@ fn draw(p: &Profile, r: &Report, figure: Figure) -> Option<DrawnFigure> {
                 end_ns: r.timeline.end_ns,
                 count: FLAME_SLICES,
             });
-            let (stacks, measure, title) = flame_stacks(p, what, slices).ok()?;
+            let (stacks, measure, title) = flame_stacks(d, what, slices).ok()?;
             let views = match figure {
                 Figure::AllocationFlame => (PAGE_ALLOCATION_MEASURES.iter())
                     .filter(|m| stacks.measures.contains(m))
