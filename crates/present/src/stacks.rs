@@ -375,7 +375,7 @@ impl SiteSlices {
             slices.spread(from, to, bytes - b.1, |at, v| add_at(&mut row[1], at, v));
             match t.temporary {
                 Some(temporary) if temporaries => {
-                    let added = (temporary - b.2) as f64;
+                    let added = temporary.saturating_sub(b.2) as f64;
                     slices.spread(from, to, added, |at, v| add_at(&mut row[5], at, v));
                     b.2 = temporary;
                 }
