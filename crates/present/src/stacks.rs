@@ -84,20 +84,15 @@ impl Slices {
     }
 }
 
-/// Adds `value` at `slice` to a row's slices, in any order.
-fn merge_at(slices: &mut Vec<(u32, f64)>, slice: u32, value: f64) {
+/// Adds `value` at `slice` to a row's slices (kept in slice order; a zero
+/// adds nothing).
+fn add_at(slices: &mut Vec<(u32, f64)>, slice: u32, value: f64) {
+    if value == 0.0 {
+        return;
+    }
     match slices.binary_search_by_key(&slice, |s| s.0) {
         Ok(at) => slices[at].1 += value,
         Err(at) => slices.insert(at, (slice, value)),
-    }
-}
-
-/// Adds `value` at `slice` to a row's slices, which come in time order.
-fn add_at(slices: &mut Vec<(u32, f64)>, slice: u32, value: f64) {
-    match slices.last_mut() {
-        _ if value == 0.0 => {}
-        Some(last) if last.0 == slice => last.1 += value,
-        _ => slices.push((slice, value)),
     }
 }
 
@@ -468,8 +463,8 @@ fn access_stacks(d: &PlotData, by_level: bool, slices: Option<Slices>) -> Result
         row.values[1] += total * period;
         if slices.is_some() {
             for (slice, &n) in samples.iter().enumerate().filter(|s| *s.1 > 0.0) {
-                merge_at(&mut row.by_slice[0], slice as u32, n);
-                merge_at(&mut row.by_slice[1], slice as u32, n * period);
+                add_at(&mut row.by_slice[0], slice as u32, n);
+                add_at(&mut row.by_slice[1], slice as u32, n * period);
             }
         }
     }

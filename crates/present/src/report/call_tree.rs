@@ -96,6 +96,10 @@ fn flat_nodes<S: serde::Serializer>(nodes: &[(usize, i64, f64)], s: S) -> Result
 /// weighs.
 pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
     let at = stacks.measures.iter().position(|&m| m == measure)?;
+    // The slices of time the stacks are split by for this measure, if any.
+    let sliced = (stacks.slicing.as_ref())
+        .filter(|(_, measures)| measures.contains(&measure))
+        .map(|(slices, _)| *slices);
     let mut frames: Vec<String> = Vec::new();
     let mut function_of: Vec<usize> = Vec::new();
     let mut functions: Vec<String> = Vec::new();
@@ -157,7 +161,7 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
     // range's heaviest: also the nodes over a threshold of the slice where
     // their rows weigh most, the largest shares first (a node's share is at
     // least its children's, so their parents are kept too).
-    if let Some((slices, _)) = (stacks.slicing.as_ref()).filter(|(_, m)| m.contains(&measure)) {
+    if let Some(slices) = sliced {
         let mut slice_totals = vec![0.0; slices.count as usize];
         for &(slice, weight) in stacks.rows.iter().flat_map(|r| slices_of(r, at)) {
             slice_totals[slice as usize] += weight;
@@ -213,41 +217,39 @@ pub fn call_tree(stacks: &Stacks, measure: Measure) -> Option<CallTree> {
             kept_frames.len() - 1
         });
     }
-    let slices = (stacks.slicing.as_ref())
-        .filter(|(_, sliced)| sliced.contains(&measure))
-        .map(|(slices, _)| {
-            // A row's slices weigh in the deepest node of its path kept.
-            let mut own: HashMap<(i64, u32), f64> = HashMap::new();
-            for (row, path) in stacks.rows.iter().zip(&paths) {
-                let node = (path.iter())
-                    .map_while(|n| new_index.get(n))
-                    .last()
-                    .copied()
-                    .unwrap_or(-1);
-                for &(slice, weight) in slices_of(row, at) {
-                    *own.entry((node, slice)).or_default() += weight;
-                }
+    let slices = sliced.map(|slices| {
+        // A row's slices weigh in the deepest node of its path kept.
+        let mut own: HashMap<(i64, u32), f64> = HashMap::new();
+        for (row, path) in stacks.rows.iter().zip(&paths) {
+            let node = (path.iter())
+                .map_while(|n| new_index.get(n))
+                .last()
+                .copied()
+                .unwrap_or(-1);
+            for &(slice, weight) in slices_of(row, at) {
+                *own.entry((node, slice)).or_default() += weight;
             }
-            let mut merged = 1u32;
-            while own.len() > MAX_SLICE_WEIGHTS && slices.count > merged {
-                merged *= 2;
-                let mut wider: HashMap<(i64, u32), f64> = HashMap::new();
-                for ((node, slice), weight) in own {
-                    *wider.entry((node, slice / 2)).or_default() += weight;
-                }
-                own = wider;
+        }
+        let mut merged = 1u32;
+        while own.len() > MAX_SLICE_WEIGHTS && slices.count > merged {
+            merged *= 2;
+            let mut wider: HashMap<(i64, u32), f64> = HashMap::new();
+            for ((node, slice), weight) in own {
+                *wider.entry((node, slice / 2)).or_default() += weight;
             }
-            let mut own: Vec<((i64, u32), f64)> = own.into_iter().collect();
-            own.sort_by_key(|o| o.0);
-            TreeSlices {
-                seconds: slices.end_ns as f64 / 1e9 / slices.count as f64 * merged as f64,
-                count: slices.count.div_ceil(merged),
-                node: own.iter().map(|o| o.0 .0).collect(),
-                slice: own.iter().map(|o| o.0 .1).collect(),
-                // Three decimals: a scaled estimate needs no more.
-                weight: own.iter().map(|o| (o.1 * 1e3).round() / 1e3).collect(),
-            }
-        });
+            own = wider;
+        }
+        let mut own: Vec<((i64, u32), f64)> = own.into_iter().collect();
+        own.sort_by_key(|o| o.0);
+        TreeSlices {
+            seconds: slices.end_ns as f64 / 1e9 / slices.count as f64 * merged as f64,
+            count: slices.count.div_ceil(merged),
+            node: own.iter().map(|o| o.0 .0).collect(),
+            slice: own.iter().map(|o| o.0 .1).collect(),
+            // Three decimals: a scaled estimate needs no more.
+            weight: own.iter().map(|o| (o.1 * 1e3).round() / 1e3).collect(),
+        }
+    });
     Some(CallTree {
         unit: measure.counted(),
         total,
